@@ -1,0 +1,1 @@
+//! Kafka's `LogConfig`: the per-log settings segments and the log obey.

@@ -1,0 +1,117 @@
+//! The crate's error type. Mirrors the Kafka exceptions a storage caller can see
+//! (`CorruptRecordException`, `OffsetOutOfRangeException`, `InvalidOffsetException`, ...);
+//! the Python layer maps each variant onto one exception class.
+
+use std::path::{Path, PathBuf};
+
+pub type Result<T> = std::result::Result<T, Error>;
+
+/// Where in which file a problem was found; filled in by the layer that knows it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Location {
+    pub file: Option<PathBuf>,
+    pub position: Option<u64>,
+}
+
+impl std::fmt::Display for Location {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match (&self.file, self.position) {
+            (Some(file), Some(pos)) => write!(f, " (in {} at position {})", file.display(), pos),
+            (Some(file), None) => write!(f, " (in {})", file.display()),
+            (None, Some(pos)) => write!(f, " (at position {})", pos),
+            (None, None) => Ok(()),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("I/O error{}: {source}", path.as_ref().map(|p| format!(" on {}", p.display())).unwrap_or_default())]
+    Io {
+        path: Option<PathBuf>,
+        #[source]
+        source: std::io::Error,
+    },
+    /// Bytes that do not parse as Kafka records: bad CRC, length past the end, bad varint...
+    #[error("corrupt record: {message}{location}")]
+    CorruptRecord { message: String, location: Location },
+    /// An index file whose contents break Kafka's invariants (sanity check).
+    #[error("corrupt index: {message}{location}")]
+    CorruptIndex { message: String, location: Location },
+    #[error("offset {offset} is out of range [{start}, {end})")]
+    OffsetOutOfRange { offset: i64, start: i64, end: i64 },
+    /// Kafka's InvalidOffsetException: a non-monotonic index append and the like.
+    #[error("invalid offset: {0}")]
+    InvalidOffset(String),
+    /// Kafka's IndexOffsetOverflowException / LogSegmentOffsetOverflowException.
+    #[error("offset overflow: {0}")]
+    OffsetOverflow(String),
+    #[error("record too large: {0}")]
+    RecordTooLarge(String),
+    /// A batch that parses but breaks a rule of the log (timestamps, offsets, sequences...).
+    #[error("invalid record: {0}")]
+    InvalidRecord(String),
+    #[error("{0}")]
+    InvalidArgument(String),
+    #[error("unsupported: {0}")]
+    Unsupported(String),
+    #[error("read-only: {0}")]
+    ReadOnly(String),
+    /// Idempotent/transactional producer state violations (Kafka's OutOfOrderSequence,
+    /// InvalidProducerEpoch, InvalidTxnState ...).
+    #[error("producer state: {0}")]
+    ProducerState(String),
+    #[error("{0}")]
+    IllegalState(String),
+}
+
+impl Error {
+    pub fn corrupt(message: impl Into<String>) -> Self {
+        Error::CorruptRecord { message: message.into(), location: Location::default() }
+    }
+
+    pub fn corrupt_index(message: impl Into<String>) -> Self {
+        Error::CorruptIndex { message: message.into(), location: Location::default() }
+    }
+
+    pub fn io(path: impl AsRef<Path>, source: std::io::Error) -> Self {
+        Error::Io { path: Some(path.as_ref().to_path_buf()), source }
+    }
+
+    /// Attach the file and position to a corruption error found while decoding a buffer
+    /// (the decoder only knows offsets relative to its slice). Keeps an existing file.
+    pub fn at(mut self, file: Option<&Path>, position: u64) -> Self {
+        if let Error::CorruptRecord { location, .. } | Error::CorruptIndex { location, .. } = &mut self {
+            if location.file.is_none() {
+                location.file = file.map(Path::to_path_buf);
+            }
+            location.position = Some(position + location.position.unwrap_or(0));
+        }
+        self
+    }
+
+    pub fn in_file(mut self, file: &Path) -> Self {
+        match &mut self {
+            Error::CorruptRecord { location, .. } | Error::CorruptIndex { location, .. } => {
+                if location.file.is_none() {
+                    location.file = Some(file.to_path_buf());
+                }
+            }
+            Error::Io { path, .. } if path.is_none() => *path = Some(file.to_path_buf()),
+            _ => {}
+        }
+        self
+    }
+}
+
+impl From<std::io::Error> for Error {
+    fn from(source: std::io::Error) -> Self {
+        Error::Io { path: None, source }
+    }
+}
+
+/// Shorthand for `Err(Error::corrupt(format!(...)))`.
+#[macro_export]
+macro_rules! corrupt {
+    ($($arg:tt)*) => { Err($crate::error::Error::corrupt(format!($($arg)*))) };
+}

@@ -1,0 +1,1 @@
+//! Kafka's `OffsetIndex`. (Being written.)

@@ -1,0 +1,1 @@
+//! Kafka's `TimeIndex`. (Being written.)

@@ -1,0 +1,13 @@
+//! kafkalog: Apache Kafka's on-disk log format (record batches, segments, offset/time/transaction
+//! indexes, the partition log) in Rust, byte-compatible with a Kafka broker.
+
+pub mod config;
+pub mod error;
+pub mod index;
+pub mod record;
+pub mod segment;
+
+#[cfg(feature = "python")]
+mod python;
+
+pub use error::{Error, Result};

@@ -1,1 +1,114 @@
-//! Kafka's `LogConfig`: the per-log settings segments and the log obey.
+//! Kafka's `LogConfig`: the per-log settings that segments and the log obey, with Kafka's
+//! defaults and its topic-level property names (`segment.bytes`, `retention.ms`, ...).
+
+use crate::error::{Error, Result};
+use crate::record::record::TimestampType;
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct LogConfig {
+    /// segment.bytes
+    pub segment_bytes: u64,
+    /// segment.ms
+    pub segment_ms: i64,
+    /// segment.jitter.ms
+    pub segment_jitter_ms: i64,
+    /// segment.index.bytes
+    pub max_index_size: usize,
+    /// index.interval.bytes
+    pub index_interval_bytes: usize,
+    /// retention.ms (-1: unlimited)
+    pub retention_ms: i64,
+    /// retention.bytes (-1: unlimited)
+    pub retention_bytes: i64,
+    /// max.message.bytes: the largest batch the log accepts
+    pub max_message_bytes: usize,
+    /// message.timestamp.type
+    pub message_timestamp_type: TimestampType,
+    /// message.timestamp.before.max.ms
+    pub message_timestamp_before_max_ms: i64,
+    /// message.timestamp.after.max.ms
+    pub message_timestamp_after_max_ms: i64,
+    /// file.delete.delay.ms
+    pub file_delete_delay_ms: i64,
+    /// flush.messages (i64::MAX: leave flushing to the OS, Kafka's default)
+    pub flush_messages: i64,
+    /// preallocate
+    pub preallocate: bool,
+    /// How much one batch may inflate when decompressed (a decoder limit, not a Kafka setting).
+    pub max_decompressed_batch_bytes: usize,
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        LogConfig {
+            segment_bytes: 1024 * 1024 * 1024,
+            segment_ms: 7 * 24 * 60 * 60 * 1000,
+            segment_jitter_ms: 0,
+            max_index_size: 10 * 1024 * 1024,
+            index_interval_bytes: 4096,
+            retention_ms: 7 * 24 * 60 * 60 * 1000,
+            retention_bytes: -1,
+            max_message_bytes: 1024 * 1024 + 12,
+            message_timestamp_type: TimestampType::CreateTime,
+            message_timestamp_before_max_ms: i64::MAX,
+            message_timestamp_after_max_ms: 60 * 60 * 1000,
+            file_delete_delay_ms: 60_000,
+            flush_messages: i64::MAX,
+            preallocate: false,
+            max_decompressed_batch_bytes: crate::record::batch::DEFAULT_MAX_DECOMPRESSED_BYTES,
+        }
+    }
+}
+
+impl LogConfig {
+    /// Sets one property by its Kafka topic-config name (`segment.bytes`, ...) from a string.
+    pub fn set(&mut self, name: &str, value: &str) -> Result<()> {
+        fn num<T: std::str::FromStr>(name: &str, value: &str) -> Result<T> {
+            value.trim().parse().map_err(|_| Error::InvalidArgument(format!("{name}: '{value}' is not a valid number")))
+        }
+        match name {
+            "segment.bytes" => self.segment_bytes = num(name, value)?,
+            "segment.ms" => self.segment_ms = num(name, value)?,
+            "segment.jitter.ms" => self.segment_jitter_ms = num(name, value)?,
+            "segment.index.bytes" => self.max_index_size = num(name, value)?,
+            "index.interval.bytes" => self.index_interval_bytes = num(name, value)?,
+            "retention.ms" => self.retention_ms = num(name, value)?,
+            "retention.bytes" => self.retention_bytes = num(name, value)?,
+            "max.message.bytes" => self.max_message_bytes = num(name, value)?,
+            "message.timestamp.type" => {
+                self.message_timestamp_type = match value {
+                    "CreateTime" => TimestampType::CreateTime,
+                    "LogAppendTime" => TimestampType::LogAppendTime,
+                    other => return Err(Error::InvalidArgument(format!("message.timestamp.type: '{other}' (CreateTime or LogAppendTime)"))),
+                }
+            }
+            "message.timestamp.before.max.ms" => self.message_timestamp_before_max_ms = num(name, value)?,
+            "message.timestamp.after.max.ms" => self.message_timestamp_after_max_ms = num(name, value)?,
+            "file.delete.delay.ms" => self.file_delete_delay_ms = num(name, value)?,
+            "flush.messages" => self.flush_messages = num(name, value)?,
+            "preallocate" => self.preallocate = matches!(value, "true" | "True" | "1"),
+            // Settings of the broker's other machinery (compaction, replication) that do not change
+            // how one log reads or writes its files.
+            "cleanup.policy" | "min.insync.replicas" | "unclean.leader.election.enable" | "compression.type"
+            | "min.cleanable.dirty.ratio" | "delete.retention.ms" | "min.compaction.lag.ms" | "max.compaction.lag.ms"
+            | "flush.ms" | "local.retention.ms" | "local.retention.bytes" | "remote.storage.enable"
+            | "message.downconversion.enable" | "follower.replication.throttled.replicas"
+            | "leader.replication.throttled.replicas" | "message.format.version" | "message.timestamp.difference.max.ms" => {}
+            other => return Err(Error::InvalidArgument(format!("unknown log config '{other}'"))),
+        }
+        self.validate()
+    }
+
+    pub fn validate(&self) -> Result<()> {
+        if self.segment_bytes < 14 {
+            return Err(Error::InvalidArgument(format!("segment.bytes {} is below the minimum (14)", self.segment_bytes)));
+        }
+        if self.max_index_size < 12 {
+            return Err(Error::InvalidArgument(format!("segment.index.bytes {} is below one entry", self.max_index_size)));
+        }
+        if self.segment_ms <= 0 {
+            return Err(Error::InvalidArgument("segment.ms must be positive".into()));
+        }
+        Ok(())
+    }
+}

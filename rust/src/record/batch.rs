@@ -1,1 +1,508 @@
-//! (Being written.)
+//! Magic v2 record batches (Kafka's `DefaultRecordBatch`) and the shallow batch view shared with the
+//! legacy v0/v1 formats (`RecordBatch`): header fields, CRC32C validation, record iteration.
+//!
+//! v2 header layout (big-endian), 61 bytes:
+//! baseOffset i64 | batchLength i32 | partitionLeaderEpoch i32 | magic i8 | crc u32 |
+//! attributes i16 | lastOffsetDelta i32 | baseTimestamp i64 | maxTimestamp i64 |
+//! producerId i64 | producerEpoch i16 | baseSequence i32 | recordsCount i32
+//! The CRC covers attributes through the end of the batch, so the broker can rewrite the base
+//! offset and leader epoch without recomputing it.
+
+use crate::error::{Error, Result};
+use crate::record::codec::{self, Compression};
+use crate::record::control::{ControlRecordType, EndTransactionMarker};
+use crate::record::legacy::{self, LegacyEntry};
+use crate::record::record::{read_default_record, Record, TimestampType};
+
+pub const BASE_OFFSET_OFFSET: usize = 0;
+pub const LENGTH_OFFSET: usize = 8;
+pub const PARTITION_LEADER_EPOCH_OFFSET: usize = 12;
+pub const MAGIC_OFFSET: usize = 16;
+pub const CRC_OFFSET: usize = 17;
+pub const ATTRIBUTES_OFFSET: usize = 21;
+pub const LAST_OFFSET_DELTA_OFFSET: usize = 23;
+pub const BASE_TIMESTAMP_OFFSET: usize = 27;
+pub const MAX_TIMESTAMP_OFFSET: usize = 35;
+pub const PRODUCER_ID_OFFSET: usize = 43;
+pub const PRODUCER_EPOCH_OFFSET: usize = 51;
+pub const BASE_SEQUENCE_OFFSET: usize = 53;
+pub const RECORDS_COUNT_OFFSET: usize = 57;
+pub const RECORD_BATCH_OVERHEAD: usize = 61;
+/// offset + length: what precedes the batch length's worth of bytes.
+pub const LOG_OVERHEAD: usize = 12;
+/// offset + length + the bytes up to and including magic, enough to tell the format apart.
+pub const HEADER_SIZE_UP_TO_MAGIC: usize = 17;
+/// The smallest message any magic can hold (a v0 message with null key and value).
+pub const MIN_RECORD_OVERHEAD: usize = 14;
+
+pub const MAGIC_V0: u8 = 0;
+pub const MAGIC_V1: u8 = 1;
+pub const MAGIC_V2: u8 = 2;
+
+pub const NO_PRODUCER_ID: i64 = -1;
+pub const NO_PRODUCER_EPOCH: i16 = -1;
+pub const NO_SEQUENCE: i32 = -1;
+pub const NO_PARTITION_LEADER_EPOCH: i32 = -1;
+pub const NO_TIMESTAMP: i64 = -1;
+
+const COMPRESSION_CODEC_MASK: i16 = 0x07;
+const TIMESTAMP_TYPE_MASK: i16 = 0x08;
+const TRANSACTIONAL_FLAG_MASK: i16 = 0x10;
+const CONTROL_FLAG_MASK: i16 = 0x20;
+const DELETE_HORIZON_FLAG_MASK: i16 = 0x40;
+
+/// How much a decoder may inflate one batch; a compressed batch claiming more is corrupt.
+pub const DEFAULT_MAX_DECOMPRESSED_BYTES: usize = 256 * 1024 * 1024;
+
+#[inline]
+fn be_i16(b: &[u8], at: usize) -> i16 {
+    i16::from_be_bytes([b[at], b[at + 1]])
+}
+#[inline]
+fn be_i32(b: &[u8], at: usize) -> i32 {
+    i32::from_be_bytes(b[at..at + 4].try_into().unwrap())
+}
+#[inline]
+fn be_i64(b: &[u8], at: usize) -> i64 {
+    i64::from_be_bytes(b[at..at + 8].try_into().unwrap())
+}
+
+/// What the first 17 bytes of any batch or legacy entry say: where it starts, how long it is, magic.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BatchPrefix {
+    /// baseOffset for v2, the (last) offset for v0/v1 entries.
+    pub offset: i64,
+    /// Total bytes including the 12-byte log overhead.
+    pub size_in_bytes: usize,
+    pub magic: u8,
+}
+
+impl BatchPrefix {
+    /// Parses the 17-byte prefix; checks the length field against Kafka's minimum and `max_size`
+    /// (what is left of the file, or a configured maximum), never trusting it to allocate.
+    pub fn parse(buf: &[u8], max_size: usize) -> Result<BatchPrefix> {
+        if buf.len() < HEADER_SIZE_UP_TO_MAGIC {
+            return Err(Error::corrupt(format!("{} bytes are too few for a batch header", buf.len())));
+        }
+        let offset = be_i64(buf, BASE_OFFSET_OFFSET);
+        let length = be_i32(buf, LENGTH_OFFSET);
+        if length < MIN_RECORD_OVERHEAD as i32 {
+            return Err(Error::corrupt(format!(
+                "record size {length} is less than the minimum record overhead ({MIN_RECORD_OVERHEAD})"
+            )));
+        }
+        let size_in_bytes = length as usize + LOG_OVERHEAD;
+        if size_in_bytes > max_size {
+            return Err(Error::corrupt(format!(
+                "batch of {size_in_bytes} bytes at offset {offset} exceeds the {max_size} bytes available"
+            )));
+        }
+        let magic = buf[MAGIC_OFFSET];
+        if magic > MAGIC_V2 {
+            return Err(Error::corrupt(format!("unknown magic {magic} in batch at offset {offset}")));
+        }
+        if magic == MAGIC_V2 && size_in_bytes < RECORD_BATCH_OVERHEAD {
+            return Err(Error::corrupt(format!(
+                "v2 batch size {size_in_bytes} is smaller than its header ({RECORD_BATCH_OVERHEAD})"
+            )));
+        }
+        Ok(BatchPrefix { offset, size_in_bytes, magic })
+    }
+}
+
+/// A v2 batch over its bytes (exactly `size_in_bytes` long).
+#[derive(Debug, Clone, Copy)]
+pub struct DefaultBatch<'a> {
+    bytes: &'a [u8],
+}
+
+impl<'a> DefaultBatch<'a> {
+    /// Wraps a buffer holding exactly one v2 batch; checks the framing, not the CRC.
+    pub fn new(bytes: &'a [u8]) -> Result<Self> {
+        let prefix = BatchPrefix::parse(bytes, bytes.len())?;
+        if prefix.magic != MAGIC_V2 {
+            return Err(Error::corrupt(format!("expected magic 2, found {}", prefix.magic)));
+        }
+        Ok(DefaultBatch { bytes: &bytes[..prefix.size_in_bytes] })
+    }
+
+    pub fn bytes(&self) -> &'a [u8] {
+        self.bytes
+    }
+    pub fn base_offset(&self) -> i64 {
+        be_i64(self.bytes, BASE_OFFSET_OFFSET)
+    }
+    pub fn batch_length(&self) -> i32 {
+        be_i32(self.bytes, LENGTH_OFFSET)
+    }
+    pub fn size_in_bytes(&self) -> usize {
+        self.bytes.len()
+    }
+    pub fn partition_leader_epoch(&self) -> i32 {
+        be_i32(self.bytes, PARTITION_LEADER_EPOCH_OFFSET)
+    }
+    pub fn magic(&self) -> u8 {
+        MAGIC_V2
+    }
+    pub fn crc(&self) -> u32 {
+        u32::from_be_bytes(self.bytes[CRC_OFFSET..CRC_OFFSET + 4].try_into().unwrap())
+    }
+    pub fn attributes(&self) -> i16 {
+        be_i16(self.bytes, ATTRIBUTES_OFFSET)
+    }
+    pub fn last_offset_delta(&self) -> i32 {
+        be_i32(self.bytes, LAST_OFFSET_DELTA_OFFSET)
+    }
+    pub fn last_offset(&self) -> i64 {
+        self.base_offset().wrapping_add(i64::from(self.last_offset_delta()))
+    }
+    pub fn next_offset(&self) -> i64 {
+        self.last_offset() + 1
+    }
+    pub fn base_timestamp(&self) -> i64 {
+        be_i64(self.bytes, BASE_TIMESTAMP_OFFSET)
+    }
+    pub fn max_timestamp(&self) -> i64 {
+        be_i64(self.bytes, MAX_TIMESTAMP_OFFSET)
+    }
+    pub fn producer_id(&self) -> i64 {
+        be_i64(self.bytes, PRODUCER_ID_OFFSET)
+    }
+    pub fn producer_epoch(&self) -> i16 {
+        be_i16(self.bytes, PRODUCER_EPOCH_OFFSET)
+    }
+    pub fn base_sequence(&self) -> i32 {
+        be_i32(self.bytes, BASE_SEQUENCE_OFFSET)
+    }
+    /// Kafka's `lastSequence`: wraps at i32::MAX like `DefaultRecordBatch.incrementSequence`.
+    pub fn last_sequence(&self) -> i32 {
+        let base = self.base_sequence();
+        if base == NO_SEQUENCE {
+            return NO_SEQUENCE;
+        }
+        let delta = self.last_offset_delta();
+        if base > i32::MAX - delta {
+            delta - (i32::MAX - base) - 1
+        } else {
+            base + delta
+        }
+    }
+    pub fn records_count(&self) -> i32 {
+        be_i32(self.bytes, RECORDS_COUNT_OFFSET)
+    }
+    pub fn compression(&self) -> Result<Compression> {
+        Compression::from_id((self.attributes() & COMPRESSION_CODEC_MASK) as u8)
+    }
+    pub fn timestamp_type(&self) -> TimestampType {
+        if self.attributes() & TIMESTAMP_TYPE_MASK != 0 {
+            TimestampType::LogAppendTime
+        } else {
+            TimestampType::CreateTime
+        }
+    }
+    pub fn is_transactional(&self) -> bool {
+        self.attributes() & TRANSACTIONAL_FLAG_MASK != 0
+    }
+    pub fn is_control(&self) -> bool {
+        self.attributes() & CONTROL_FLAG_MASK != 0
+    }
+    pub fn has_delete_horizon(&self) -> bool {
+        self.attributes() & DELETE_HORIZON_FLAG_MASK != 0
+    }
+    /// With the delete-horizon flag the base timestamp field holds the horizon (log compaction).
+    pub fn delete_horizon_ms(&self) -> Option<i64> {
+        self.has_delete_horizon().then(|| self.base_timestamp())
+    }
+
+    pub fn compute_crc(&self) -> u32 {
+        crc32c::crc32c(&self.bytes[ATTRIBUTES_OFFSET..])
+    }
+
+    pub fn is_valid(&self) -> bool {
+        self.crc() == self.compute_crc()
+    }
+
+    /// Kafka's `ensureValid`: size and CRC32C.
+    pub fn ensure_valid(&self) -> Result<()> {
+        if self.records_count() < 0 {
+            return Err(Error::corrupt(format!(
+                "batch at offset {} has invalid record count {}",
+                self.base_offset(),
+                self.records_count()
+            )));
+        }
+        let (stored, computed) = (self.crc(), self.compute_crc());
+        if stored != computed {
+            return Err(Error::corrupt(format!(
+                "batch at offset {} is corrupt (stored crc = {stored}, computed crc = {computed})",
+                self.base_offset()
+            )));
+        }
+        Ok(())
+    }
+
+    /// The uncompressed records section: borrowed as is, or inflated into `scratch`.
+    pub fn records_payload<'s>(&self, scratch: &'s mut Vec<u8>, max_decompressed: usize) -> Result<&'s [u8]>
+    where
+        'a: 's,
+    {
+        let raw = &self.bytes[RECORD_BATCH_OVERHEAD..];
+        match self.compression()? {
+            Compression::None => Ok(raw),
+            codec => {
+                *scratch = codec::decompress(codec, raw, max_decompressed, MAGIC_V2)?;
+                Ok(scratch.as_slice())
+            }
+        }
+    }
+
+    /// Iterates the records over a payload from `records_payload`.
+    pub fn records_in<'s>(&self, payload: &'s [u8]) -> RecordIter<'s> {
+        let log_append_time =
+            (self.timestamp_type() == TimestampType::LogAppendTime).then(|| self.max_timestamp());
+        // With a delete horizon the base timestamp field is the horizon, not the records' base.
+        let base_timestamp = self.base_timestamp();
+        RecordIter {
+            buf: payload,
+            pos: 0,
+            remaining: self.records_count().max(0) as u32,
+            base_offset: self.base_offset(),
+            base_timestamp,
+            log_append_time,
+            batch_base_offset: self.base_offset(),
+        }
+    }
+}
+
+/// Iterates the `DefaultRecord`s of one v2 batch, then checks that no bytes are left over
+/// (Kafka's "Incorrect declared batch size").
+pub struct RecordIter<'s> {
+    buf: &'s [u8],
+    pos: usize,
+    remaining: u32,
+    base_offset: i64,
+    base_timestamp: i64,
+    log_append_time: Option<i64>,
+    batch_base_offset: i64,
+}
+
+impl<'s> Iterator for RecordIter<'s> {
+    type Item = Result<Record<'s>>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.remaining == 0 {
+            if self.pos != self.buf.len() {
+                let left = self.buf.len() - self.pos;
+                self.pos = self.buf.len();
+                return Some(Err(Error::corrupt(format!(
+                    "incorrect declared batch size: {left} bytes left after the last record of batch at offset {}",
+                    self.batch_base_offset
+                ))));
+            }
+            return None;
+        }
+        self.remaining -= 1;
+        match read_default_record(self.buf, &mut self.pos, self.base_offset, self.base_timestamp, self.log_append_time) {
+            Ok(r) => Some(Ok(r)),
+            Err(e) => {
+                self.remaining = 0;
+                self.pos = self.buf.len();
+                Some(Err(e))
+            }
+        }
+    }
+}
+
+/// One shallow batch of any magic, as it lies in a log file.
+#[derive(Debug, Clone)]
+pub enum Batch<'a> {
+    V2(DefaultBatch<'a>),
+    Legacy(LegacyEntry<'a>),
+}
+
+impl<'a> Batch<'a> {
+    /// Parses the batch at the start of `buf`, which may hold more after it.
+    pub fn parse(buf: &'a [u8]) -> Result<Batch<'a>> {
+        let prefix = BatchPrefix::parse(buf, buf.len())?;
+        let bytes = &buf[..prefix.size_in_bytes];
+        if prefix.magic == MAGIC_V2 {
+            Ok(Batch::V2(DefaultBatch::new(bytes)?))
+        } else {
+            Ok(Batch::Legacy(legacy::parse_entry(bytes)?))
+        }
+    }
+
+    pub fn magic(&self) -> u8 {
+        match self {
+            Batch::V2(_) => MAGIC_V2,
+            Batch::Legacy(e) => e.magic,
+        }
+    }
+    pub fn size_in_bytes(&self) -> usize {
+        match self {
+            Batch::V2(b) => b.size_in_bytes(),
+            Batch::Legacy(e) => e.size_in_bytes,
+        }
+    }
+    /// For a legacy wrapper the entry's own offset is its last inner offset (what Kafka indexes).
+    pub fn last_offset(&self) -> i64 {
+        match self {
+            Batch::V2(b) => b.last_offset(),
+            Batch::Legacy(e) => e.offset,
+        }
+    }
+    pub fn max_timestamp(&self) -> i64 {
+        match self {
+            Batch::V2(b) => b.max_timestamp(),
+            Batch::Legacy(e) => e.timestamp,
+        }
+    }
+    pub fn compression(&self) -> Result<Compression> {
+        match self {
+            Batch::V2(b) => b.compression(),
+            Batch::Legacy(e) => e.compression(),
+        }
+    }
+    pub fn timestamp_type(&self) -> TimestampType {
+        match self {
+            Batch::V2(b) => b.timestamp_type(),
+            Batch::Legacy(e) => e.timestamp_type(),
+        }
+    }
+    pub fn is_control(&self) -> bool {
+        matches!(self, Batch::V2(b) if b.is_control())
+    }
+    pub fn is_transactional(&self) -> bool {
+        matches!(self, Batch::V2(b) if b.is_transactional())
+    }
+    pub fn producer_id(&self) -> i64 {
+        match self {
+            Batch::V2(b) => b.producer_id(),
+            Batch::Legacy(_) => NO_PRODUCER_ID,
+        }
+    }
+    pub fn partition_leader_epoch(&self) -> i32 {
+        match self {
+            Batch::V2(b) => b.partition_leader_epoch(),
+            Batch::Legacy(_) => NO_PARTITION_LEADER_EPOCH,
+        }
+    }
+    pub fn ensure_valid(&self) -> Result<()> {
+        match self {
+            Batch::V2(b) => b.ensure_valid(),
+            // parse_entry already verified the message CRC.
+            Batch::Legacy(_) => Ok(()),
+        }
+    }
+
+    /// Decodes every record ("deep iteration"), inflating into `scratch` when compressed.
+    pub fn records<'s>(&self, scratch: &'s mut Vec<u8>, max_decompressed: usize) -> Result<Vec<Record<'s>>>
+    where
+        'a: 's,
+    {
+        match self {
+            Batch::V2(b) => {
+                let payload = b.records_payload(scratch, max_decompressed)?;
+                b.records_in(payload).collect()
+            }
+            Batch::Legacy(e) => legacy::deep_records(e, scratch, max_decompressed),
+        }
+    }
+
+    /// The marker of a commit/abort control batch, if this is one.
+    pub fn end_txn_marker(&self) -> Result<Option<EndTransactionMarker>> {
+        let Batch::V2(b) = self else { return Ok(None) };
+        if !b.is_control() {
+            return Ok(None);
+        }
+        let mut scratch = Vec::new();
+        let payload = b.records_payload(&mut scratch, DEFAULT_MAX_DECOMPRESSED_BYTES)?;
+        let Some(first) = b.records_in(payload).next() else { return Ok(None) };
+        let record = first?;
+        let control_type = ControlRecordType::parse_key(record.key)?;
+        match control_type {
+            ControlRecordType::Abort | ControlRecordType::Commit => {
+                Ok(Some(EndTransactionMarker::parse(control_type, record.value)?))
+            }
+            _ => Ok(None),
+        }
+    }
+}
+
+/// Iterates the shallow batches in a buffer holding whole batches back to back.
+pub struct BatchIter<'a> {
+    buf: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> BatchIter<'a> {
+    pub fn new(buf: &'a [u8]) -> Self {
+        BatchIter { buf, pos: 0 }
+    }
+    pub fn position(&self) -> usize {
+        self.pos
+    }
+}
+
+impl<'a> Iterator for BatchIter<'a> {
+    type Item = Result<Batch<'a>>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.pos >= self.buf.len() {
+            return None;
+        }
+        let start = self.pos;
+        match Batch::parse(&self.buf[start..]) {
+            Ok(batch) => {
+                self.pos += batch.size_in_bytes();
+                Some(Ok(batch))
+            }
+            Err(e) => {
+                self.pos = self.buf.len();
+                Some(Err(e.at(None, start as u64)))
+            }
+        }
+    }
+}
+
+/// Rewrites the base offset in place (not covered by the CRC, as in Kafka's `setLastOffset`).
+pub fn set_base_offset(batch: &mut [u8], base_offset: i64) {
+    batch[BASE_OFFSET_OFFSET..BASE_OFFSET_OFFSET + 8].copy_from_slice(&base_offset.to_be_bytes());
+}
+
+/// Stamps the partition leader epoch in place (not covered by the CRC).
+pub fn set_partition_leader_epoch(batch: &mut [u8], epoch: i32) {
+    batch[PARTITION_LEADER_EPOCH_OFFSET..PARTITION_LEADER_EPOCH_OFFSET + 4].copy_from_slice(&epoch.to_be_bytes());
+}
+
+/// Kafka's `setMaxTimestamp`: sets the timestamp type and max timestamp, then recomputes the CRC.
+pub fn set_max_timestamp(batch: &mut [u8], timestamp_type: TimestampType, max_timestamp: i64) {
+    let mut attributes = be_i16(batch, ATTRIBUTES_OFFSET);
+    if timestamp_type == TimestampType::LogAppendTime {
+        attributes |= TIMESTAMP_TYPE_MASK;
+    } else {
+        attributes &= !TIMESTAMP_TYPE_MASK;
+    }
+    batch[ATTRIBUTES_OFFSET..ATTRIBUTES_OFFSET + 2].copy_from_slice(&attributes.to_be_bytes());
+    batch[MAX_TIMESTAMP_OFFSET..MAX_TIMESTAMP_OFFSET + 8].copy_from_slice(&max_timestamp.to_be_bytes());
+    let crc = crc32c::crc32c(&batch[ATTRIBUTES_OFFSET..]);
+    batch[CRC_OFFSET..CRC_OFFSET + 4].copy_from_slice(&crc.to_be_bytes());
+}
+
+/// Attributes word for a new batch.
+pub fn attributes(compression: Compression, timestamp_type: TimestampType, transactional: bool, control: bool, delete_horizon: bool) -> i16 {
+    let mut a = i16::from(compression.id());
+    if timestamp_type == TimestampType::LogAppendTime {
+        a |= TIMESTAMP_TYPE_MASK;
+    }
+    if transactional {
+        a |= TRANSACTIONAL_FLAG_MASK;
+    }
+    if control {
+        a |= CONTROL_FLAG_MASK;
+    }
+    if delete_horizon {
+        a |= DELETE_HORIZON_FLAG_MASK;
+    }
+    a
+}

@@ -1,1 +1,317 @@
-//! (Being written.)
+//! A `.log` file of record batches (Kafka's `FileRecords` + `FileLogInputStream`): positional
+//! reads and appends, shallow batch scans that read only headers, and a chunked reader that hands
+//! out whole batches for decoding.
+
+use std::fs::{File, OpenOptions};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, Result};
+use crate::record::batch::{
+    Batch, BatchPrefix, HEADER_SIZE_UP_TO_MAGIC, LAST_OFFSET_DELTA_OFFSET, MAGIC_V1, MAGIC_V2, MAX_TIMESTAMP_OFFSET,
+    NO_TIMESTAMP, RECORD_BATCH_OVERHEAD,
+};
+
+/// Largest batch a reader accepts from a length field unless told otherwise; bounds allocation.
+pub const DEFAULT_MAX_BATCH_SIZE: usize = 256 * 1024 * 1024;
+
+/// What a header-only scan learns about a batch without reading its records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BatchHeader {
+    pub position: u64,
+    pub size: usize,
+    pub magic: u8,
+    /// v2: base offset; v0/v1: the entry's offset (the last inner offset of a wrapper).
+    pub base_offset: i64,
+    pub last_offset: i64,
+    pub max_timestamp: i64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LogOffsetPosition {
+    pub offset: i64,
+    pub position: u64,
+    pub size: usize,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TimestampAndOffset {
+    pub timestamp: i64,
+    pub offset: i64,
+    pub leader_epoch: Option<i32>,
+}
+
+#[derive(Debug)]
+pub struct FileRecords {
+    path: PathBuf,
+    file: File,
+    size: u64,
+    writable: bool,
+}
+
+impl FileRecords {
+    /// Opens (and, when writable, creates) a log file. A read-only open never writes.
+    pub fn open(path: &Path, writable: bool) -> Result<Self> {
+        let file = if writable {
+            OpenOptions::new().read(true).write(true).create(true).truncate(false).open(path)
+        } else {
+            File::open(path)
+        }
+        .map_err(|e| Error::io(path, e))?;
+        let size = file.metadata().map_err(|e| Error::io(path, e))?.len();
+        Ok(FileRecords { path: path.to_path_buf(), file, size, writable })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+    pub fn size_in_bytes(&self) -> u64 {
+        self.size
+    }
+    pub fn is_writable(&self) -> bool {
+        self.writable
+    }
+
+    /// Treats only the first `size` bytes as the log (a read-only view ending before a torn tail).
+    pub fn limit_to(&mut self, size: u64) {
+        self.size = self.size.min(size);
+    }
+
+    fn ensure_writable(&self) -> Result<()> {
+        if self.writable {
+            Ok(())
+        } else {
+            Err(Error::ReadOnly(format!("{} is opened read-only", self.path.display())))
+        }
+    }
+
+    /// Appends whole batches at the end of the file; returns the bytes written.
+    pub fn append(&mut self, data: &[u8]) -> Result<usize> {
+        self.ensure_writable()?;
+        let new_size = self.size + data.len() as u64;
+        if new_size > i32::MAX as u64 {
+            return Err(Error::IllegalState(format!(
+                "appending {} bytes to {} would pass 2 GiB ({} bytes now)",
+                data.len(),
+                self.path.display(),
+                self.size
+            )));
+        }
+        self.file.write_all_at(data, self.size).map_err(|e| Error::io(&self.path, e))?;
+        self.size = new_size;
+        Ok(data.len())
+    }
+
+    pub fn flush(&self) -> Result<()> {
+        if self.writable {
+            self.file.sync_data().map_err(|e| Error::io(&self.path, e))?;
+        }
+        Ok(())
+    }
+
+    /// Kafka's `truncateTo`: cuts the file to `target_size` bytes; returns the bytes removed.
+    pub fn truncate_to(&mut self, target_size: u64) -> Result<u64> {
+        self.ensure_writable()?;
+        if target_size > self.size {
+            return Err(Error::InvalidArgument(format!(
+                "cannot truncate {} of size {} to the larger size {target_size}",
+                self.path.display(),
+                self.size
+            )));
+        }
+        let removed = self.size - target_size;
+        self.file.set_len(target_size).map_err(|e| Error::io(&self.path, e))?;
+        self.size = target_size;
+        Ok(removed)
+    }
+
+    pub fn rename_to(&mut self, new_path: &Path) -> Result<()> {
+        std::fs::rename(&self.path, new_path).map_err(|e| Error::io(&self.path, e))?;
+        self.path = new_path.to_path_buf();
+        Ok(())
+    }
+
+    pub fn delete(&self) -> Result<()> {
+        match std::fs::remove_file(&self.path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(Error::io(&self.path, e)),
+            _ => Ok(()),
+        }
+    }
+
+    /// Reads `len` bytes at `position`, clamped to the end of the log.
+    pub fn read_range(&self, position: u64, len: usize) -> Result<Vec<u8>> {
+        let end = (position.saturating_add(len as u64)).min(self.size);
+        if position >= end {
+            return Ok(Vec::new());
+        }
+        let mut buf = vec![0u8; (end - position) as usize];
+        self.file.read_exact_at(&mut buf, position).map_err(|e| Error::io(&self.path, e))?;
+        Ok(buf)
+    }
+
+    /// Reads the header of the batch at `position`; `Ok(None)` at the end of the log. A batch
+    /// whose length runs past the end is an error naming the file and position.
+    pub fn read_header(&self, position: u64, max_batch_size: usize) -> Result<Option<BatchHeader>> {
+        if position >= self.size {
+            return Ok(None);
+        }
+        let left = self.size - position;
+        let mut buf = [0u8; RECORD_BATCH_OVERHEAD];
+        let want = (left as usize).min(RECORD_BATCH_OVERHEAD);
+        self.file.read_exact_at(&mut buf[..want], position).map_err(|e| Error::io(&self.path, e))?;
+        if want < HEADER_SIZE_UP_TO_MAGIC {
+            return Err(Error::corrupt(format!("{left} trailing bytes are too few for a batch header")).at(Some(&self.path), position));
+        }
+        let prefix = BatchPrefix::parse(&buf[..want], (left as usize).min(max_batch_size)).map_err(|e| e.at(Some(&self.path), position))?;
+        let (last_offset, max_timestamp) = match prefix.magic {
+            MAGIC_V2 => {
+                let delta = i32::from_be_bytes(buf[LAST_OFFSET_DELTA_OFFSET..LAST_OFFSET_DELTA_OFFSET + 4].try_into().unwrap());
+                let ts = i64::from_be_bytes(buf[MAX_TIMESTAMP_OFFSET..MAX_TIMESTAMP_OFFSET + 8].try_into().unwrap());
+                (prefix.offset.wrapping_add(i64::from(delta)), ts)
+            }
+            MAGIC_V1 if want >= 26 => (prefix.offset, i64::from_be_bytes(buf[18..26].try_into().unwrap())),
+            _ => (prefix.offset, NO_TIMESTAMP),
+        };
+        Ok(Some(BatchHeader { position, size: prefix.size_in_bytes, magic: prefix.magic, base_offset: prefix.offset, last_offset, max_timestamp }))
+    }
+
+    /// Header-only scan of the batches from `start` to the end of the log.
+    pub fn headers_from(&self, start: u64, max_batch_size: usize) -> HeaderIter<'_> {
+        HeaderIter { records: self, position: start, max_batch_size, done: false }
+    }
+
+    /// Kafka's `searchForOffsetWithSize`: the first batch at or after `starting_position` whose
+    /// last offset is >= `target_offset`.
+    pub fn search_for_offset_with_size(&self, target_offset: i64, starting_position: u64, max_batch_size: usize) -> Result<Option<LogOffsetPosition>> {
+        for header in self.headers_from(starting_position, max_batch_size) {
+            let h = header?;
+            if h.last_offset >= target_offset {
+                return Ok(Some(LogOffsetPosition { offset: h.last_offset, position: h.position, size: h.size }));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Whole batches from `start` up to `end` (exclusive), read in large chunks.
+    pub fn batches(&self, start: u64, end: u64, max_batch_size: usize) -> BatchReader<'_> {
+        BatchReader { records: self, next: start, end: end.min(self.size), buf: Vec::new(), buf_start: start, max_batch_size }
+    }
+
+    /// Kafka's `searchForTimestamp`: the first record at or after `starting_position` and
+    /// `starting_offset` whose timestamp is >= `target_timestamp`.
+    pub fn search_for_timestamp(&self, target_timestamp: i64, starting_position: u64, starting_offset: i64, max_batch_size: usize, max_decompressed: usize) -> Result<Option<TimestampAndOffset>> {
+        let mut reader = self.batches(starting_position, self.size, max_batch_size);
+        let mut scratch = Vec::new();
+        while let Some((_, bytes)) = reader.next_batch()? {
+            let batch = Batch::parse(bytes)?;
+            if batch.max_timestamp() >= target_timestamp {
+                for record in batch.records(&mut scratch, max_decompressed)? {
+                    if record.timestamp >= target_timestamp && record.offset >= starting_offset {
+                        let epoch = batch.partition_leader_epoch();
+                        return Ok(Some(TimestampAndOffset { timestamp: record.timestamp, offset: record.offset, leader_epoch: (epoch >= 0).then_some(epoch) }));
+                    }
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    /// Kafka's `largestTimestampAfter`: the max batch timestamp from `start` on, with the last
+    /// offset of the batch holding it (Kafka's shallow offset of the max timestamp).
+    pub fn largest_timestamp_after(&self, start: u64, max_batch_size: usize) -> Result<TimestampAndOffset> {
+        let mut best = TimestampAndOffset { timestamp: NO_TIMESTAMP, offset: -1, leader_epoch: None };
+        for header in self.headers_from(start, max_batch_size) {
+            let h = header?;
+            if h.max_timestamp > best.timestamp {
+                best = TimestampAndOffset { timestamp: h.max_timestamp, offset: h.last_offset, leader_epoch: None };
+            }
+        }
+        Ok(best)
+    }
+}
+
+pub struct HeaderIter<'a> {
+    records: &'a FileRecords,
+    position: u64,
+    max_batch_size: usize,
+    done: bool,
+}
+
+impl Iterator for HeaderIter<'_> {
+    type Item = Result<BatchHeader>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        match self.records.read_header(self.position, self.max_batch_size) {
+            Ok(Some(h)) => {
+                self.position += h.size as u64;
+                Some(Ok(h))
+            }
+            Ok(None) => {
+                self.done = true;
+                None
+            }
+            Err(e) => {
+                self.done = true;
+                Some(Err(e))
+            }
+        }
+    }
+}
+
+/// Reads whole batches sequentially through a buffer of at least `CHUNK` bytes, so decoding a
+/// segment costs a few large reads rather than two small ones per batch.
+pub struct BatchReader<'a> {
+    records: &'a FileRecords,
+    next: u64,
+    end: u64,
+    buf: Vec<u8>,
+    buf_start: u64,
+    max_batch_size: usize,
+}
+
+const CHUNK: usize = 1 << 20;
+
+impl BatchReader<'_> {
+    pub fn position(&self) -> u64 {
+        self.next
+    }
+
+    fn buffered(&self, position: u64, len: usize) -> bool {
+        position >= self.buf_start && position + len as u64 <= self.buf_start + self.buf.len() as u64
+    }
+
+    fn fill(&mut self, position: u64, len: usize) -> Result<()> {
+        let want = len.max(CHUNK).min((self.end - position) as usize);
+        self.buf.resize(want, 0);
+        self.records.file.read_exact_at(&mut self.buf, position).map_err(|e| Error::io(&self.records.path, e))?;
+        self.buf_start = position;
+        Ok(())
+    }
+
+    /// The next whole batch as `(position, bytes)`; `Ok(None)` at `end`. A batch that does not
+    /// fit before the end of the log is a corruption error naming file and position.
+    pub fn next_batch(&mut self) -> Result<Option<(u64, &[u8])>> {
+        let position = self.next;
+        if position >= self.end {
+            return Ok(None);
+        }
+        let left = (self.end - position) as usize;
+        if left < HEADER_SIZE_UP_TO_MAGIC {
+            return Err(Error::corrupt(format!("{left} trailing bytes are too few for a batch header")).at(Some(&self.records.path), position));
+        }
+        if !self.buffered(position, HEADER_SIZE_UP_TO_MAGIC) {
+            self.fill(position, HEADER_SIZE_UP_TO_MAGIC)?;
+        }
+        let off = (position - self.buf_start) as usize;
+        let prefix = BatchPrefix::parse(&self.buf[off..], left.min(self.max_batch_size)).map_err(|e| e.at(Some(&self.records.path), position))?;
+        if !self.buffered(position, prefix.size_in_bytes) {
+            self.fill(position, prefix.size_in_bytes)?;
+        }
+        let off = (position - self.buf_start) as usize;
+        self.next = position + prefix.size_in_bytes as u64;
+        Ok(Some((position, &self.buf[off..off + prefix.size_in_bytes])))
+    }
+}

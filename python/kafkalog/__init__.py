@@ -1,0 +1,24 @@
+"""kafkalog: Apache Kafka's on-disk log format (segments, indexes, record batches) in Rust.
+
+The classes and functions come from the Rust extension ``kafkalog._kafkalog``; this package only
+re-exports them and adds thin Python conveniences.
+"""
+
+from kafkalog._kafkalog import (  # noqa: F401
+    __version__,
+    KafkaLogError,
+    CorruptRecordError,
+    CorruptIndexError,
+    OffsetOutOfRangeError,
+    InvalidOffsetError,
+    RecordTooLargeError,
+    InvalidRecordError,
+    ReadOnlyError,
+    ProducerStateError,
+    Record,
+    RecordBatch,
+    decode_batches,
+    encode_batch,
+)
+
+__all__ = [name for name in dir() if not name.startswith("_")]

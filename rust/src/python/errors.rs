@@ -1,0 +1,53 @@
+//! The Python exception hierarchy: one class per kind of `Error`, all under `KafkaLogError`.
+
+use pyo3::create_exception;
+use pyo3::exceptions::PyException;
+use pyo3::prelude::*;
+
+use crate::error::Error;
+
+create_exception!(kafkalog, KafkaLogError, PyException, "Base class of every kafkalog error.");
+create_exception!(kafkalog, CorruptRecordError, KafkaLogError, "Bytes that are not valid Kafka records (CRC mismatch, truncated or oversized lengths).");
+create_exception!(kafkalog, CorruptIndexError, KafkaLogError, "An index file that breaks Kafka's invariants.");
+create_exception!(kafkalog, OffsetOutOfRangeError, KafkaLogError, "An offset outside [log start offset, log end offset].");
+create_exception!(kafkalog, InvalidOffsetError, KafkaLogError, "A non-monotonic or overflowing offset given to an index or log.");
+create_exception!(kafkalog, RecordTooLargeError, KafkaLogError, "A record or batch over the configured maximum size.");
+create_exception!(kafkalog, InvalidRecordError, KafkaLogError, "A batch that breaks a rule of the log (timestamps, sequence, epoch).");
+create_exception!(kafkalog, ReadOnlyError, KafkaLogError, "A write to a log, segment or index opened read-only.");
+create_exception!(kafkalog, ProducerStateError, KafkaLogError, "An idempotent or transactional producer protocol violation.");
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    m.add("KafkaLogError", py.get_type::<KafkaLogError>())?;
+    m.add("CorruptRecordError", py.get_type::<CorruptRecordError>())?;
+    m.add("CorruptIndexError", py.get_type::<CorruptIndexError>())?;
+    m.add("OffsetOutOfRangeError", py.get_type::<OffsetOutOfRangeError>())?;
+    m.add("InvalidOffsetError", py.get_type::<InvalidOffsetError>())?;
+    m.add("RecordTooLargeError", py.get_type::<RecordTooLargeError>())?;
+    m.add("InvalidRecordError", py.get_type::<InvalidRecordError>())?;
+    m.add("ReadOnlyError", py.get_type::<ReadOnlyError>())?;
+    m.add("ProducerStateError", py.get_type::<ProducerStateError>())?;
+    Ok(())
+}
+
+impl From<Error> for PyErr {
+    fn from(e: Error) -> PyErr {
+        let msg = e.to_string();
+        match e {
+            Error::CorruptRecord { .. } => CorruptRecordError::new_err(msg),
+            Error::CorruptIndex { .. } => CorruptIndexError::new_err(msg),
+            Error::OffsetOutOfRange { .. } => OffsetOutOfRangeError::new_err(msg),
+            Error::InvalidOffset(_) | Error::OffsetOverflow(_) => InvalidOffsetError::new_err(msg),
+            Error::RecordTooLarge(_) => RecordTooLargeError::new_err(msg),
+            Error::InvalidRecord(_) => InvalidRecordError::new_err(msg),
+            Error::ReadOnly(_) => ReadOnlyError::new_err(msg),
+            Error::ProducerState(_) => ProducerStateError::new_err(msg),
+            Error::InvalidArgument(_) => pyo3::exceptions::PyValueError::new_err(msg),
+            Error::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
+                pyo3::exceptions::PyFileNotFoundError::new_err(msg)
+            }
+            Error::Io { .. } => pyo3::exceptions::PyOSError::new_err(msg),
+            Error::Unsupported(_) | Error::IllegalState(_) => KafkaLogError::new_err(msg),
+        }
+    }
+}

@@ -1,0 +1,15 @@
+//! PyO3 bindings (cargo feature `python`): translation of types and errors only; every rule
+//! lives in the crate. The GIL is released around file I/O and decoding.
+
+mod errors;
+mod records;
+
+use pyo3::prelude::*;
+
+#[pymodule]
+fn _kafkalog(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    errors::register(m)?;
+    records::register(m)?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    Ok(())
+}

@@ -1,0 +1,418 @@
+//! `encode_batch`, `decode_batches`, and the `RecordBatch`/`Record` classes.
+
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
+
+use crate::error::{Error, Result};
+use crate::record::batch::{Batch, BatchIter, DEFAULT_MAX_DECOMPRESSED_BYTES, MAGIC_V2};
+use crate::record::builder::{BatchBuilder, BatchOptions};
+use crate::record::codec::Compression;
+use crate::record::control::ControlRecordType;
+use crate::record::legacy;
+use crate::record::record::{OwnedRecord, TimestampType};
+
+/// One record as Python sees it.
+#[pyclass(module = "kafkalog", frozen)]
+pub struct Record {
+    #[pyo3(get)]
+    offset: i64,
+    #[pyo3(get)]
+    timestamp: i64,
+    #[pyo3(get)]
+    timestamp_type: &'static str,
+    key: Option<Py<PyBytes>>,
+    value: Option<Py<PyBytes>>,
+    headers: Py<PyList>,
+}
+
+#[pymethods]
+impl Record {
+    #[getter]
+    fn key(&self, py: Python<'_>) -> Option<Py<PyBytes>> {
+        self.key.as_ref().map(|k| k.clone_ref(py))
+    }
+    #[getter]
+    fn value(&self, py: Python<'_>) -> Option<Py<PyBytes>> {
+        self.value.as_ref().map(|v| v.clone_ref(py))
+    }
+    /// list of (str, bytes | None)
+    #[getter]
+    fn headers(&self, py: Python<'_>) -> Py<PyList> {
+        self.headers.clone_ref(py)
+    }
+    fn __repr__(&self, py: Python<'_>) -> String {
+        let show = |b: &Option<Py<PyBytes>>| match b {
+            None => "None".to_string(),
+            Some(b) => {
+                let s = b.as_bytes(py);
+                if s.len() > 32 { format!("<{} bytes>", s.len()) } else { format!("{:?}", String::from_utf8_lossy(s)) }
+            }
+        };
+        format!("Record(offset={}, timestamp={}, key={}, value={})", self.offset, self.timestamp, show(&self.key), show(&self.value))
+    }
+}
+
+pub fn timestamp_type_name(t: TimestampType) -> &'static str {
+    match t {
+        TimestampType::NoTimestamp => "no_timestamp",
+        TimestampType::CreateTime => "create_time",
+        TimestampType::LogAppendTime => "log_append_time",
+    }
+}
+
+pub fn record_to_py(py: Python<'_>, r: &OwnedRecord) -> PyResult<Record> {
+    let headers = PyList::empty(py);
+    for (k, v) in &r.headers {
+        let v = v.as_ref().map(|v| PyBytes::new(py, v));
+        headers.append(PyTuple::new(py, [k.into_pyobject(py)?.into_any(), v.into_pyobject(py)?.into_any()])?)?;
+    }
+    Ok(Record {
+        offset: r.offset,
+        timestamp: r.timestamp,
+        timestamp_type: timestamp_type_name(r.timestamp_type),
+        key: r.key.as_ref().map(|k| PyBytes::new(py, k).unbind()),
+        value: r.value.as_ref().map(|v| PyBytes::new(py, v).unbind()),
+        headers: headers.unbind(),
+    })
+}
+
+/// A shallow batch's header, decoded in Rust (GIL released) before becoming Python objects.
+pub struct DecodedBatch {
+    pub base_offset: i64,
+    pub last_offset: i64,
+    pub size_in_bytes: usize,
+    pub partition_leader_epoch: i32,
+    pub magic: u8,
+    pub crc: u32,
+    pub is_valid: bool,
+    pub attributes: i16,
+    pub last_offset_delta: i32,
+    pub base_timestamp: i64,
+    pub max_timestamp: i64,
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+    pub base_sequence: i32,
+    pub last_sequence: i32,
+    pub records_count: i32,
+    pub compression: Compression,
+    pub timestamp_type: TimestampType,
+    pub is_transactional: bool,
+    pub is_control: bool,
+    pub delete_horizon_ms: Option<i64>,
+    pub control_type: Option<ControlRecordType>,
+    pub coordinator_epoch: Option<i32>,
+    pub position: u64,
+    pub records: Vec<OwnedRecord>,
+}
+
+/// Decodes one batch fully (CRC checked, records inflated) into owned data.
+pub fn decode_batch(batch: &Batch<'_>, position: u64, max_decompressed: usize) -> Result<DecodedBatch> {
+    batch.ensure_valid()?;
+    let mut scratch = Vec::new();
+    let records: Vec<OwnedRecord> = batch.records(&mut scratch, max_decompressed)?.iter().map(|r| r.to_owned_record()).collect();
+    let (control_type, coordinator_epoch) = match batch.end_txn_marker()? {
+        Some(m) => (Some(m.control_type), Some(m.coordinator_epoch)),
+        None if batch.is_control() => {
+            let t = records.first().map(|r| ControlRecordType::parse_key(r.key.as_deref())).transpose()?;
+            (t, None)
+        }
+        None => (None, None),
+    };
+    Ok(match batch {
+        Batch::V2(b) => DecodedBatch {
+            base_offset: b.base_offset(),
+            last_offset: b.last_offset(),
+            size_in_bytes: b.size_in_bytes(),
+            partition_leader_epoch: b.partition_leader_epoch(),
+            magic: MAGIC_V2,
+            crc: b.crc(),
+            is_valid: true,
+            attributes: b.attributes(),
+            last_offset_delta: b.last_offset_delta(),
+            base_timestamp: b.base_timestamp(),
+            max_timestamp: b.max_timestamp(),
+            producer_id: b.producer_id(),
+            producer_epoch: b.producer_epoch(),
+            base_sequence: b.base_sequence(),
+            last_sequence: b.last_sequence(),
+            records_count: b.records_count(),
+            compression: b.compression()?,
+            timestamp_type: b.timestamp_type(),
+            is_transactional: b.is_transactional(),
+            is_control: b.is_control(),
+            delete_horizon_ms: b.delete_horizon_ms(),
+            control_type,
+            coordinator_epoch,
+            position,
+            records,
+        },
+        Batch::Legacy(e) => DecodedBatch {
+            base_offset: records.first().map_or(e.offset, |r| r.offset),
+            last_offset: e.offset,
+            size_in_bytes: e.size_in_bytes,
+            partition_leader_epoch: -1,
+            magic: e.magic,
+            crc: e.crc,
+            is_valid: true,
+            attributes: i16::from(e.attributes),
+            last_offset_delta: records.last().map_or(0, |r| (r.offset - records[0].offset) as i32),
+            base_timestamp: e.timestamp,
+            max_timestamp: e.timestamp,
+            producer_id: -1,
+            producer_epoch: -1,
+            base_sequence: -1,
+            last_sequence: -1,
+            records_count: records.len() as i32,
+            compression: e.compression()?,
+            timestamp_type: e.timestamp_type(),
+            is_transactional: false,
+            is_control: false,
+            delete_horizon_ms: None,
+            control_type: None,
+            coordinator_epoch: None,
+            position,
+            records,
+        },
+    })
+}
+
+/// A record batch (any magic) with its header fields by Kafka's names, in snake case.
+#[pyclass(module = "kafkalog", frozen, get_all)]
+pub struct RecordBatch {
+    base_offset: i64,
+    last_offset: i64,
+    size_in_bytes: usize,
+    partition_leader_epoch: i32,
+    magic: u8,
+    crc: u32,
+    is_valid: bool,
+    attributes: i16,
+    last_offset_delta: i32,
+    base_timestamp: i64,
+    max_timestamp: i64,
+    producer_id: i64,
+    producer_epoch: i16,
+    base_sequence: i32,
+    last_sequence: i32,
+    records_count: i32,
+    compression: &'static str,
+    timestamp_type: &'static str,
+    is_transactional: bool,
+    is_control: bool,
+    delete_horizon_ms: Option<i64>,
+    /// "COMMIT"/"ABORT"/... for control batches
+    control_type: Option<&'static str>,
+    coordinator_epoch: Option<i32>,
+    /// Byte position of the batch in the buffer or file it came from.
+    position: u64,
+    records: Py<PyList>,
+}
+
+#[pymethods]
+impl RecordBatch {
+    #[getter]
+    fn next_offset(&self) -> i64 {
+        self.last_offset + 1
+    }
+    fn __len__(&self, py: Python<'_>) -> usize {
+        self.records.bind(py).len()
+    }
+    fn __repr__(&self) -> String {
+        format!(
+            "RecordBatch(base_offset={}, last_offset={}, magic={}, compression={}, records_count={}, is_control={}, is_transactional={})",
+            self.base_offset, self.last_offset, self.magic, self.compression, self.records_count, self.is_control, self.is_transactional
+        )
+    }
+}
+
+pub fn batch_to_py(py: Python<'_>, b: DecodedBatch) -> PyResult<RecordBatch> {
+    let records = PyList::empty(py);
+    for r in &b.records {
+        records.append(Py::new(py, record_to_py(py, r)?)?)?;
+    }
+    Ok(RecordBatch {
+        base_offset: b.base_offset,
+        last_offset: b.last_offset,
+        size_in_bytes: b.size_in_bytes,
+        partition_leader_epoch: b.partition_leader_epoch,
+        magic: b.magic,
+        crc: b.crc,
+        is_valid: b.is_valid,
+        attributes: b.attributes,
+        last_offset_delta: b.last_offset_delta,
+        base_timestamp: b.base_timestamp,
+        max_timestamp: b.max_timestamp,
+        producer_id: b.producer_id,
+        producer_epoch: b.producer_epoch,
+        base_sequence: b.base_sequence,
+        last_sequence: b.last_sequence,
+        records_count: b.records_count,
+        compression: b.compression.name(),
+        timestamp_type: timestamp_type_name(b.timestamp_type),
+        is_transactional: b.is_transactional,
+        is_control: b.is_control,
+        delete_horizon_ms: b.delete_horizon_ms,
+        control_type: b.control_type.map(ControlRecordType::name),
+        coordinator_epoch: b.coordinator_epoch,
+        position: b.position,
+        records: records.unbind(),
+    })
+}
+
+pub fn batches_to_py(py: Python<'_>, batches: Vec<DecodedBatch>) -> PyResult<Py<PyList>> {
+    let out = PyList::empty(py);
+    for b in batches {
+        out.append(Py::new(py, batch_to_py(py, b)?)?)?;
+    }
+    Ok(out.unbind())
+}
+
+/// Decodes every batch in `data` (magic 0, 1 or 2, any codec), checking CRCs.
+#[pyfunction]
+#[pyo3(signature = (data, *, max_decompressed_bytes = DEFAULT_MAX_DECOMPRESSED_BYTES))]
+fn decode_batches(py: Python<'_>, data: &[u8], max_decompressed_bytes: usize) -> PyResult<Py<PyList>> {
+    let decoded = py.allow_threads(|| -> Result<Vec<DecodedBatch>> {
+        let mut iter = BatchIter::new(data);
+        let mut out = Vec::new();
+        loop {
+            let position = iter.position() as u64;
+            match iter.next() {
+                None => break,
+                Some(batch) => out.push(decode_batch(&batch?, position, max_decompressed_bytes).map_err(|e| e.at(None, position))?),
+            }
+        }
+        Ok(out)
+    })?;
+    batches_to_py(py, decoded)
+}
+
+/// A record to encode, extracted from a Python dict.
+pub struct InputRecord {
+    pub timestamp: Option<i64>,
+    pub key: Option<Vec<u8>>,
+    pub value: Option<Vec<u8>>,
+    pub headers: Vec<(String, Option<Vec<u8>>)>,
+}
+
+fn bytes_like(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Option<Vec<u8>>> {
+    if obj.is_none() {
+        return Ok(None);
+    }
+    if let Ok(s) = obj.extract::<String>() {
+        return Ok(Some(s.into_bytes()));
+    }
+    obj.extract::<Vec<u8>>()
+        .map(Some)
+        .map_err(|_| pyo3::exceptions::PyTypeError::new_err(format!("{what} must be bytes, str or None, not {}", obj.get_type())))
+}
+
+pub fn extract_records(records: &Bound<'_, PyAny>) -> PyResult<Vec<InputRecord>> {
+    let mut out = Vec::new();
+    for item in records.try_iter()? {
+        let item = item?;
+        let dict = item.downcast::<PyDict>().map_err(|_| pyo3::exceptions::PyTypeError::new_err("each record must be a dict with 'value' and optional 'key', 'headers', 'timestamp'"))?;
+        let get = |k: &str| dict.get_item(k);
+        let value = match get("value")? {
+            Some(v) => bytes_like(&v, "value")?,
+            None => return Err(pyo3::exceptions::PyValueError::new_err("a record needs a 'value' (None for a tombstone)")),
+        };
+        let key = match get("key")? {
+            Some(k) => bytes_like(&k, "key")?,
+            None => None,
+        };
+        let timestamp = match get("timestamp")? {
+            Some(t) if !t.is_none() => Some(t.extract::<i64>()?),
+            _ => None,
+        };
+        let mut headers = Vec::new();
+        if let Some(h) = get("headers")? {
+            if !h.is_none() {
+                let pairs: Bound<'_, PyAny> = if let Ok(d) = h.downcast::<PyDict>() { d.items().into_any() } else { h };
+                for pair in pairs.try_iter()? {
+                    let pair = pair?;
+                    let (k, v): (String, Bound<'_, PyAny>) = pair.extract()?;
+                    headers.push((k, bytes_like(&v, "header value")?));
+                }
+            }
+        }
+        out.push(InputRecord { timestamp, key, value, headers });
+    }
+    Ok(out)
+}
+
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
+}
+
+pub fn parse_timestamp_type(name: &str) -> Result<TimestampType> {
+    match name {
+        "create_time" | "CreateTime" => Ok(TimestampType::CreateTime),
+        "log_append_time" | "LogAppendTime" => Ok(TimestampType::LogAppendTime),
+        other => Err(Error::InvalidArgument(format!("timestamp_type '{other}' (create_time or log_append_time)"))),
+    }
+}
+
+pub fn build_v2(records: &[InputRecord], options: BatchOptions) -> Result<Vec<u8>> {
+    let now = now_ms();
+    let mut builder = BatchBuilder::new(options);
+    for r in records {
+        let headers: Vec<(&str, Option<&[u8]>)> = r.headers.iter().map(|(k, v)| (k.as_str(), v.as_deref())).collect();
+        builder.append(r.timestamp.unwrap_or(now), r.key.as_deref(), r.value.as_deref(), &headers)?;
+    }
+    builder.build()
+}
+
+/// Encodes records as one batch: magic 2 (default) as a producer writes it, or a legacy v0/v1
+/// message set as old brokers stored it.
+#[pyfunction]
+#[pyo3(signature = (records, *, base_offset = 0, compression = "none", producer_id = -1, producer_epoch = -1,
+    base_sequence = -1, transactional = false, timestamp_type = "create_time", partition_leader_epoch = -1,
+    log_append_time = None, magic = 2))]
+#[allow(clippy::too_many_arguments)]
+fn encode_batch(
+    py: Python<'_>,
+    records: &Bound<'_, PyAny>,
+    base_offset: i64,
+    compression: &str,
+    producer_id: i64,
+    producer_epoch: i16,
+    base_sequence: i32,
+    transactional: bool,
+    timestamp_type: &str,
+    partition_leader_epoch: i32,
+    log_append_time: Option<i64>,
+    magic: u8,
+) -> PyResult<Py<PyBytes>> {
+    let input = extract_records(records)?;
+    if input.is_empty() {
+        return Err(pyo3::exceptions::PyValueError::new_err("cannot encode an empty batch"));
+    }
+    let compression = Compression::from_name(compression)?;
+    let timestamp_type = parse_timestamp_type(timestamp_type)?;
+    let bytes = py.allow_threads(|| -> Result<Vec<u8>> {
+        match magic {
+            2 => {
+                let log_append_time = match timestamp_type {
+                    TimestampType::LogAppendTime => Some(log_append_time.unwrap_or_else(now_ms)),
+                    _ => None,
+                };
+                build_v2(&input, BatchOptions { base_offset, compression, timestamp_type, producer_id, producer_epoch, base_sequence, is_transactional: transactional, partition_leader_epoch, log_append_time, ..Default::default() })
+            }
+            0 | 1 => {
+                let now = now_ms();
+                let recs: Vec<(i64, Option<&[u8]>, Option<&[u8]>)> = input.iter().map(|r| (r.timestamp.unwrap_or(now), r.key.as_deref(), r.value.as_deref())).collect();
+                legacy::build_message_set(magic, base_offset, &recs, compression, timestamp_type)
+            }
+            other => Err(Error::InvalidArgument(format!("magic {other} (0, 1 or 2)"))),
+        }
+    })?;
+    Ok(PyBytes::new(py, &bytes).unbind())
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<Record>()?;
+    m.add_class::<RecordBatch>()?;
+    m.add_function(wrap_pyfunction!(decode_batches, m)?)?;
+    m.add_function(wrap_pyfunction!(encode_batch, m)?)?;
+    Ok(())
+}

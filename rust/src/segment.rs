@@ -1,1 +1,540 @@
-//! Kafka's `LogSegment`.
+//! One log segment (Kafka's `LogSegment`): a `.log` file of batches with its sparse offset index,
+//! time index and aborted-transaction index, all named by the segment's 20-digit base offset.
+//! Appends add index entries every `index_interval_bytes`; reads translate an offset to a file
+//! position through the offset index and a short header scan; recovery re-validates every batch
+//! and rebuilds the indexes.
+
+use std::path::{Path, PathBuf};
+
+use crate::config::LogConfig;
+use crate::error::{Error, Result};
+use crate::index::offset::OffsetIndex;
+use crate::index::time::{TimeIndex, TimestampOffset};
+use crate::index::txn::{AbortedTxn, TransactionIndex, TxnIndexSearchResult};
+use crate::record::batch::{Batch, NO_TIMESTAMP};
+use crate::record::file_records::{headers_in, FileRecords, LogOffsetPosition, TimestampAndOffset, DEFAULT_MAX_BATCH_SIZE};
+
+pub const LOG_FILE_SUFFIX: &str = ".log";
+pub const INDEX_FILE_SUFFIX: &str = ".index";
+pub const TIME_INDEX_FILE_SUFFIX: &str = ".timeindex";
+pub const TXN_INDEX_FILE_SUFFIX: &str = ".txnindex";
+pub const DELETED_FILE_SUFFIX: &str = ".deleted";
+pub const CLEANED_FILE_SUFFIX: &str = ".cleaned";
+pub const SWAP_FILE_SUFFIX: &str = ".swap";
+
+/// Kafka's `filenamePrefixFromOffset`: the offset as 20 zero-padded digits.
+pub fn filename_prefix_from_offset(offset: i64) -> String {
+    format!("{offset:020}")
+}
+
+pub fn segment_file(dir: &Path, base_offset: i64, suffix: &str, extra_suffix: &str) -> PathBuf {
+    dir.join(format!("{}{suffix}{extra_suffix}", filename_prefix_from_offset(base_offset)))
+}
+
+/// The base offset a segment file's name encodes (`00000000000000000042.log.swap` -> 42).
+pub fn offset_from_file_name(name: &str) -> Option<i64> {
+    let digits = name.split('.').next()?;
+    if digits.len() != 20 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok()
+}
+
+/// Kafka's `LogOffsetMetadata`: an offset with the segment and byte position that hold it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LogOffsetMetadata {
+    pub message_offset: i64,
+    /// -1 when unknown (Kafka's UNKNOWN_OFFSET).
+    pub segment_base_offset: i64,
+    /// -1 when unknown.
+    pub relative_position_in_segment: i64,
+}
+
+impl LogOffsetMetadata {
+    pub fn offset_only(offset: i64) -> Self {
+        LogOffsetMetadata { message_offset: offset, segment_base_offset: -1, relative_position_in_segment: -1 }
+    }
+    pub fn message_offset_only(&self) -> bool {
+        self.segment_base_offset == -1 && self.relative_position_in_segment == -1
+    }
+}
+
+/// Kafka's `FetchDataInfo`: the bytes of whole batches starting at the batch that holds the
+/// fetch offset.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FetchDataInfo {
+    pub fetch_offset_metadata: LogOffsetMetadata,
+    pub records: Vec<u8>,
+    pub first_entry_incomplete: bool,
+    pub aborted_transactions: Option<Vec<AbortedTxn>>,
+}
+
+/// Kafka's `RollParams`.
+#[derive(Debug, Clone, Copy)]
+pub struct RollParams {
+    pub max_segment_ms: i64,
+    pub max_segment_bytes: u64,
+    pub max_timestamp_in_messages: i64,
+    pub max_offset_in_messages: i64,
+    pub messages_size: usize,
+    pub now: i64,
+}
+
+#[derive(Debug)]
+pub struct LogSegment {
+    base_offset: i64,
+    log: FileRecords,
+    offset_index: OffsetIndex,
+    time_index: TimeIndex,
+    txn_index: TransactionIndex,
+    index_interval_bytes: usize,
+    max_batch_size: usize,
+    max_decompressed: usize,
+    max_index_size: usize,
+    rolling_jitter_ms: i64,
+    bytes_since_last_index_entry: usize,
+    /// Largest batch max timestamp and the last offset of that batch (Kafka's
+    /// `maxTimestampAndOffsetSoFar`); loaded lazily from the time index when unknown.
+    max_timestamp_and_offset_so_far: Option<TimestampOffset>,
+    /// Timestamp of the first batch, what time-based rolling measures from.
+    rolling_based_timestamp: Option<i64>,
+    created_ms: i64,
+    /// Indexes rebuilt for a read-only segment live in this private directory, never next to the log.
+    _scratch_dir: Option<tempfile::TempDir>,
+}
+
+impl LogSegment {
+    /// Kafka's `LogSegment.open`: the four files of the segment at `base_offset` in `dir`, with
+    /// `suffix` appended to each name (`""`, `.cleaned`, `.swap`). A read-only segment maps its
+    /// indexes read-only; if one is missing or fails its sanity check it is rebuilt privately.
+    pub fn open(dir: &Path, base_offset: i64, config: &LogConfig, writable: bool, suffix: &str, now_ms: i64) -> Result<Self> {
+        let log_path = segment_file(dir, base_offset, LOG_FILE_SUFFIX, suffix);
+        let index_path = segment_file(dir, base_offset, INDEX_FILE_SUFFIX, suffix);
+        let time_path = segment_file(dir, base_offset, TIME_INDEX_FILE_SUFFIX, suffix);
+        let txn_path = segment_file(dir, base_offset, TXN_INDEX_FILE_SUFFIX, suffix);
+        let log = FileRecords::open(&log_path, writable)?;
+        let mut scratch_dir = None;
+        let (offset_index, time_index) = if writable || (index_path.exists() && time_path.exists()) {
+            (
+                OffsetIndex::open(&index_path, base_offset, config.max_index_size, writable)?,
+                TimeIndex::open(&time_path, base_offset, config.max_index_size, writable)?,
+            )
+        } else {
+            let dir = tempfile::tempdir().map_err(|e| Error::io(std::env::temp_dir(), e))?;
+            let pair = (
+                OffsetIndex::open(segment_file(dir.path(), base_offset, INDEX_FILE_SUFFIX, ""), base_offset, config.max_index_size, true)?,
+                TimeIndex::open(segment_file(dir.path(), base_offset, TIME_INDEX_FILE_SUFFIX, ""), base_offset, config.max_index_size, true)?,
+            );
+            scratch_dir = Some(dir);
+            pair
+        };
+        let txn_index = TransactionIndex::open(base_offset, &txn_path, writable)?;
+        let mut segment = LogSegment {
+            base_offset,
+            log,
+            offset_index,
+            time_index,
+            txn_index,
+            index_interval_bytes: config.index_interval_bytes,
+            max_batch_size: DEFAULT_MAX_BATCH_SIZE.max(config.max_message_bytes),
+            max_decompressed: config.max_decompressed_batch_bytes,
+            max_index_size: config.max_index_size,
+            rolling_jitter_ms: 0,
+            bytes_since_last_index_entry: 0,
+            max_timestamp_and_offset_so_far: None,
+            rolling_based_timestamp: None,
+            created_ms: now_ms,
+            _scratch_dir: scratch_dir,
+        };
+        if segment._scratch_dir.is_some() {
+            segment.rebuild_indexes()?;
+        }
+        Ok(segment)
+    }
+
+    /// Replaces a read-only segment's indexes that fail their sanity check with private rebuilt
+    /// ones, leaving the files on disk untouched.
+    pub fn rebuild_indexes_privately(&mut self, config: &LogConfig) -> Result<()> {
+        let dir = tempfile::tempdir().map_err(|e| Error::io(std::env::temp_dir(), e))?;
+        self.offset_index = OffsetIndex::open(segment_file(dir.path(), self.base_offset, INDEX_FILE_SUFFIX, ""), self.base_offset, config.max_index_size, true)?;
+        self.time_index = TimeIndex::open(segment_file(dir.path(), self.base_offset, TIME_INDEX_FILE_SUFFIX, ""), self.base_offset, config.max_index_size, true)?;
+        self._scratch_dir = Some(dir);
+        self.rebuild_indexes()
+    }
+
+    /// Fills empty indexes from the log without validating or truncating it (a read-only view).
+    fn rebuild_indexes(&mut self) -> Result<()> {
+        self.offset_index.reset()?;
+        self.time_index.reset()?;
+        let mut last_index_entry = 0u64;
+        let mut max_ts = TimestampOffset { timestamp: NO_TIMESTAMP, offset: self.base_offset };
+        for header in self.log.headers_from(0, self.max_batch_size) {
+            let h = header?;
+            if h.max_timestamp > max_ts.timestamp {
+                max_ts = TimestampOffset { timestamp: h.max_timestamp, offset: h.last_offset };
+            }
+            if h.position - last_index_entry > self.index_interval_bytes as u64 {
+                self.offset_index.append(h.last_offset, h.position as i32)?;
+                self.time_index.maybe_append(max_ts.timestamp, max_ts.offset, false)?;
+                last_index_entry = h.position;
+            }
+        }
+        self.time_index.maybe_append(max_ts.timestamp, max_ts.offset, true)?;
+        self.max_timestamp_and_offset_so_far = Some(max_ts);
+        Ok(())
+    }
+
+    pub fn base_offset(&self) -> i64 {
+        self.base_offset
+    }
+    pub fn size(&self) -> u64 {
+        self.log.size_in_bytes()
+    }
+    pub fn log(&self) -> &FileRecords {
+        &self.log
+    }
+    pub fn offset_index(&self) -> &OffsetIndex {
+        &self.offset_index
+    }
+    pub fn time_index(&self) -> &TimeIndex {
+        &self.time_index
+    }
+    pub fn txn_index(&self) -> &TransactionIndex {
+        &self.txn_index
+    }
+    pub fn is_writable(&self) -> bool {
+        self.log.is_writable()
+    }
+    pub fn max_batch_size(&self) -> usize {
+        self.max_batch_size
+    }
+    pub fn max_decompressed(&self) -> usize {
+        self.max_decompressed
+    }
+    pub fn created_ms(&self) -> i64 {
+        self.created_ms
+    }
+    pub fn set_rolling_jitter_ms(&mut self, jitter: i64) {
+        self.rolling_jitter_ms = jitter;
+    }
+    /// Treat only the first `size` bytes as this segment (a read-only log ending before a torn tail).
+    pub fn limit_to(&mut self, size: u64) {
+        self.log.limit_to(size);
+    }
+
+    fn max_timestamp_and_offset(&mut self) -> TimestampOffset {
+        if self.max_timestamp_and_offset_so_far.is_none() {
+            self.max_timestamp_and_offset_so_far = Some(self.time_index.last_entry());
+        }
+        self.max_timestamp_and_offset_so_far.unwrap()
+    }
+
+    /// Largest timestamp of any batch in the segment (scans from the last time index entry).
+    pub fn max_timestamp_so_far(&mut self) -> i64 {
+        self.max_timestamp_and_offset().timestamp
+    }
+
+    pub fn shallow_offset_of_max_timestamp_so_far(&mut self) -> i64 {
+        self.max_timestamp_and_offset().offset
+    }
+
+    /// Kafka's `largestTimestamp`: the max timestamp, or the file's mtime for a segment without one.
+    pub fn largest_timestamp(&mut self) -> Result<i64> {
+        let ts = self.max_timestamp_so_far();
+        if ts >= 0 {
+            return Ok(ts);
+        }
+        self.last_modified_ms()
+    }
+
+    pub fn last_modified_ms(&self) -> Result<i64> {
+        let meta = std::fs::metadata(self.log.path()).map_err(|e| Error::io(self.log.path(), e))?;
+        let mtime = meta.modified().map_err(|e| Error::io(self.log.path(), e))?;
+        Ok(mtime.duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64))
+    }
+
+    /// Loads the largest timestamp from the last time index entry on, as Kafka's
+    /// `loadLargestTimestamp` does when a segment is reopened.
+    pub fn load_largest_timestamp(&mut self) -> Result<()> {
+        let last = self.time_index.last_entry();
+        let mut best = last;
+        let position = self.offset_index.lookup(last.offset).position as u64;
+        let found = self.log.largest_timestamp_after(position, self.max_batch_size)?;
+        if found.timestamp > best.timestamp {
+            best = TimestampOffset { timestamp: found.timestamp, offset: found.offset };
+        }
+        self.max_timestamp_and_offset_so_far = Some(best);
+        Ok(())
+    }
+
+    /// Kafka's `relativeOffset` check: can `offset` be stored as 4 bytes relative to the base?
+    pub fn can_convert_to_relative_offset(&self, offset: i64) -> bool {
+        offset >= self.base_offset && offset - self.base_offset <= i64::from(i32::MAX)
+    }
+
+    /// Appends whole batches whose offsets are already assigned. Indexes get an entry (the batch's
+    /// last offset and its position) each time more than `index_interval_bytes` were written since
+    /// the last one, as Kafka's `LogSegment.append` does batch by batch.
+    pub fn append(&mut self, largest_offset: i64, records: &[u8]) -> Result<()> {
+        if records.is_empty() {
+            return Ok(());
+        }
+        if !self.can_convert_to_relative_offset(largest_offset) {
+            return Err(Error::OffsetOverflow(format!(
+                "offset {largest_offset} cannot be stored relative to the base offset {} of segment {}",
+                self.base_offset,
+                self.log.path().display()
+            )));
+        }
+        let headers: Vec<_> = headers_in(records).collect::<Result<_>>()?;
+        let mut physical_position = self.log.size_in_bytes();
+        if physical_position == 0 {
+            self.rolling_based_timestamp = headers.first().map(|h| h.max_timestamp);
+        }
+        self.log.append(records)?;
+        let mut max_ts = self.max_timestamp_and_offset();
+        for h in &headers {
+            if h.max_timestamp > max_ts.timestamp {
+                max_ts = TimestampOffset { timestamp: h.max_timestamp, offset: h.last_offset };
+            }
+            if self.bytes_since_last_index_entry > self.index_interval_bytes {
+                self.offset_index.append(h.last_offset, physical_position as i32)?;
+                self.time_index.maybe_append(max_ts.timestamp, max_ts.offset, false)?;
+                self.bytes_since_last_index_entry = 0;
+            }
+            physical_position += h.size as u64;
+            self.bytes_since_last_index_entry += h.size;
+        }
+        self.max_timestamp_and_offset_so_far = Some(max_ts);
+        Ok(())
+    }
+
+    /// Kafka's `translateOffset`: the first batch whose last offset is >= `offset`, searching from
+    /// the offset index's floor entry (or `starting_position`, if later).
+    pub fn translate_offset(&self, offset: i64, starting_position: u64) -> Result<Option<LogOffsetPosition>> {
+        let mapping = self.offset_index.lookup(offset);
+        let start = (mapping.position as u64).max(starting_position);
+        self.log.search_for_offset_with_size(offset, start, self.max_batch_size)
+    }
+
+    /// Kafka's `LogSegment.read`: whole batches from the one holding `start_offset`, at most
+    /// `max_size` bytes (at least one batch when `min_one_message`), never past `max_position`.
+    pub fn read(&self, start_offset: i64, max_size: usize, max_position: Option<u64>, min_one_message: bool) -> Result<Option<FetchDataInfo>> {
+        let Some(start) = self.translate_offset(start_offset, 0)? else { return Ok(None) };
+        let max_position = max_position.unwrap_or_else(|| self.log.size_in_bytes());
+        let metadata = LogOffsetMetadata {
+            message_offset: start_offset,
+            segment_base_offset: self.base_offset,
+            relative_position_in_segment: start.position as i64,
+        };
+        let adjusted_max_size = if min_one_message { max_size.max(start.size) } else { max_size };
+        if adjusted_max_size == 0 {
+            return Ok(Some(FetchDataInfo { fetch_offset_metadata: metadata, records: Vec::new(), first_entry_incomplete: false, aborted_transactions: None }));
+        }
+        let fetch_size = (max_position.saturating_sub(start.position) as usize).min(adjusted_max_size);
+        let records = self.log.read_range(start.position, fetch_size)?;
+        Ok(Some(FetchDataInfo {
+            fetch_offset_metadata: metadata,
+            records,
+            first_entry_incomplete: adjusted_max_size < start.size,
+            aborted_transactions: None,
+        }))
+    }
+
+    /// Kafka's `readNextOffset`: the offset after the last batch (the base offset when empty).
+    pub fn read_next_offset(&self) -> Result<i64> {
+        let start = self.offset_index.lookup(self.offset_index.last_offset()).position as u64;
+        let mut next = self.base_offset;
+        for header in self.log.headers_from(start, self.max_batch_size) {
+            next = header?.last_offset + 1;
+        }
+        Ok(next)
+    }
+
+    /// Kafka's `findOffsetByTimestamp`: the first record with timestamp >= `timestamp` and offset
+    /// >= `starting_offset`, via the time index, then the offset index, then a scan.
+    pub fn find_offset_by_timestamp(&self, timestamp: i64, starting_offset: i64) -> Result<Option<TimestampAndOffset>> {
+        let ts_offset = self.time_index.lookup(timestamp);
+        let position = self.offset_index.lookup(ts_offset.offset.max(starting_offset)).position as u64;
+        self.log.search_for_timestamp(timestamp, position, starting_offset, self.max_batch_size, self.max_decompressed)
+    }
+
+    /// Kafka's `recover`: validates every batch, rebuilds the offset and time indexes (the
+    /// transaction index is rebuilt by the caller's `on_batch`, which also replays producer state
+    /// and leader epochs), truncates an invalid tail. Returns the bytes truncated.
+    pub fn recover(&mut self, on_batch: &mut dyn FnMut(&Batch<'_>) -> Result<()>) -> Result<u64> {
+        self.offset_index.reset()?;
+        self.time_index.reset()?;
+        self.txn_index.reset()?;
+        let mut valid_bytes = 0u64;
+        let mut last_index_entry = 0u64;
+        let mut max_ts = TimestampOffset { timestamp: NO_TIMESTAMP, offset: self.base_offset };
+        let size = self.log.size_in_bytes();
+        let (log, offset_index, time_index) = (&self.log, &mut self.offset_index, &mut self.time_index);
+        let base_offset = self.base_offset;
+        let mut reader = log.batches(0, size, self.max_batch_size);
+        loop {
+            let step: Result<bool> = (|| {
+                let Some((position, bytes)) = reader.next_batch()? else { return Ok(false) };
+                let batch = Batch::parse(bytes).map_err(|e| e.at(Some(log.path()), position))?;
+                batch.ensure_valid().map_err(|e| e.at(Some(log.path()), position))?;
+                let last_offset = batch.last_offset();
+                if last_offset < base_offset || last_offset - base_offset > i64::from(i32::MAX) {
+                    return Err(Error::corrupt(format!("offset {last_offset} does not belong in segment {} (base offset {base_offset})", log.path().display())));
+                }
+                if batch.max_timestamp() > max_ts.timestamp {
+                    max_ts = TimestampOffset { timestamp: batch.max_timestamp(), offset: last_offset };
+                }
+                if position - last_index_entry > self.index_interval_bytes as u64 {
+                    offset_index.append(last_offset, position as i32)?;
+                    time_index.maybe_append(max_ts.timestamp, max_ts.offset, false)?;
+                    last_index_entry = position;
+                }
+                on_batch(&batch)?;
+                valid_bytes = position + bytes.len() as u64;
+                Ok(true)
+            })();
+            match step {
+                Ok(true) => {}
+                Ok(false) => break,
+                // A torn or corrupt tail: keep what validated, as Kafka does; the index entries
+                // made so far all point below `valid_bytes`.
+                Err(Error::CorruptRecord { .. }) => break,
+                Err(e) => return Err(e),
+            }
+        }
+        let truncated = self.log.size_in_bytes() - valid_bytes;
+        if truncated > 0 {
+            self.log.truncate_to(valid_bytes)?;
+        }
+        self.offset_index.trim_to_valid_size()?;
+        self.time_index.maybe_append(max_ts.timestamp, max_ts.offset, true)?;
+        self.time_index.trim_to_valid_size()?;
+        self.max_timestamp_and_offset_so_far = Some(max_ts);
+        self.bytes_since_last_index_entry = (valid_bytes - last_index_entry.min(valid_bytes)) as usize;
+        Ok(truncated)
+    }
+
+    /// Checks the indexes against Kafka's invariants; `Err(CorruptIndex)` says which.
+    pub fn sanity_check(&self) -> Result<()> {
+        self.offset_index.sanity_check()?;
+        self.time_index.sanity_check()?;
+        self.txn_index.sanity_check()
+    }
+
+    /// Kafka's `truncateTo`: removes every record with offset >= `offset`; returns bytes removed.
+    pub fn truncate_to(&mut self, offset: i64) -> Result<u64> {
+        let mapping = self.translate_offset(offset, 0)?;
+        self.offset_index.truncate_to(offset)?;
+        self.time_index.truncate_to(offset)?;
+        self.txn_index.truncate_to(offset)?;
+        // A full index may have been truncated: give it room again.
+        self.offset_index.resize(self.max_index_size)?;
+        self.time_index.resize(self.max_index_size)?;
+        let Some(mapping) = mapping else { return Ok(0) };
+        let truncated = self.log.truncate_to(mapping.position)?;
+        if self.log.size_in_bytes() == 0 {
+            self.rolling_based_timestamp = None;
+        }
+        self.bytes_since_last_index_entry = 0;
+        self.max_timestamp_and_offset_so_far = None;
+        self.load_largest_timestamp()?;
+        Ok(truncated)
+    }
+
+    /// Time since the segment's first batch (or its creation) for time-based rolling.
+    pub fn time_waited_for_roll(&mut self, now: i64, max_timestamp_in_messages: i64) -> Result<i64> {
+        if self.rolling_based_timestamp.is_none() && self.log.size_in_bytes() > 0 {
+            self.rolling_based_timestamp = self.log.read_header(0, self.max_batch_size)?.map(|h| h.max_timestamp);
+        }
+        Ok(match self.rolling_based_timestamp {
+            Some(t) if t >= 0 => max_timestamp_in_messages - t,
+            _ => now - self.created_ms,
+        })
+    }
+
+    /// Kafka's `shouldRoll`: size, time, a full index, or an offset beyond 32 bits relative.
+    pub fn should_roll(&mut self, params: &RollParams) -> Result<bool> {
+        let reached_roll_ms = self.time_waited_for_roll(params.now, params.max_timestamp_in_messages)?
+            > params.max_segment_ms - self.rolling_jitter_ms;
+        let size = self.log.size_in_bytes();
+        Ok(size > params.max_segment_bytes.saturating_sub(params.messages_size as u64)
+            || (size > 0 && reached_roll_ms)
+            || self.offset_index.is_full()
+            || self.time_index.is_full()
+            || !self.can_convert_to_relative_offset(params.max_offset_in_messages))
+    }
+
+    /// The aborted transactions overlapping `[fetch_offset, upper_bound_offset)` in this segment.
+    pub fn collect_aborted_txns(&self, fetch_offset: i64, upper_bound_offset: i64) -> Result<TxnIndexSearchResult> {
+        self.txn_index.collect_aborted_txns(fetch_offset, upper_bound_offset)
+    }
+
+    /// Records an aborted transaction that completed in this segment.
+    pub fn append_aborted_txn(&mut self, txn: AbortedTxn) -> Result<()> {
+        self.txn_index.append(txn)
+    }
+
+    /// Kafka's `onBecomeInactiveSegment`: final time index entry, then trim indexes and log.
+    pub fn on_become_inactive_segment(&mut self) -> Result<()> {
+        let max_ts = self.max_timestamp_and_offset();
+        self.time_index.maybe_append(max_ts.timestamp, max_ts.offset, true)?;
+        self.offset_index.trim_to_valid_size()?;
+        self.time_index.trim_to_valid_size()?;
+        Ok(())
+    }
+
+    pub fn flush(&self) -> Result<()> {
+        self.log.flush()?;
+        self.offset_index.flush()?;
+        self.time_index.flush()?;
+        self.txn_index.flush()
+    }
+
+    /// Closes the segment: a writable one gets its final time index entry and trimmed indexes.
+    pub fn close(&mut self) -> Result<()> {
+        if self.is_writable() {
+            let max_ts = self.max_timestamp_and_offset();
+            self.time_index.maybe_append(max_ts.timestamp, max_ts.offset, true)?;
+            self.offset_index.close()?;
+            self.time_index.close()?;
+            self.txn_index.close()?;
+            self.log.flush()?;
+        }
+        Ok(())
+    }
+
+    /// Renames all four files from `old_suffix` to `new_suffix` (Kafka's `changeFileSuffixes`).
+    pub fn change_file_suffixes(&mut self, old_suffix: &str, new_suffix: &str) -> Result<()> {
+        fn renamed(path: &Path, old_suffix: &str, new_suffix: &str) -> PathBuf {
+            let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+            let stem = name.strip_suffix(old_suffix).unwrap_or(name);
+            path.with_file_name(format!("{stem}{new_suffix}"))
+        }
+        if !self.is_writable() {
+            return Err(Error::ReadOnly(format!("segment {} is read-only", self.log.path().display())));
+        }
+        let log_path = renamed(self.log.path(), old_suffix, new_suffix);
+        self.log.rename_to(&log_path)?;
+        let p = renamed(self.offset_index.file(), old_suffix, new_suffix);
+        self.offset_index.rename_to(&p)?;
+        let p = renamed(self.time_index.file(), old_suffix, new_suffix);
+        self.time_index.rename_to(&p)?;
+        let p = renamed(self.txn_index.path(), old_suffix, new_suffix);
+        self.txn_index.rename_to(&p)?;
+        Ok(())
+    }
+
+    pub fn has_suffix(&self, suffix: &str) -> bool {
+        self.log.path().to_string_lossy().ends_with(suffix)
+    }
+
+    /// Deletes all four files (missing ones are fine, as in Kafka's `deleteIfExists`).
+    pub fn delete(mut self) -> Result<()> {
+        self.log.delete()?;
+        self.offset_index.delete()?;
+        self.time_index.delete()?;
+        self.txn_index.delete()?;
+        Ok(())
+    }
+}

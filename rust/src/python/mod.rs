@@ -3,6 +3,7 @@
 
 mod errors;
 mod records;
+mod segment;
 
 use pyo3::prelude::*;
 
@@ -10,6 +11,7 @@ use pyo3::prelude::*;
 fn _kafkalog(m: &Bound<'_, PyModule>) -> PyResult<()> {
     errors::register(m)?;
     records::register(m)?;
+    segment::register(m)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -159,20 +159,9 @@ impl FileRecords {
         let mut buf = [0u8; RECORD_BATCH_OVERHEAD];
         let want = (left as usize).min(RECORD_BATCH_OVERHEAD);
         self.file.read_exact_at(&mut buf[..want], position).map_err(|e| Error::io(&self.path, e))?;
-        if want < HEADER_SIZE_UP_TO_MAGIC {
-            return Err(Error::corrupt(format!("{left} trailing bytes are too few for a batch header")).at(Some(&self.path), position));
-        }
-        let prefix = BatchPrefix::parse(&buf[..want], (left as usize).min(max_batch_size)).map_err(|e| e.at(Some(&self.path), position))?;
-        let (last_offset, max_timestamp) = match prefix.magic {
-            MAGIC_V2 => {
-                let delta = i32::from_be_bytes(buf[LAST_OFFSET_DELTA_OFFSET..LAST_OFFSET_DELTA_OFFSET + 4].try_into().unwrap());
-                let ts = i64::from_be_bytes(buf[MAX_TIMESTAMP_OFFSET..MAX_TIMESTAMP_OFFSET + 8].try_into().unwrap());
-                (prefix.offset.wrapping_add(i64::from(delta)), ts)
-            }
-            MAGIC_V1 if want >= 26 => (prefix.offset, i64::from_be_bytes(buf[18..26].try_into().unwrap())),
-            _ => (prefix.offset, NO_TIMESTAMP),
-        };
-        Ok(Some(BatchHeader { position, size: prefix.size_in_bytes, magic: prefix.magic, base_offset: prefix.offset, last_offset, max_timestamp }))
+        parse_header(&buf[..want], position, (left as usize).min(max_batch_size))
+            .map(Some)
+            .map_err(|e| e.at(Some(&self.path), position))
     }
 
     /// Header-only scan of the batches from `start` to the end of the log.
@@ -314,4 +303,41 @@ impl BatchReader<'_> {
         self.next = position + prefix.size_in_bytes as u64;
         Ok(Some((position, &self.buf[off..off + prefix.size_in_bytes])))
     }
+}
+
+/// Reads a batch header from the first bytes of a batch (at least 17, ideally 61); `available` is
+/// how many bytes the batch may span. Shared by file scans and in-memory appends.
+pub fn parse_header(buf: &[u8], position: u64, available: usize) -> Result<BatchHeader> {
+    if buf.len() < HEADER_SIZE_UP_TO_MAGIC {
+        return Err(Error::corrupt(format!("{} trailing bytes are too few for a batch header", buf.len())));
+    }
+    let prefix = BatchPrefix::parse(buf, available)?;
+    let (last_offset, max_timestamp) = match prefix.magic {
+        MAGIC_V2 if buf.len() >= RECORD_BATCH_OVERHEAD => {
+            let delta = i32::from_be_bytes(buf[LAST_OFFSET_DELTA_OFFSET..LAST_OFFSET_DELTA_OFFSET + 4].try_into().unwrap());
+            let ts = i64::from_be_bytes(buf[MAX_TIMESTAMP_OFFSET..MAX_TIMESTAMP_OFFSET + 8].try_into().unwrap());
+            (prefix.offset.wrapping_add(i64::from(delta)), ts)
+        }
+        MAGIC_V2 => return Err(Error::corrupt("v2 batch header is cut short")),
+        MAGIC_V1 if buf.len() >= 26 => (prefix.offset, i64::from_be_bytes(buf[18..26].try_into().unwrap())),
+        _ => (prefix.offset, NO_TIMESTAMP),
+    };
+    Ok(BatchHeader { position, size: prefix.size_in_bytes, magic: prefix.magic, base_offset: prefix.offset, last_offset, max_timestamp })
+}
+
+/// Header-only iteration over whole batches held in memory.
+pub fn headers_in(buf: &[u8]) -> impl Iterator<Item = Result<BatchHeader>> + '_ {
+    let mut pos = 0usize;
+    std::iter::from_fn(move || {
+        if pos >= buf.len() {
+            return None;
+        }
+        let end = (pos + RECORD_BATCH_OVERHEAD).min(buf.len());
+        let r = parse_header(&buf[pos..end], pos as u64, buf.len() - pos).map_err(|e| e.at(None, pos as u64));
+        match &r {
+            Ok(h) => pos += h.size,
+            Err(_) => pos = buf.len(),
+        }
+        Some(r)
+    })
 }

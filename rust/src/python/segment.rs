@@ -1,0 +1,377 @@
+//! `Segment`, `OffsetIndex`, `TimeIndex`, `TransactionIndex` for Python.
+
+use std::path::PathBuf;
+
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyList};
+
+use crate::config::LogConfig;
+use crate::error::{Error, Result};
+use crate::index::offset::OffsetIndex as RsOffsetIndex;
+use crate::index::time::TimeIndex as RsTimeIndex;
+use crate::index::txn::{AbortedTxn, TransactionIndex as RsTransactionIndex};
+use crate::index::DEFAULT_MAX_INDEX_SIZE;
+use crate::python::records::{batches_to_py, decode_batch, DecodedBatch};
+use crate::record::batch::Batch;
+use crate::record::file_records::headers_in;
+use crate::segment::LogSegment;
+
+pub fn now_ms() -> i64 {
+    crate::python::records::now_ms()
+}
+
+/// Builds a `LogConfig` from Kafka topic-config names (`{"segment.bytes": 1048576, ...}`).
+pub fn config_from(config: Option<&Bound<'_, PyDict>>) -> PyResult<LogConfig> {
+    let mut c = LogConfig::default();
+    if let Some(d) = config {
+        for (k, v) in d.iter() {
+            let key: String = k.extract()?;
+            let value: String = if let Ok(b) = v.extract::<bool>() { b.to_string() } else { v.str()?.to_string() };
+            c.set(&key, &value)?;
+        }
+    }
+    Ok(c)
+}
+
+fn aborted_to_py<'py>(py: Python<'py>, txns: &[AbortedTxn]) -> PyResult<Bound<'py, PyList>> {
+    let out = PyList::empty(py);
+    for t in txns {
+        let d = PyDict::new(py);
+        d.set_item("producer_id", t.producer_id)?;
+        d.set_item("first_offset", t.first_offset)?;
+        d.set_item("last_offset", t.last_offset)?;
+        d.set_item("last_stable_offset", t.last_stable_offset)?;
+        out.append(d)?;
+    }
+    Ok(out)
+}
+
+/// Kafka's OffsetIndex: 8-byte entries (relative offset, file position), memory-mapped.
+#[pyclass(module = "kafkalog")]
+pub struct OffsetIndex {
+    inner: RsOffsetIndex,
+}
+
+#[pymethods]
+impl OffsetIndex {
+    #[new]
+    #[pyo3(signature = (path, base_offset, *, max_index_size = DEFAULT_MAX_INDEX_SIZE, writable = false))]
+    fn new(path: PathBuf, base_offset: i64, max_index_size: usize, writable: bool) -> PyResult<Self> {
+        Ok(OffsetIndex { inner: RsOffsetIndex::open(path, base_offset, max_index_size, writable)? })
+    }
+    /// Floor lookup: the largest entry with offset <= target as (offset, position).
+    fn lookup(&self, target_offset: i64) -> (i64, i32) {
+        let p = self.inner.lookup(target_offset);
+        (p.offset, p.position)
+    }
+    fn entry(&self, n: usize) -> PyResult<(i64, i32)> {
+        let p = self.inner.entry(n)?;
+        Ok((p.offset, p.position))
+    }
+    fn entries_list(&self) -> PyResult<Vec<(i64, i32)>> {
+        (0..self.inner.entries()).map(|n| self.inner.entry(n).map(|p| (p.offset, p.position)).map_err(PyErr::from)).collect()
+    }
+    fn append(&mut self, offset: i64, position: i32) -> PyResult<()> {
+        Ok(self.inner.append(offset, position)?)
+    }
+    fn truncate_to(&mut self, offset: i64) -> PyResult<()> {
+        Ok(self.inner.truncate_to(offset)?)
+    }
+    fn sanity_check(&self) -> PyResult<()> {
+        Ok(self.inner.sanity_check()?)
+    }
+    fn flush(&self) -> PyResult<()> {
+        Ok(self.inner.flush()?)
+    }
+    fn close(&mut self) -> PyResult<()> {
+        Ok(self.inner.close()?)
+    }
+    #[getter]
+    fn entries(&self) -> usize {
+        self.inner.entries()
+    }
+    #[getter]
+    fn max_entries(&self) -> usize {
+        self.inner.max_entries()
+    }
+    #[getter]
+    fn is_full(&self) -> bool {
+        self.inner.is_full()
+    }
+    #[getter]
+    fn last_offset(&self) -> i64 {
+        self.inner.last_offset()
+    }
+    #[getter]
+    fn base_offset(&self) -> i64 {
+        self.inner.base_offset()
+    }
+    fn __len__(&self) -> usize {
+        self.inner.entries()
+    }
+}
+
+/// Kafka's TimeIndex: 12-byte entries (timestamp, relative offset), memory-mapped.
+#[pyclass(module = "kafkalog")]
+pub struct TimeIndex {
+    inner: RsTimeIndex,
+}
+
+#[pymethods]
+impl TimeIndex {
+    #[new]
+    #[pyo3(signature = (path, base_offset, *, max_index_size = DEFAULT_MAX_INDEX_SIZE, writable = false))]
+    fn new(path: PathBuf, base_offset: i64, max_index_size: usize, writable: bool) -> PyResult<Self> {
+        Ok(TimeIndex { inner: RsTimeIndex::open(path, base_offset, max_index_size, writable)? })
+    }
+    /// Floor lookup on timestamps: (timestamp, offset); (-1, base_offset) when none.
+    fn lookup(&self, target_timestamp: i64) -> (i64, i64) {
+        let t = self.inner.lookup(target_timestamp);
+        (t.timestamp, t.offset)
+    }
+    fn entry(&self, n: usize) -> PyResult<(i64, i64)> {
+        let t = self.inner.entry(n)?;
+        Ok((t.timestamp, t.offset))
+    }
+    fn entries_list(&self) -> PyResult<Vec<(i64, i64)>> {
+        (0..self.inner.entries()).map(|n| self.inner.entry(n).map(|t| (t.timestamp, t.offset)).map_err(PyErr::from)).collect()
+    }
+    #[pyo3(signature = (timestamp, offset, skip_full_check = false))]
+    fn maybe_append(&mut self, timestamp: i64, offset: i64, skip_full_check: bool) -> PyResult<()> {
+        Ok(self.inner.maybe_append(timestamp, offset, skip_full_check)?)
+    }
+    fn truncate_to(&mut self, offset: i64) -> PyResult<()> {
+        Ok(self.inner.truncate_to(offset)?)
+    }
+    fn sanity_check(&self) -> PyResult<()> {
+        Ok(self.inner.sanity_check()?)
+    }
+    fn flush(&self) -> PyResult<()> {
+        Ok(self.inner.flush()?)
+    }
+    fn close(&mut self) -> PyResult<()> {
+        Ok(self.inner.close()?)
+    }
+    #[getter]
+    fn entries(&self) -> usize {
+        self.inner.entries()
+    }
+    #[getter]
+    fn max_entries(&self) -> usize {
+        self.inner.max_entries()
+    }
+    #[getter]
+    fn is_full(&self) -> bool {
+        self.inner.is_full()
+    }
+    #[getter]
+    fn last_entry(&self) -> (i64, i64) {
+        let t = self.inner.last_entry();
+        (t.timestamp, t.offset)
+    }
+    fn __len__(&self) -> usize {
+        self.inner.entries()
+    }
+}
+
+/// Kafka's TransactionIndex (`.txnindex`): 34-byte aborted-transaction entries.
+#[pyclass(module = "kafkalog")]
+pub struct TransactionIndex {
+    inner: RsTransactionIndex,
+}
+
+#[pymethods]
+impl TransactionIndex {
+    #[new]
+    #[pyo3(signature = (path, start_offset, *, writable = false))]
+    fn new(path: PathBuf, start_offset: i64, writable: bool) -> PyResult<Self> {
+        Ok(TransactionIndex { inner: RsTransactionIndex::open(start_offset, path, writable)? })
+    }
+    fn append(&mut self, producer_id: i64, first_offset: i64, last_offset: i64, last_stable_offset: i64) -> PyResult<()> {
+        Ok(self.inner.append(AbortedTxn::new(producer_id, first_offset, last_offset, last_stable_offset))?)
+    }
+    fn all_aborted_txns<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        aborted_to_py(py, &self.inner.all_aborted_txns()?)
+    }
+    /// Aborted transactions overlapping [fetch_offset, upper_bound_offset): (list, is_complete).
+    fn collect_aborted_txns<'py>(&self, py: Python<'py>, fetch_offset: i64, upper_bound_offset: i64) -> PyResult<(Bound<'py, PyList>, bool)> {
+        let r = self.inner.collect_aborted_txns(fetch_offset, upper_bound_offset)?;
+        Ok((aborted_to_py(py, &r.aborted)?, r.is_complete))
+    }
+    fn truncate_to(&mut self, offset: i64) -> PyResult<()> {
+        Ok(self.inner.truncate_to(offset)?)
+    }
+    fn sanity_check(&self) -> PyResult<()> {
+        Ok(self.inner.sanity_check()?)
+    }
+    fn flush(&self) -> PyResult<()> {
+        Ok(self.inner.flush()?)
+    }
+    fn close(&mut self) -> PyResult<()> {
+        Ok(self.inner.close()?)
+    }
+}
+
+/// Kafka's LogSegment: `<base offset>.log` with its `.index`, `.timeindex` and `.txnindex`.
+#[pyclass(module = "kafkalog")]
+pub struct Segment {
+    inner: LogSegment,
+}
+
+#[pymethods]
+impl Segment {
+    /// Opens the segment at `base_offset` in `directory` (creating its files when writable).
+    /// `config` takes Kafka topic-config names: `segment.index.bytes`, `index.interval.bytes`, ...
+    #[new]
+    #[pyo3(signature = (directory, base_offset, *, writable = false, config = None, suffix = ""))]
+    fn new(py: Python<'_>, directory: PathBuf, base_offset: i64, writable: bool, config: Option<&Bound<'_, PyDict>>, suffix: &str) -> PyResult<Self> {
+        let config = config_from(config)?;
+        let suffix = suffix.to_string();
+        let inner = py.allow_threads(|| LogSegment::open(&directory, base_offset, &config, writable, &suffix, now_ms()))?;
+        Ok(Segment { inner })
+    }
+
+    /// Appends batches (bytes from `encode_batch`, offsets already assigned and increasing).
+    fn append(&mut self, py: Python<'_>, records: &[u8]) -> PyResult<()> {
+        let inner = &mut self.inner;
+        py.allow_threads(|| -> Result<()> {
+            let mut largest = None;
+            for h in headers_in(records) {
+                largest = Some(h?.last_offset);
+            }
+            let largest = largest.ok_or_else(|| Error::InvalidArgument("no batch to append".into()))?;
+            inner.append(largest, records)
+        })?;
+        Ok(())
+    }
+
+    /// Kafka's LogSegment.read: raw bytes of whole batches from the one holding `start_offset`,
+    /// or None past the end. Returns a dict with `records` (bytes), `position`,
+    /// `first_entry_incomplete`.
+    #[pyo3(signature = (start_offset, max_size, max_position = None, min_one_message = true))]
+    fn read<'py>(&self, py: Python<'py>, start_offset: i64, max_size: usize, max_position: Option<u64>, min_one_message: bool) -> PyResult<Option<Bound<'py, PyDict>>> {
+        let inner = &self.inner;
+        let info = py.allow_threads(|| inner.read(start_offset, max_size, max_position, min_one_message))?;
+        let Some(info) = info else { return Ok(None) };
+        let d = PyDict::new(py);
+        d.set_item("records", PyBytes::new(py, &info.records))?;
+        d.set_item("offset", info.fetch_offset_metadata.message_offset)?;
+        d.set_item("segment_base_offset", info.fetch_offset_metadata.segment_base_offset)?;
+        d.set_item("position", info.fetch_offset_metadata.relative_position_in_segment)?;
+        d.set_item("first_entry_incomplete", info.first_entry_incomplete)?;
+        Ok(Some(d))
+    }
+
+    /// Every batch in the segment, decoded (CRC checked).
+    fn batches(&self, py: Python<'_>) -> PyResult<Py<PyList>> {
+        let inner = &self.inner;
+        let decoded = py.allow_threads(|| -> Result<Vec<DecodedBatch>> {
+            let log = inner.log();
+            let mut reader = log.batches(0, log.size_in_bytes(), inner.max_batch_size());
+            let mut out = Vec::new();
+            while let Some((position, bytes)) = reader.next_batch()? {
+                let batch = Batch::parse(bytes).map_err(|e| e.at(Some(log.path()), position))?;
+                out.push(decode_batch(&batch, position, inner.max_decompressed()).map_err(|e| e.at(Some(log.path()), position))?);
+            }
+            Ok(out)
+        })?;
+        batches_to_py(py, decoded)
+    }
+
+    /// (offset, position, size) of the first batch whose last offset is >= offset, or None.
+    #[pyo3(signature = (offset, starting_position = 0))]
+    fn translate_offset(&self, offset: i64, starting_position: u64) -> PyResult<Option<(i64, u64, usize)>> {
+        Ok(self.inner.translate_offset(offset, starting_position)?.map(|p| (p.offset, p.position, p.size)))
+    }
+
+    /// (timestamp, offset) of the first record with timestamp >= `timestamp`, or None.
+    #[pyo3(signature = (timestamp, starting_offset = None))]
+    fn find_offset_by_timestamp(&self, timestamp: i64, starting_offset: Option<i64>) -> PyResult<Option<(i64, i64)>> {
+        let start = starting_offset.unwrap_or(self.inner.base_offset());
+        Ok(self.inner.find_offset_by_timestamp(timestamp, start)?.map(|t| (t.timestamp, t.offset)))
+    }
+
+    /// Validates every batch, rebuilds the indexes and truncates an invalid tail; returns the
+    /// number of bytes truncated.
+    fn recover(&mut self, py: Python<'_>) -> PyResult<u64> {
+        let inner = &mut self.inner;
+        Ok(py.allow_threads(|| inner.recover(&mut |_| Ok(())))?)
+    }
+
+    fn truncate_to(&mut self, offset: i64) -> PyResult<u64> {
+        Ok(self.inner.truncate_to(offset)?)
+    }
+
+    fn sanity_check(&self) -> PyResult<()> {
+        Ok(self.inner.sanity_check()?)
+    }
+
+    /// Kafka's shouldRoll for a pending append.
+    #[pyo3(signature = (*, messages_size, max_timestamp_in_messages, max_offset_in_messages, max_segment_bytes, max_segment_ms, now = None))]
+    fn should_roll(&mut self, messages_size: usize, max_timestamp_in_messages: i64, max_offset_in_messages: i64, max_segment_bytes: u64, max_segment_ms: i64, now: Option<i64>) -> PyResult<bool> {
+        Ok(self.inner.should_roll(&crate::segment::RollParams {
+            max_segment_ms,
+            max_segment_bytes,
+            max_timestamp_in_messages,
+            max_offset_in_messages,
+            messages_size,
+            now: now.unwrap_or_else(now_ms),
+        })?)
+    }
+
+    fn change_file_suffixes(&mut self, old_suffix: &str, new_suffix: &str) -> PyResult<()> {
+        Ok(self.inner.change_file_suffixes(old_suffix, new_suffix)?)
+    }
+
+    fn flush(&self) -> PyResult<()> {
+        Ok(self.inner.flush()?)
+    }
+
+    fn close(&mut self) -> PyResult<()> {
+        Ok(self.inner.close()?)
+    }
+
+    #[getter]
+    fn base_offset(&self) -> i64 {
+        self.inner.base_offset()
+    }
+    #[getter]
+    fn size(&self) -> u64 {
+        self.inner.size()
+    }
+    /// The offset after the segment's last record.
+    #[getter]
+    fn next_offset(&self) -> PyResult<i64> {
+        Ok(self.inner.read_next_offset()?)
+    }
+    #[getter]
+    fn max_timestamp(&mut self) -> i64 {
+        self.inner.max_timestamp_so_far()
+    }
+    #[getter]
+    fn log_path(&self) -> PathBuf {
+        self.inner.log().path().to_path_buf()
+    }
+    fn offset_index_entries(&self) -> PyResult<Vec<(i64, i32)>> {
+        let idx = self.inner.offset_index();
+        (0..idx.entries()).map(|n| idx.entry(n).map(|p| (p.offset, p.position)).map_err(PyErr::from)).collect()
+    }
+    fn time_index_entries(&self) -> PyResult<Vec<(i64, i64)>> {
+        let idx = self.inner.time_index();
+        (0..idx.entries()).map(|n| idx.entry(n).map(|t| (t.timestamp, t.offset)).map_err(PyErr::from)).collect()
+    }
+    fn aborted_txns<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        aborted_to_py(py, &self.inner.txn_index().all_aborted_txns()?)
+    }
+    fn __repr__(&self) -> String {
+        format!("Segment(base_offset={}, size={}, path={:?})", self.inner.base_offset(), self.inner.size(), self.inner.log().path())
+    }
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<OffsetIndex>()?;
+    m.add_class::<TimeIndex>()?;
+    m.add_class::<TransactionIndex>()?;
+    m.add_class::<Segment>()?;
+    Ok(())
+}

@@ -101,6 +101,10 @@ impl Mapping {
 ///
 /// Invariant: `entries <= max_entries` and `max_entries * E::SIZE <= mapped length`, so slot reads
 /// below `entries` are always in bounds.
+///
+/// Dropping an index only unmaps it. Trimming happens in [`Self::close`], as in Kafka: a writable
+/// index dropped without `close` keeps its pre-allocated zeros, and a later open counts them as
+/// entries (Kafka's unclean-shutdown state, which recovery rebuilds).
 pub struct MmapIndex<E: IndexEntry> {
     file: PathBuf,
     base_offset: i64,
@@ -143,7 +147,12 @@ impl<E: IndexEntry> MmapIndex<E> {
     ///   (`resize(max_index_size)`) after loading; until then such an index is full.
     /// * Read-only: the file is opened with read access only (KAFKA-5104), never created, resized,
     ///   trimmed or written.
-    pub fn open(file: impl AsRef<Path>, base_offset: i64, max_index_size: usize, writable: bool) -> Result<Self> {
+    pub fn open(
+        file: impl AsRef<Path>,
+        base_offset: i64,
+        max_index_size: usize,
+        writable: bool,
+    ) -> Result<Self> {
         let path = file.as_ref().to_path_buf();
         if max_index_size > i32::MAX as usize {
             // Kafka's index sizes, positions and entry counts are Java ints.
@@ -154,10 +163,19 @@ impl<E: IndexEntry> MmapIndex<E> {
             )));
         }
         let (f, newly_created) = if writable {
-            match OpenOptions::new().read(true).write(true).create_new(true).open(&path) {
+            match OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create_new(true)
+                .open(&path)
+            {
                 Ok(f) => (f, true),
                 Err(e) if e.kind() == ErrorKind::AlreadyExists => {
-                    let f = OpenOptions::new().read(true).write(true).open(&path).map_err(|e| Error::io(&path, e))?;
+                    let f = OpenOptions::new()
+                        .read(true)
+                        .write(true)
+                        .open(&path)
+                        .map_err(|e| Error::io(&path, e))?;
                     (f, false)
                 }
                 Err(e) => return Err(Error::io(&path, e)),
@@ -176,7 +194,8 @@ impl<E: IndexEntry> MmapIndex<E> {
                     E::SIZE
                 )));
             }
-            f.set_len(round_down(max_index_size, E::SIZE) as u64).map_err(|e| Error::io(&path, e))?;
+            f.set_len(round_down(max_index_size, E::SIZE) as u64)
+                .map_err(|e| Error::io(&path, e))?;
         }
 
         let length = f.metadata().map_err(|e| Error::io(&path, e))?.len();
@@ -202,14 +221,21 @@ impl<E: IndexEntry> MmapIndex<E> {
         if length == 0 {
             return Ok(Mapping::None);
         }
-        let len = usize::try_from(length)
-            .map_err(|_| Error::corrupt_index(format!("index file too large to map: {length} bytes")).in_file(path))?;
+        let len = usize::try_from(length).map_err(|_| {
+            Error::corrupt_index(format!("index file too large to map: {length} bytes"))
+                .in_file(path)
+        })?;
         // SAFETY: the mapping is only sound while no one else truncates or rewrites the file; index
         // files belong to this log by contract, exactly as Kafka's MappedByteBuffer assumes.
         let map = if writable {
-            Mapping::Writable(unsafe { MmapOptions::new().len(len).map_mut(f) }.map_err(|e| Error::io(path, e))?)
+            Mapping::Writable(
+                unsafe { MmapOptions::new().len(len).map_mut(f) }
+                    .map_err(|e| Error::io(path, e))?,
+            )
         } else {
-            Mapping::ReadOnly(unsafe { MmapOptions::new().len(len).map(f) }.map_err(|e| Error::io(path, e))?)
+            Mapping::ReadOnly(
+                unsafe { MmapOptions::new().len(len).map(f) }.map_err(|e| Error::io(path, e))?,
+            )
         };
         Ok(map)
     }
@@ -300,7 +326,9 @@ impl<E: IndexEntry> MmapIndex<E> {
 
     /// The last entry, if any.
     pub fn last_entry(&self) -> Option<E> {
-        self.entries.checked_sub(1).map(|n| self.read_slot(n, &mut ()))
+        self.entries
+            .checked_sub(1)
+            .map(|n| self.read_slot(n, &mut ()))
     }
 
     #[inline(always)]
@@ -391,7 +419,7 @@ impl<E: IndexEntry> MmapIndex<E> {
         let (mut lo, mut hi) = (begin, end);
         while lo < hi {
             // Upper middle, so `lo = mid` always makes progress.
-            let mid = lo + (hi - lo + 1) / 2;
+            let mid = lo + (hi - lo).div_ceil(2);
             let found = self.read_slot(mid, observer);
             match Self::compare(&found, target, by) {
                 Ordering::Greater => hi = mid - 1,
@@ -413,10 +441,16 @@ impl<E: IndexEntry> MmapIndex<E> {
 
     fn check_writable(&self, what: &str) -> Result<()> {
         if !self.writable {
-            return Err(Error::ReadOnly(format!("cannot {what} index {}: opened read-only", self.file.display())));
+            return Err(Error::ReadOnly(format!(
+                "cannot {what} index {}: opened read-only",
+                self.file.display()
+            )));
         }
         if self.closed {
-            return Err(Error::IllegalState(format!("cannot {what} index {}: it is closed", self.file.display())));
+            return Err(Error::IllegalState(format!(
+                "cannot {what} index {}: it is closed",
+                self.file.display()
+            )));
         }
         Ok(())
     }
@@ -437,7 +471,12 @@ impl<E: IndexEntry> MmapIndex<E> {
         match &mut self.map {
             Mapping::Writable(m) => m[start..start + E::SIZE].copy_from_slice(bytes),
             // Unreachable while the invariant holds (max_entries > 0 implies a writable mapping).
-            _ => return Err(Error::IllegalState(format!("index {} has no writable mapping", self.file.display()))),
+            _ => {
+                return Err(Error::IllegalState(format!(
+                    "index {} has no writable mapping",
+                    self.file.display()
+                )))
+            }
         }
         self.entries += 1;
         Ok(())
@@ -468,12 +507,17 @@ impl<E: IndexEntry> MmapIndex<E> {
                 E::SIZE
             )));
         }
-        let f = OpenOptions::new().read(true).write(true).open(&self.file).map_err(|e| Error::io(&self.file, e))?;
+        let f = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&self.file)
+            .map_err(|e| Error::io(&self.file, e))?;
         // Unmap first: shrinking a file under a live mapping would make its tail fault. Written pages
         // are in the page cache already, so dropping the mapping loses nothing.
         self.map = Mapping::None;
         self.max_entries = 0;
-        f.set_len(rounded as u64).map_err(|e| Error::io(&self.file, e))?;
+        f.set_len(rounded as u64)
+            .map_err(|e| Error::io(&self.file, e))?;
         self.length = rounded as u64;
         self.map = Self::map_file(&f, &self.file, self.length, true)?;
         self.max_entries = rounded / E::SIZE;
@@ -516,7 +560,10 @@ impl<E: IndexEntry> MmapIndex<E> {
     /// Unmap and delete the file; `Ok(false)` if it did not exist (Kafka's `deleteIfExists`).
     pub fn delete(&mut self) -> Result<bool> {
         if !self.writable {
-            return Err(Error::ReadOnly(format!("cannot delete index {}: opened read-only", self.file.display())));
+            return Err(Error::ReadOnly(format!(
+                "cannot delete index {}: opened read-only",
+                self.file.display()
+            )));
         }
         self.close_handler();
         match std::fs::remove_file(&self.file) {
@@ -530,7 +577,10 @@ impl<E: IndexEntry> MmapIndex<E> {
     /// rename, so the index keeps working; the new path is recorded only if the rename succeeded.
     pub fn rename_to(&mut self, new_path: impl AsRef<Path>) -> Result<()> {
         if !self.writable {
-            return Err(Error::ReadOnly(format!("cannot rename index {}: opened read-only", self.file.display())));
+            return Err(Error::ReadOnly(format!(
+                "cannot rename index {}: opened read-only",
+                self.file.display()
+            )));
         }
         let new_path = new_path.as_ref();
         std::fs::rename(&self.file, new_path).map_err(|e| Error::io(&self.file, e))?;
@@ -635,7 +685,11 @@ pub(crate) mod test_util {
     /// Snapshot of a file for "nothing changed" assertions: bytes, length and mtime.
     pub fn snapshot(path: &Path) -> (Vec<u8>, u64, std::time::SystemTime) {
         let meta = std::fs::metadata(path).unwrap();
-        (std::fs::read(path).unwrap(), meta.len(), meta.modified().unwrap())
+        (
+            std::fs::read(path).unwrap(),
+            meta.len(),
+            meta.modified().unwrap(),
+        )
     }
 
     pub fn make_read_only(path: &Path) {
@@ -690,14 +744,20 @@ mod tests {
         push(&mut idx, 2, 20);
         idx.close().unwrap();
         assert_eq!(std::fs::metadata(&path).unwrap().len(), 16);
-        assert!(matches!(idx.push_entry(&[0; 8]), Err(Error::IllegalState(_))));
+        assert!(matches!(
+            idx.push_entry(&[0; 8]),
+            Err(Error::IllegalState(_))
+        ));
 
         // Reopened: the whole entries are kept, and the index is full until resized.
         let mut idx = MmapIndex::<Pair>::open(&path, 0, 1234567, true).unwrap();
         assert_eq!((idx.entries(), idx.max_entries()), (2, 2));
         assert!(idx.is_full());
         assert!(idx.resize(1000).unwrap());
-        assert_eq!((idx.entries(), idx.max_entries(), idx.length()), (2, 125, 1000));
+        assert_eq!(
+            (idx.entries(), idx.max_entries(), idx.length()),
+            (2, 125, 1000)
+        );
         assert!(!idx.resize(1001).unwrap(), "same rounded size is no change");
         assert!(matches!(idx.resize(8), Err(Error::InvalidArgument(_))));
         assert_eq!(idx.entry(1).unwrap(), Pair(2, 20));
@@ -705,10 +765,21 @@ mod tests {
     }
 
     #[test]
+    fn indexes_can_be_shared_across_threads() {
+        fn send_sync<T: Send + Sync>() {}
+        send_sync::<OffsetIndex>();
+        send_sync::<TimeIndex>();
+        send_sync::<TransactionIndex>();
+    }
+
+    #[test]
     fn too_small_max_size_is_rejected_without_leaving_a_file() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("0.index");
-        assert!(matches!(MmapIndex::<Pair>::open(&path, 0, 7, true), Err(Error::InvalidArgument(_))));
+        assert!(matches!(
+            MmapIndex::<Pair>::open(&path, 0, 7, true),
+            Err(Error::InvalidArgument(_))
+        ));
         assert!(!path.exists());
     }
 
@@ -731,7 +802,10 @@ mod tests {
         idx.rename_to(&renamed).unwrap();
         assert_eq!(idx.file(), renamed.as_path());
         push(&mut idx, 2, 2);
-        assert_eq!(idx.largest_lower_bound_slot_for(2, IndexSearchType::Key), Some(1));
+        assert_eq!(
+            idx.largest_lower_bound_slot_for(2, IndexSearchType::Key),
+            Some(1)
+        );
         idx.flush().unwrap();
         assert!(idx.delete().unwrap());
         assert!(!renamed.exists() && !path.exists());
@@ -762,16 +836,32 @@ mod tests {
                 v += rng.gen_range(1..5000);
             }
             for _ in 0..400 {
-                for (by, sorted) in [(IndexSearchType::Key, &keys), (IndexSearchType::Value, &values)] {
+                for (by, sorted) in [
+                    (IndexSearchType::Key, &keys),
+                    (IndexSearchType::Value, &values),
+                ] {
                     let lo = sorted.first().copied().unwrap_or(0) - 50;
                     let hi = sorted.last().copied().unwrap_or(0) + 50;
                     // Half the targets hit existing entries exactly.
-                    let target =
-                        if n > 0 && rng.gen_bool(0.5) { sorted[rng.gen_range(0..n)] } else { rng.gen_range(lo..=hi) };
-                    for bound in [SearchBound::LargestLowerBound, SearchBound::SmallestUpperBound] {
+                    let target = if n > 0 && rng.gen_bool(0.5) {
+                        sorted[rng.gen_range(0..n)]
+                    } else {
+                        rng.gen_range(lo..=hi)
+                    };
+                    for bound in [
+                        SearchBound::LargestLowerBound,
+                        SearchBound::SmallestUpperBound,
+                    ] {
                         let expected = linear_slot(sorted, target, bound);
-                        assert_eq!(idx.search_slot(target, by, bound, &mut ()), expected, "n={n} {by:?} {bound:?} {target}");
-                        assert_eq!(plain_search_slot(&idx, target, by, bound, &mut ()), expected);
+                        assert_eq!(
+                            idx.search_slot(target, by, bound, &mut ()),
+                            expected,
+                            "n={n} {by:?} {bound:?} {target}"
+                        );
+                        assert_eq!(
+                            plain_search_slot(&idx, target, by, bound, &mut ()),
+                            expected
+                        );
                     }
                 }
             }
@@ -800,21 +890,49 @@ mod tests {
             let first_warm = n - 1 - idx.warm_entries();
             let tail: BTreeSet<usize> = (first_warm * 8 / 4096..=(n * 8 - 1) / 4096).collect();
             let (mut warm, mut plain) = (Vec::new(), Vec::new());
-            for target in [last_key - 35, last_key - 10, last_key, last_key + 1, last_key + 1000] {
-                idx.search_slot(target, IndexSearchType::Key, SearchBound::LargestLowerBound, &mut warm);
-                plain_search_slot(&idx, target, IndexSearchType::Key, SearchBound::LargestLowerBound, &mut plain);
+            for target in [
+                last_key - 35,
+                last_key - 10,
+                last_key,
+                last_key + 1,
+                last_key + 1000,
+            ] {
+                idx.search_slot(
+                    target,
+                    IndexSearchType::Key,
+                    SearchBound::LargestLowerBound,
+                    &mut warm,
+                );
+                plain_search_slot(
+                    &idx,
+                    target,
+                    IndexSearchType::Key,
+                    SearchBound::LargestLowerBound,
+                    &mut plain,
+                );
             }
             let warm_pages: BTreeSet<usize> = warm.iter().flat_map(|&s| pages_of(s, 8)).collect();
             let plain_pages: BTreeSet<usize> = plain.iter().flat_map(|&s| pages_of(s, 8)).collect();
-            assert!(tail.len() <= 3, "8 KiB warm section spans {} pages", tail.len());
+            assert!(
+                tail.len() <= 3,
+                "8 KiB warm section spans {} pages",
+                tail.len()
+            );
             warm_pages_max = warm_pages_max.max(warm_pages.len());
             warm_pages_outside_tail.extend(warm_pages.difference(&tail).copied());
             plain_pages_outside_tail.extend(plain_pages.difference(&tail).copied());
         }
         assert!(warm_pages_max <= 3);
-        assert!(warm_pages_outside_tail.is_empty(), "warm search read {warm_pages_outside_tail:?}");
+        assert!(
+            warm_pages_outside_tail.is_empty(),
+            "warm search read {warm_pages_outside_tail:?}"
+        );
         // The plain search keeps reading page 0 and many middle pages that drift as the index grows.
         assert!(plain_pages_outside_tail.contains(&0));
-        assert!(plain_pages_outside_tail.len() > 20, "{}", plain_pages_outside_tail.len());
+        assert!(
+            plain_pages_outside_tail.len() > 20,
+            "{}",
+            plain_pages_outside_tail.len()
+        );
     }
 }

@@ -20,7 +20,10 @@ impl IndexEntry for OffsetPosition {
 
     #[inline(always)]
     fn parse(b: &[u8], base_offset: i64) -> Self {
-        OffsetPosition { offset: base_offset + be_i32(b, 0) as i64, position: be_i32(b, 4) }
+        OffsetPosition {
+            offset: base_offset + be_i32(b, 0) as i64,
+            position: be_i32(b, 4),
+        }
     }
 
     #[inline(always)]
@@ -58,15 +61,26 @@ impl DerefMut for OffsetIndex {
 
 impl OffsetIndex {
     /// Open or create the index; see [`MmapIndex::open`] for how new and existing files are treated.
-    pub fn open(file: impl AsRef<Path>, base_offset: i64, max_index_size: usize, writable: bool) -> Result<Self> {
+    pub fn open(
+        file: impl AsRef<Path>,
+        base_offset: i64,
+        max_index_size: usize,
+        writable: bool,
+    ) -> Result<Self> {
         let index = MmapIndex::open(file, base_offset, max_index_size, writable)?;
-        let mut idx = OffsetIndex { index, last_offset: base_offset };
+        let mut idx = OffsetIndex {
+            index,
+            last_offset: base_offset,
+        };
         idx.refresh_last_offset();
         Ok(idx)
     }
 
     fn refresh_last_offset(&mut self) {
-        self.last_offset = self.index.last_entry().map_or(self.index.base_offset(), |e| e.offset);
+        self.last_offset = self
+            .index
+            .last_entry()
+            .map_or(self.index.base_offset(), |e| e.offset);
     }
 
     /// The last offset in the index, or the base offset when it is empty.
@@ -83,7 +97,11 @@ impl OffsetIndex {
 
     /// [`Self::lookup`], reporting every slot read to `observer`.
     #[inline]
-    pub fn lookup_observed<O: SlotObserver>(&self, target_offset: i64, observer: &mut O) -> OffsetPosition {
+    pub fn lookup_observed<O: SlotObserver>(
+        &self,
+        target_offset: i64,
+        observer: &mut O,
+    ) -> OffsetPosition {
         let slot = self.index.search_slot(
             target_offset,
             IndexSearchType::Key,
@@ -91,7 +109,10 @@ impl OffsetIndex {
             observer,
         );
         match slot {
-            None => OffsetPosition { offset: self.index.base_offset(), position: 0 },
+            None => OffsetPosition {
+                offset: self.index.base_offset(),
+                position: 0,
+            },
             Some(n) => self.index.read_slot(n, &mut ()),
         }
     }
@@ -105,7 +126,11 @@ impl OffsetIndex {
     /// `fetch_offset.position`: the first entry whose position is `>=` the fetch's end. Not
     /// necessarily the smallest such offset (the index is sparse); `None` when the fetch reaches past
     /// the last entry.
-    pub fn fetch_upper_bound_offset(&self, fetch_offset: OffsetPosition, fetch_size: i32) -> Option<OffsetPosition> {
+    pub fn fetch_upper_bound_offset(
+        &self,
+        fetch_offset: OffsetPosition,
+        fetch_size: i32,
+    ) -> Option<OffsetPosition> {
         let end = fetch_offset.position as i64 + fetch_size as i64;
         self.index
             .smallest_upper_bound_slot_for(end, IndexSearchType::Value)
@@ -149,7 +174,10 @@ impl OffsetIndex {
     /// Remove every entry whose offset is `>= offset`; a larger offset than the last one changes
     /// nothing.
     pub fn truncate_to(&mut self, offset: i64) -> Result<()> {
-        let new_entries = match self.index.largest_lower_bound_slot_for(offset, IndexSearchType::Key) {
+        let new_entries = match self
+            .index
+            .largest_lower_bound_slot_for(offset, IndexSearchType::Key)
+        {
             None => 0,
             Some(slot) if self.index.read_slot(slot, &mut ()).offset == offset => slot,
             Some(slot) => slot + 1,
@@ -227,14 +255,23 @@ mod tests {
     use std::collections::BTreeSet;
 
     fn new_index(dir: &tempfile::TempDir, base: i64, max_size: usize) -> OffsetIndex {
-        OffsetIndex::open(dir.path().join(format!("{base:020}.index")), base, max_size, true).unwrap()
+        OffsetIndex::open(
+            dir.path().join(format!("{base:020}.index")),
+            base,
+            max_size,
+            true,
+        )
+        .unwrap()
     }
 
     #[test]
     fn byte_layout_is_big_endian_relative_offset_then_position() {
         let dir = tempfile::tempdir().unwrap();
         let mut idx = new_index(&dir, 1000, 10 * 1024 * 1024);
-        assert_eq!(std::fs::metadata(idx.file()).unwrap().len(), 10 * 1024 * 1024);
+        assert_eq!(
+            std::fs::metadata(idx.file()).unwrap().len(),
+            10 * 1024 * 1024
+        );
         idx.append(1000, 0).unwrap();
         idx.append(1005, 4096).unwrap();
         idx.append(1000 + 0x01020304, 0x0a0b0c0d).unwrap();
@@ -243,13 +280,22 @@ mod tests {
         let bytes = std::fs::read(&path).unwrap();
         assert_eq!(
             bytes,
-            [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 5, 0, 0, 0x10, 0, 1, 2, 3, 4, 0x0a, 0x0b, 0x0c, 0x0d]
+            [
+                0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 5, 0, 0, 0x10, 0, 1, 2, 3, 4, 0x0a, 0x0b, 0x0c,
+                0x0d
+            ]
         );
 
         let idx = OffsetIndex::open(&path, 1000, 10 * 1024 * 1024, true).unwrap();
         assert_eq!(idx.entries(), 3);
         assert_eq!(idx.last_offset(), 1000 + 0x01020304);
-        assert_eq!(idx.entry(1).unwrap(), OffsetPosition { offset: 1005, position: 4096 });
+        assert_eq!(
+            idx.entry(1).unwrap(),
+            OffsetPosition {
+                offset: 1005,
+                position: 4096
+            }
+        );
         idx.sanity_check().unwrap();
     }
 
@@ -257,14 +303,44 @@ mod tests {
     fn lookup_is_a_floor() {
         let dir = tempfile::tempdir().unwrap();
         let mut idx = new_index(&dir, 50, 4096);
-        assert_eq!(idx.lookup(60), OffsetPosition { offset: 50, position: 0 });
+        assert_eq!(
+            idx.lookup(60),
+            OffsetPosition {
+                offset: 50,
+                position: 0
+            }
+        );
         for (o, p) in [(52, 100), (55, 200), (60, 300)] {
             idx.append(o, p).unwrap();
         }
-        assert_eq!(idx.lookup(51), OffsetPosition { offset: 50, position: 0 });
-        assert_eq!(idx.lookup(52), OffsetPosition { offset: 52, position: 100 });
-        assert_eq!(idx.lookup(59), OffsetPosition { offset: 55, position: 200 });
-        assert_eq!(idx.lookup(1_000_000), OffsetPosition { offset: 60, position: 300 });
+        assert_eq!(
+            idx.lookup(51),
+            OffsetPosition {
+                offset: 50,
+                position: 0
+            }
+        );
+        assert_eq!(
+            idx.lookup(52),
+            OffsetPosition {
+                offset: 52,
+                position: 100
+            }
+        );
+        assert_eq!(
+            idx.lookup(59),
+            OffsetPosition {
+                offset: 55,
+                position: 200
+            }
+        );
+        assert_eq!(
+            idx.lookup(1_000_000),
+            OffsetPosition {
+                offset: 60,
+                position: 300
+            }
+        );
     }
 
     #[test]
@@ -274,15 +350,42 @@ mod tests {
         for i in 0..10 {
             idx.append(i * 10, (i * 1000) as i32).unwrap();
         }
-        let start = OffsetPosition { offset: 20, position: 2000 };
-        assert_eq!(idx.fetch_upper_bound_offset(start, 1500), Some(OffsetPosition { offset: 40, position: 4000 }));
-        assert_eq!(idx.fetch_upper_bound_offset(start, 2000), Some(OffsetPosition { offset: 40, position: 4000 }));
+        let start = OffsetPosition {
+            offset: 20,
+            position: 2000,
+        };
+        assert_eq!(
+            idx.fetch_upper_bound_offset(start, 1500),
+            Some(OffsetPosition {
+                offset: 40,
+                position: 4000
+            })
+        );
+        assert_eq!(
+            idx.fetch_upper_bound_offset(start, 2000),
+            Some(OffsetPosition {
+                offset: 40,
+                position: 4000
+            })
+        );
         assert_eq!(idx.fetch_upper_bound_offset(start, 7001), None);
         // A fetch ending exactly at the first entry is bounded by that entry.
-        let zero = OffsetPosition { offset: 0, position: 0 };
+        let zero = OffsetPosition {
+            offset: 0,
+            position: 0,
+        };
         assert_eq!(idx.fetch_upper_bound_offset(zero, 0), Some(zero));
         // No i32 overflow on a huge fetch.
-        assert_eq!(idx.fetch_upper_bound_offset(OffsetPosition { offset: 0, position: i32::MAX }, i32::MAX), None);
+        assert_eq!(
+            idx.fetch_upper_bound_offset(
+                OffsetPosition {
+                    offset: 0,
+                    position: i32::MAX
+                },
+                i32::MAX
+            ),
+            None
+        );
     }
 
     #[test]
@@ -291,7 +394,10 @@ mod tests {
         let mut idx = new_index(&dir, 100, 3 * 8 + 7);
         assert_eq!(idx.max_entries(), 3);
         assert!(matches!(idx.append(99, 0), Err(Error::OffsetOverflow(_))));
-        assert!(matches!(idx.append(100 + i32::MAX as i64 + 1, 0), Err(Error::OffsetOverflow(_))));
+        assert!(matches!(
+            idx.append(100 + i32::MAX as i64 + 1, 0),
+            Err(Error::OffsetOverflow(_))
+        ));
         assert!(idx.can_append_offset(100 + i32::MAX as i64));
         assert!(!idx.can_append_offset(99));
         idx.append(100, 0).unwrap();
@@ -302,7 +408,10 @@ mod tests {
         idx.append(100 + i32::MAX as i64, 20).unwrap();
         assert!(idx.is_full());
         let err = idx.append(i64::MAX, 30).unwrap_err();
-        assert!(matches!(err, Error::InvalidArgument(_)) && err.to_string().contains("full"), "{err}");
+        assert!(
+            matches!(err, Error::InvalidArgument(_)) && err.to_string().contains("full"),
+            "{err}"
+        );
         assert_eq!(idx.entries(), 3);
         assert_eq!(idx.last_offset(), 100 + i32::MAX as i64);
     }
@@ -332,12 +441,21 @@ mod tests {
         // Appends continue after the truncation point and overwrite the stale bytes.
         idx.truncate_to(30).unwrap();
         idx.append(31, 333).unwrap();
-        assert_eq!(idx.lookup(40), OffsetPosition { offset: 31, position: 333 });
+        assert_eq!(
+            idx.lookup(40),
+            OffsetPosition {
+                offset: 31,
+                position: 333
+            }
+        );
         // reset empties and re-grows to the max size.
         idx.trim_to_valid_size().unwrap();
         assert_eq!(idx.length(), 24);
         idx.reset().unwrap();
-        assert_eq!((idx.entries(), idx.length(), idx.max_entries()), (0, 4096, 512));
+        assert_eq!(
+            (idx.entries(), idx.length(), idx.max_entries()),
+            (0, 4096, 512)
+        );
     }
 
     #[test]
@@ -354,7 +472,10 @@ mod tests {
         let idx = OffsetIndex::open(&path, 100, 4096, false).unwrap();
         let err = idx.sanity_check().unwrap_err();
         assert!(matches!(err, Error::CorruptIndex { .. }), "{err}");
-        assert!(err.to_string().contains("00000000000000000100.index"), "{err}");
+        assert!(
+            err.to_string().contains("00000000000000000100.index"),
+            "{err}"
+        );
 
         // A length that is not whole entries.
         bytes.truncate(12);
@@ -366,7 +487,10 @@ mod tests {
 
         // Empty and healthy files pass.
         std::fs::write(&path, []).unwrap();
-        OffsetIndex::open(&path, 100, 4096, false).unwrap().sanity_check().unwrap();
+        OffsetIndex::open(&path, 100, 4096, false)
+            .unwrap()
+            .sanity_check()
+            .unwrap();
     }
 
     #[test]
@@ -386,8 +510,20 @@ mod tests {
         {
             let mut ro = OffsetIndex::open(&path, 0, 1 << 20, false).unwrap();
             assert_eq!((ro.entries(), ro.last_offset()), (3000, 8997));
-            assert_eq!(ro.lookup(4000), OffsetPosition { offset: 3999, position: 1333 * 64 });
-            assert_eq!(ro.lookup(0), OffsetPosition { offset: 0, position: 0 });
+            assert_eq!(
+                ro.lookup(4000),
+                OffsetPosition {
+                    offset: 3999,
+                    position: 1333 * 64
+                }
+            );
+            assert_eq!(
+                ro.lookup(0),
+                OffsetPosition {
+                    offset: 0,
+                    position: 0
+                }
+            );
             ro.sanity_check().unwrap();
             assert!(matches!(ro.append(9000, 0), Err(Error::ReadOnly(_))));
             assert!(matches!(ro.truncate_to(10), Err(Error::ReadOnly(_))));
@@ -395,9 +531,16 @@ mod tests {
             assert!(matches!(ro.reset(), Err(Error::ReadOnly(_))));
             assert!(matches!(ro.resize(1 << 20), Err(Error::ReadOnly(_))));
             assert!(matches!(ro.trim_to_valid_size(), Err(Error::ReadOnly(_))));
-            assert!(matches!(ro.rename_to(&dir.path().join("x")), Err(Error::ReadOnly(_))));
+            assert!(matches!(
+                ro.rename_to(&dir.path().join("x")),
+                Err(Error::ReadOnly(_))
+            ));
             assert!(matches!(ro.delete(), Err(Error::ReadOnly(_))));
-            assert_eq!(ro.entries(), 3000, "failed writes leave the index as it was");
+            assert_eq!(
+                ro.entries(),
+                3000,
+                "failed writes leave the index as it was"
+            );
             ro.flush().unwrap();
             ro.close().unwrap();
         }
@@ -418,7 +561,8 @@ mod tests {
         }
         let last = idx.last_offset();
         let first_warm = (n as usize - 1) - idx.warm_entries();
-        let warm_pages: BTreeSet<usize> = (first_warm * 8 / 4096..=(n as usize * 8 - 1) / 4096).collect();
+        let warm_pages: BTreeSet<usize> =
+            (first_warm * 8 / 4096..=(n as usize * 8 - 1) / 4096).collect();
         assert!(warm_pages.len() <= 3);
 
         let mut slots = Vec::new();
@@ -427,14 +571,26 @@ mod tests {
             assert_eq!(found, idx.lookup(t));
         }
         let touched: BTreeSet<usize> = slots.iter().flat_map(|&s| pages_of(s, 8)).collect();
-        assert!(touched.is_subset(&warm_pages), "touched {touched:?}, warm {warm_pages:?}");
+        assert!(
+            touched.is_subset(&warm_pages),
+            "touched {touched:?}, warm {warm_pages:?}"
+        );
 
         let mut plain = Vec::new();
         for t in (last - 2000)..=(last + 10) {
-            plain_search_slot(&idx, t, IndexSearchType::Key, SearchBound::LargestLowerBound, &mut plain);
+            plain_search_slot(
+                &idx,
+                t,
+                IndexSearchType::Key,
+                SearchBound::LargestLowerBound,
+                &mut plain,
+            );
         }
         let plain_touched: BTreeSet<usize> = plain.iter().flat_map(|&s| pages_of(s, 8)).collect();
-        assert!(plain_touched.contains(&0) && plain_touched.len() > warm_pages.len() + 5, "{plain_touched:?}");
+        assert!(
+            plain_touched.contains(&0) && plain_touched.len() > warm_pages.len() + 5,
+            "{plain_touched:?}"
+        );
     }
 
     #[test]
@@ -444,7 +600,13 @@ mod tests {
         for round in 0..12 {
             let base = rng.gen_range(0..1_000_000i64);
             let n = [0usize, 1, 2, 500, 1024, 1025, 1026, 3000, 20_000][round % 9];
-            let mut idx = OffsetIndex::open(dir.path().join(format!("{round}.index")), base, (n + 1) * 8, true).unwrap();
+            let mut idx = OffsetIndex::open(
+                dir.path().join(format!("{round}.index")),
+                base,
+                (n + 1) * 8,
+                true,
+            )
+            .unwrap();
             let mut offsets = Vec::new();
             let (mut o, mut p) = (base + rng.gen_range(0..5), 0i32);
             for _ in 0..n {
@@ -456,7 +618,10 @@ mod tests {
             for _ in 0..2000 {
                 let target = rng.gen_range(base - 20..o + 20);
                 let expected = match linear_slot(&offsets, target, SearchBound::LargestLowerBound) {
-                    None => OffsetPosition { offset: base, position: 0 },
+                    None => OffsetPosition {
+                        offset: base,
+                        position: 0,
+                    },
                     Some(s) => idx.entry(s).unwrap(),
                 };
                 assert_eq!(idx.lookup(target), expected, "n={n} target={target}");

@@ -5,7 +5,9 @@
 use std::ops::{Deref, DerefMut};
 use std::path::Path;
 
-use super::{be_i32, be_i64, IndexEntry, IndexSearchType, MmapIndex, SearchBound, SegmentIndex, SlotObserver};
+use super::{
+    be_i32, be_i64, IndexEntry, IndexSearchType, MmapIndex, SearchBound, SegmentIndex, SlotObserver,
+};
 use crate::error::{Error, Result};
 
 /// Kafka's `RecordBatch.NO_TIMESTAMP`.
@@ -23,7 +25,10 @@ impl IndexEntry for TimestampOffset {
 
     #[inline(always)]
     fn parse(b: &[u8], base_offset: i64) -> Self {
-        TimestampOffset { timestamp: be_i64(b, 0), offset: base_offset + be_i32(b, 8) as i64 }
+        TimestampOffset {
+            timestamp: be_i64(b, 0),
+            offset: base_offset + be_i32(b, 8) as i64,
+        }
     }
 
     #[inline(always)]
@@ -61,18 +66,29 @@ impl DerefMut for TimeIndex {
 
 impl TimeIndex {
     /// Open or create the index; see [`MmapIndex::open`] for how new and existing files are treated.
-    pub fn open(file: impl AsRef<Path>, base_offset: i64, max_index_size: usize, writable: bool) -> Result<Self> {
+    pub fn open(
+        file: impl AsRef<Path>,
+        base_offset: i64,
+        max_index_size: usize,
+        writable: bool,
+    ) -> Result<Self> {
         let index = MmapIndex::open(file, base_offset, max_index_size, writable)?;
-        let mut idx = TimeIndex { index, last_entry: TimestampOffset { timestamp: NO_TIMESTAMP, offset: base_offset } };
+        let mut idx = TimeIndex {
+            index,
+            last_entry: TimestampOffset {
+                timestamp: NO_TIMESTAMP,
+                offset: base_offset,
+            },
+        };
         idx.refresh_last_entry();
         Ok(idx)
     }
 
     fn refresh_last_entry(&mut self) {
-        self.last_entry = self
-            .index
-            .last_entry()
-            .unwrap_or(TimestampOffset { timestamp: NO_TIMESTAMP, offset: self.index.base_offset() });
+        self.last_entry = self.index.last_entry().unwrap_or(TimestampOffset {
+            timestamp: NO_TIMESTAMP,
+            offset: self.index.base_offset(),
+        });
     }
 
     /// The last entry, or `(NO_TIMESTAMP, base_offset)` when empty.
@@ -95,9 +111,21 @@ impl TimeIndex {
 
     /// [`Self::lookup`], reporting every slot read to `observer`.
     #[inline]
-    pub fn lookup_observed<O: SlotObserver>(&self, target_timestamp: i64, observer: &mut O) -> TimestampOffset {
-        match self.index.search_slot(target_timestamp, IndexSearchType::Key, SearchBound::LargestLowerBound, observer) {
-            None => TimestampOffset { timestamp: NO_TIMESTAMP, offset: self.index.base_offset() },
+    pub fn lookup_observed<O: SlotObserver>(
+        &self,
+        target_timestamp: i64,
+        observer: &mut O,
+    ) -> TimestampOffset {
+        match self.index.search_slot(
+            target_timestamp,
+            IndexSearchType::Key,
+            SearchBound::LargestLowerBound,
+            observer,
+        ) {
+            None => TimestampOffset {
+                timestamp: NO_TIMESTAMP,
+                offset: self.index.base_offset(),
+            },
             Some(n) => self.index.read_slot(n, &mut ()),
         }
     }
@@ -116,7 +144,12 @@ impl TimeIndex {
     /// * timestamp equal to the last one (or, on an empty index, not above `NO_TIMESTAMP`) → nothing
     ///   is written; this is how v0 batches without timestamps leave the index empty;
     /// * offset not storable relative to the base offset → `OffsetOverflow`.
-    pub fn maybe_append(&mut self, timestamp: i64, offset: i64, skip_full_check: bool) -> Result<()> {
+    pub fn maybe_append(
+        &mut self,
+        timestamp: i64,
+        offset: i64,
+        skip_full_check: bool,
+    ) -> Result<()> {
         if !self.index.is_writable() {
             return Err(Error::ReadOnly(format!(
                 "cannot append to time index {}: opened read-only",
@@ -159,7 +192,10 @@ impl TimeIndex {
     /// Remove every entry whose offset is `>= offset` (searching on the offset, Kafka's VALUE search);
     /// a larger offset than the last one changes nothing.
     pub fn truncate_to(&mut self, offset: i64) -> Result<()> {
-        let new_entries = match self.index.largest_lower_bound_slot_for(offset, IndexSearchType::Value) {
+        let new_entries = match self
+            .index
+            .largest_lower_bound_slot_for(offset, IndexSearchType::Value)
+        {
             None => 0,
             Some(slot) if self.index.read_slot(slot, &mut ()).offset == offset => slot,
             Some(slot) => slot + 1,
@@ -246,7 +282,13 @@ mod tests {
     use std::collections::BTreeSet;
 
     fn new_index(dir: &tempfile::TempDir, base: i64, max_size: usize) -> TimeIndex {
-        TimeIndex::open(dir.path().join(format!("{base:020}.timeindex")), base, max_size, true).unwrap()
+        TimeIndex::open(
+            dir.path().join(format!("{base:020}.timeindex")),
+            base,
+            max_size,
+            true,
+        )
+        .unwrap()
     }
 
     #[test]
@@ -256,7 +298,8 @@ mod tests {
         // 10485760 rounded down to a multiple of 12, as a real broker's fresh .timeindex.
         assert_eq!(std::fs::metadata(idx.file()).unwrap().len(), 10485756);
         idx.maybe_append(0x0102030405060708, 500, false).unwrap();
-        idx.maybe_append(0x0102030405060709, 500 + 0x0a0b0c0d, false).unwrap();
+        idx.maybe_append(0x0102030405060709, 500 + 0x0a0b0c0d, false)
+            .unwrap();
         let path = idx.file().to_path_buf();
         idx.close().unwrap();
         assert_eq!(
@@ -265,7 +308,13 @@ mod tests {
         );
         let idx = TimeIndex::open(&path, 500, 10 * 1024 * 1024, true).unwrap();
         assert_eq!(idx.entries(), 2);
-        assert_eq!(idx.last_entry(), TimestampOffset { timestamp: 0x0102030405060709, offset: 500 + 0x0a0b0c0d });
+        assert_eq!(
+            idx.last_entry(),
+            TimestampOffset {
+                timestamp: 0x0102030405060709,
+                offset: 500 + 0x0a0b0c0d
+            }
+        );
         idx.sanity_check().unwrap();
     }
 
@@ -273,14 +322,44 @@ mod tests {
     fn lookup_is_a_floor_on_timestamp() {
         let dir = tempfile::tempdir().unwrap();
         let mut idx = new_index(&dir, 100, 4096);
-        assert_eq!(idx.lookup(5), TimestampOffset { timestamp: NO_TIMESTAMP, offset: 100 });
+        assert_eq!(
+            idx.lookup(5),
+            TimestampOffset {
+                timestamp: NO_TIMESTAMP,
+                offset: 100
+            }
+        );
         for (t, o) in [(1000, 100), (2000, 110), (3000, 120)] {
             idx.maybe_append(t, o, false).unwrap();
         }
-        assert_eq!(idx.lookup(999), TimestampOffset { timestamp: NO_TIMESTAMP, offset: 100 });
-        assert_eq!(idx.lookup(1000), TimestampOffset { timestamp: 1000, offset: 100 });
-        assert_eq!(idx.lookup(2999), TimestampOffset { timestamp: 2000, offset: 110 });
-        assert_eq!(idx.lookup(i64::MAX), TimestampOffset { timestamp: 3000, offset: 120 });
+        assert_eq!(
+            idx.lookup(999),
+            TimestampOffset {
+                timestamp: NO_TIMESTAMP,
+                offset: 100
+            }
+        );
+        assert_eq!(
+            idx.lookup(1000),
+            TimestampOffset {
+                timestamp: 1000,
+                offset: 100
+            }
+        );
+        assert_eq!(
+            idx.lookup(2999),
+            TimestampOffset {
+                timestamp: 2000,
+                offset: 110
+            }
+        );
+        assert_eq!(
+            idx.lookup(i64::MAX),
+            TimestampOffset {
+                timestamp: 3000,
+                offset: 120
+            }
+        );
     }
 
     #[test]
@@ -292,7 +371,10 @@ mod tests {
         // Empty: NO_TIMESTAMP (v0 batches) is never indexed; an offset below the base overflows.
         idx.maybe_append(NO_TIMESTAMP, 100, false).unwrap();
         assert_eq!(idx.entries(), 0);
-        assert!(matches!(idx.maybe_append(10, 99, false), Err(Error::OffsetOverflow(_))));
+        assert!(matches!(
+            idx.maybe_append(10, 99, false),
+            Err(Error::OffsetOverflow(_))
+        ));
         // Before the first entry there is no ordering to break: any offset >= base works.
         idx.maybe_append(10, 105, false).unwrap();
         // Same timestamp: ignored, even with a larger offset.
@@ -301,23 +383,44 @@ mod tests {
         // Same offset, larger timestamp: appended (offsets may repeat, timestamps may not).
         idx.maybe_append(11, 105, false).unwrap();
         assert_eq!(idx.entries(), 2);
-        assert!(matches!(idx.maybe_append(12, 104, false), Err(Error::InvalidOffset(_))));
-        assert!(matches!(idx.maybe_append(9, 106, false), Err(Error::IllegalState(_))));
+        assert!(matches!(
+            idx.maybe_append(12, 104, false),
+            Err(Error::InvalidOffset(_))
+        ));
+        assert!(matches!(
+            idx.maybe_append(9, 106, false),
+            Err(Error::IllegalState(_))
+        ));
         // Offset check comes first when both are wrong, as in Kafka.
-        assert!(matches!(idx.maybe_append(9, 104, false), Err(Error::InvalidOffset(_))));
-        assert!(matches!(idx.maybe_append(12, 100 + i32::MAX as i64 + 1, false), Err(Error::OffsetOverflow(_))));
+        assert!(matches!(
+            idx.maybe_append(9, 104, false),
+            Err(Error::InvalidOffset(_))
+        ));
+        assert!(matches!(
+            idx.maybe_append(12, 100 + i32::MAX as i64 + 1, false),
+            Err(Error::OffsetOverflow(_))
+        ));
         idx.maybe_append(12, 110, false).unwrap();
         assert_eq!(idx.entries(), 3);
         // Three of four slots used: full for normal appends, the spare is for the roll.
         assert!(idx.is_full());
-        assert!(matches!(idx.maybe_append(13, 111, false), Err(Error::InvalidArgument(_))));
+        assert!(matches!(
+            idx.maybe_append(13, 111, false),
+            Err(Error::InvalidArgument(_))
+        ));
         // Re-offering the last entry on roll is a no-op even when full.
         idx.maybe_append(12, 110, true).unwrap();
         idx.maybe_append(13, 111, true).unwrap();
         assert_eq!(idx.entries(), 4);
         let err = idx.maybe_append(14, 112, true).unwrap_err();
         assert!(matches!(err, Error::InvalidArgument(_)), "{err}");
-        assert_eq!(idx.last_entry(), TimestampOffset { timestamp: 13, offset: 111 });
+        assert_eq!(
+            idx.last_entry(),
+            TimestampOffset {
+                timestamp: 13,
+                offset: 111
+            }
+        );
     }
 
     #[test]
@@ -332,20 +435,44 @@ mod tests {
         };
         fill(&mut idx);
         idx.truncate_to(30).unwrap();
-        assert_eq!((idx.entries(), idx.last_entry()), (2, TimestampOffset { timestamp: 2000, offset: 20 }));
+        assert_eq!(
+            (idx.entries(), idx.last_entry()),
+            (
+                2,
+                TimestampOffset {
+                    timestamp: 2000,
+                    offset: 20
+                }
+            )
+        );
         fill(&mut idx);
         idx.truncate_to(35).unwrap();
         assert_eq!(idx.entries(), 3);
         fill(&mut idx);
         idx.truncate_to(0).unwrap();
-        assert_eq!((idx.entries(), idx.last_entry()), (0, TimestampOffset { timestamp: NO_TIMESTAMP, offset: 0 }));
+        assert_eq!(
+            (idx.entries(), idx.last_entry()),
+            (
+                0,
+                TimestampOffset {
+                    timestamp: NO_TIMESTAMP,
+                    offset: 0
+                }
+            )
+        );
         fill(&mut idx);
         idx.truncate_to(51).unwrap();
         assert_eq!(idx.entries(), 5);
         // After truncation, timestamps below the removed ones can be appended again.
         idx.truncate_to(30).unwrap();
         idx.maybe_append(2500, 25, false).unwrap();
-        assert_eq!(idx.lookup(4000), TimestampOffset { timestamp: 2500, offset: 25 });
+        assert_eq!(
+            idx.lookup(4000),
+            TimestampOffset {
+                timestamp: 2500,
+                offset: 25
+            }
+        );
         idx.reset().unwrap();
         assert_eq!((idx.entries(), idx.length()), (0, 4092));
     }
@@ -361,17 +488,31 @@ mod tests {
         };
         // Last timestamp below the first.
         std::fs::write(&path, [entry(50, 0), entry(40, 1)].concat()).unwrap();
-        let err = TimeIndex::open(&path, 10, 4096, false).unwrap().sanity_check().unwrap_err();
-        assert!(err.to_string().contains("last timestamp is 40") && err.to_string().contains(".timeindex"), "{err}");
+        let err = TimeIndex::open(&path, 10, 4096, false)
+            .unwrap()
+            .sanity_check()
+            .unwrap_err();
+        assert!(
+            err.to_string().contains("last timestamp is 40")
+                && err.to_string().contains(".timeindex"),
+            "{err}"
+        );
         // Last offset below the base offset.
         std::fs::write(&path, [entry(50, 0), entry(60, -1)].concat()).unwrap();
-        let err = TimeIndex::open(&path, 10, 4096, false).unwrap().sanity_check().unwrap_err();
+        let err = TimeIndex::open(&path, 10, 4096, false)
+            .unwrap()
+            .sanity_check()
+            .unwrap_err();
         assert!(err.to_string().contains("last offset is 9"), "{err}");
         // Not whole entries.
         std::fs::write(&path, [entry(50, 0), vec![0; 5]].concat()).unwrap();
         let idx = TimeIndex::open(&path, 10, 4096, false).unwrap();
         assert_eq!(idx.entries(), 1);
-        assert!(idx.sanity_check().unwrap_err().to_string().contains("multiple of 12"));
+        assert!(idx
+            .sanity_check()
+            .unwrap_err()
+            .to_string()
+            .contains("multiple of 12"));
     }
 
     #[test]
@@ -379,7 +520,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut idx = new_index(&dir, 0, 1 << 16);
         for i in 0..2000 {
-            idx.maybe_append(1_600_000_000_000 + i * 7, i * 2, false).unwrap();
+            idx.maybe_append(1_600_000_000_000 + i * 7, i * 2, false)
+                .unwrap();
         }
         let path = idx.file().to_path_buf();
         idx.close().unwrap();
@@ -389,9 +531,18 @@ mod tests {
         {
             let mut ro = TimeIndex::open(&path, 0, 1 << 16, false).unwrap();
             assert_eq!(ro.entries(), 2000);
-            assert_eq!(ro.lookup(1_600_000_000_000 + 700), TimestampOffset { timestamp: 1_600_000_000_000 + 700, offset: 200 });
+            assert_eq!(
+                ro.lookup(1_600_000_000_000 + 700),
+                TimestampOffset {
+                    timestamp: 1_600_000_000_000 + 700,
+                    offset: 200
+                }
+            );
             ro.sanity_check().unwrap();
-            assert!(matches!(ro.maybe_append(i64::MAX, 5000, true), Err(Error::ReadOnly(_))));
+            assert!(matches!(
+                ro.maybe_append(i64::MAX, 5000, true),
+                Err(Error::ReadOnly(_))
+            ));
             assert!(matches!(ro.truncate_to(10), Err(Error::ReadOnly(_))));
             assert!(matches!(ro.reset(), Err(Error::ReadOnly(_))));
             ro.close().unwrap();
@@ -411,14 +562,18 @@ mod tests {
         }
         let last_ts = idx.last_entry().timestamp;
         let first_warm = (n as usize - 1) - idx.warm_entries();
-        let warm_pages: BTreeSet<usize> = (first_warm * 12 / 4096..=(n as usize * 12 - 1) / 4096).collect();
+        let warm_pages: BTreeSet<usize> =
+            (first_warm * 12 / 4096..=(n as usize * 12 - 1) / 4096).collect();
         assert!(warm_pages.len() <= 3);
         let mut slots = Vec::new();
         for t in (last_ts - 5000)..=(last_ts + 100) {
             idx.lookup_observed(t, &mut slots);
         }
         let touched: BTreeSet<usize> = slots.iter().flat_map(|&s| pages_of(s, 12)).collect();
-        assert!(touched.is_subset(&warm_pages), "touched {touched:?}, warm {warm_pages:?}");
+        assert!(
+            touched.is_subset(&warm_pages),
+            "touched {touched:?}, warm {warm_pages:?}"
+        );
     }
 
     #[test]
@@ -434,15 +589,23 @@ mod tests {
             let (mut t, mut o) = (rng.gen_range(0..100i64), base);
             for _ in 0..n {
                 idx.maybe_append(t, o, false).unwrap();
-                entries.push(TimestampOffset { timestamp: t, offset: o });
+                entries.push(TimestampOffset {
+                    timestamp: t,
+                    offset: o,
+                });
                 t += rng.gen_range(1..30);
                 o += rng.gen_range(1..30);
             }
             let stamps: Vec<i64> = entries.iter().map(|e| e.timestamp).collect();
             for _ in 0..2000 {
                 let target = rng.gen_range(-50..t + 50);
-                let expected = linear_slot(&stamps, target, SearchBound::LargestLowerBound)
-                    .map_or(TimestampOffset { timestamp: NO_TIMESTAMP, offset: base }, |s| entries[s]);
+                let expected = linear_slot(&stamps, target, SearchBound::LargestLowerBound).map_or(
+                    TimestampOffset {
+                        timestamp: NO_TIMESTAMP,
+                        offset: base,
+                    },
+                    |s| entries[s],
+                );
                 assert_eq!(idx.lookup(target), expected);
             }
             if n > 0 {

@@ -25,8 +25,18 @@ impl AbortedTxn {
     pub const SIZE: usize = 34;
     pub const CURRENT_VERSION: i16 = 0;
 
-    pub fn new(producer_id: i64, first_offset: i64, last_offset: i64, last_stable_offset: i64) -> Self {
-        AbortedTxn { producer_id, first_offset, last_offset, last_stable_offset }
+    pub fn new(
+        producer_id: i64,
+        first_offset: i64,
+        last_offset: i64,
+        last_stable_offset: i64,
+    ) -> Self {
+        AbortedTxn {
+            producer_id,
+            first_offset,
+            last_offset,
+            last_stable_offset,
+        }
     }
 
     pub fn to_bytes(&self) -> [u8; Self::SIZE] {
@@ -122,8 +132,13 @@ const ENTRIES_PER_READ: usize = 128;
 impl TransactionIndex {
     /// Open the index of the segment starting at `start_offset`. Nothing is created here.
     pub fn open(start_offset: i64, path: impl AsRef<Path>, writable: bool) -> Result<Self> {
-        let mut idx =
-            TransactionIndex { start_offset, path: path.as_ref().to_path_buf(), writable, file: None, last_offset: None };
+        let mut idx = TransactionIndex {
+            start_offset,
+            path: path.as_ref().to_path_buf(),
+            writable,
+            file: None,
+            last_offset: None,
+        };
         if idx.path.exists() {
             idx.file = Some(idx.open_handle(false)?);
         }
@@ -132,7 +147,11 @@ impl TransactionIndex {
 
     fn open_handle(&self, create: bool) -> Result<File> {
         let f = if self.writable {
-            OpenOptions::new().read(true).append(true).create(create).open(&self.path)
+            OpenOptions::new()
+                .read(true)
+                .append(true)
+                .create(create)
+                .open(&self.path)
         } else {
             File::open(&self.path)
         };
@@ -155,7 +174,10 @@ impl TransactionIndex {
         if self.writable {
             Ok(())
         } else {
-            Err(Error::ReadOnly(format!("cannot {what} transaction index {}: opened read-only", self.path.display())))
+            Err(Error::ReadOnly(format!(
+                "cannot {what} transaction index {}: opened read-only",
+                self.path.display()
+            )))
         }
     }
 
@@ -176,7 +198,8 @@ impl TransactionIndex {
             self.file = Some(self.open_handle(true)?);
         }
         if let Some(f) = self.file.as_mut() {
-            f.write_all(&txn.to_bytes()).map_err(|e| Error::io(&self.path, e))?;
+            f.write_all(&txn.to_bytes())
+                .map_err(|e| Error::io(&self.path, e))?;
         }
         self.last_offset = Some(txn.last_offset);
         Ok(())
@@ -184,7 +207,10 @@ impl TransactionIndex {
 
     /// Visit every whole entry with its byte position, stopping when `visit` breaks. A trailing partial
     /// entry (a torn append) is not visited, as in Kafka; `sanity_check` reports it.
-    fn scan(&self, mut visit: impl FnMut(AbortedTxn, u64) -> Result<ControlFlow<()>>) -> Result<()> {
+    fn scan(
+        &self,
+        mut visit: impl FnMut(AbortedTxn, u64) -> Result<ControlFlow<()>>,
+    ) -> Result<()> {
         let temp;
         let f = match &self.file {
             Some(f) => f,
@@ -229,7 +255,11 @@ impl TransactionIndex {
     /// those with `last_offset >= fetch_offset` and `first_offset < upper_bound_offset`. The scan stops
     /// (complete) at the first entry whose last stable offset is `>= upper_bound_offset`: every
     /// transaction aborted after it started after the fetched range.
-    pub fn collect_aborted_txns(&self, fetch_offset: i64, upper_bound_offset: i64) -> Result<TxnIndexSearchResult> {
+    pub fn collect_aborted_txns(
+        &self,
+        fetch_offset: i64,
+        upper_bound_offset: i64,
+    ) -> Result<TxnIndexSearchResult> {
         let mut result = TxnIndexSearchResult::default();
         self.scan(|txn, _| {
             if txn.last_offset >= fetch_offset && txn.first_offset < upper_bound_offset {
@@ -393,7 +423,9 @@ mod tests {
     }
 
     fn filled(dir: &tempfile::TempDir) -> TransactionIndex {
-        let mut idx = TransactionIndex::open(0, dir.path().join("00000000000000000000.txnindex"), true).unwrap();
+        let mut idx =
+            TransactionIndex::open(0, dir.path().join("00000000000000000000.txnindex"), true)
+                .unwrap();
         for t in txns() {
             idx.append(t).unwrap();
         }
@@ -422,7 +454,10 @@ mod tests {
         let path = dir.path().join("5.txnindex");
         let ro = TransactionIndex::open(5, &path, false).unwrap();
         assert_eq!(ro.all_aborted_txns().unwrap(), vec![]);
-        assert_eq!(ro.collect_aborted_txns(0, 100).unwrap(), TxnIndexSearchResult::default());
+        assert_eq!(
+            ro.collect_aborted_txns(0, 100).unwrap(),
+            TxnIndexSearchResult::default()
+        );
         ro.sanity_check().unwrap();
         let mut idx = TransactionIndex::open(5, &path, true).unwrap();
         idx.truncate_to(0).unwrap();
@@ -439,8 +474,14 @@ mod tests {
     fn last_offsets_must_increase() {
         let dir = tempfile::tempdir().unwrap();
         let mut idx = filled(&dir);
-        assert!(matches!(idx.append(AbortedTxn::new(9, 30, 40, 41)), Err(Error::InvalidArgument(_))));
-        assert!(matches!(idx.append(AbortedTxn::new(9, 30, 39, 41)), Err(Error::InvalidArgument(_))));
+        assert!(matches!(
+            idx.append(AbortedTxn::new(9, 30, 40, 41)),
+            Err(Error::InvalidArgument(_))
+        ));
+        assert!(matches!(
+            idx.append(AbortedTxn::new(9, 30, 39, 41)),
+            Err(Error::InvalidArgument(_))
+        ));
         idx.append(AbortedTxn::new(9, 30, 41, 42)).unwrap();
         assert_eq!(idx.all_aborted_txns().unwrap().len(), 5);
     }
@@ -450,15 +491,30 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let idx = filled(&dir);
         let [t0, t1, t2, t3] = txns();
-        let r = |aborted: Vec<AbortedTxn>, is_complete| TxnIndexSearchResult { aborted, is_complete };
+        let r = |aborted: Vec<AbortedTxn>, is_complete| TxnIndexSearchResult {
+            aborted,
+            is_complete,
+        };
         // Overlaps all, no LSO reaches 32: the next segment must be searched too.
-        assert_eq!(idx.collect_aborted_txns(0, 32).unwrap(), r(vec![t0, t1, t2, t3], false));
+        assert_eq!(
+            idx.collect_aborted_txns(0, 32).unwrap(),
+            r(vec![t0, t1, t2, t3], false)
+        );
         // t1's LSO 13 >= 12: complete after t1.
-        assert_eq!(idx.collect_aborted_txns(0, 12).unwrap(), r(vec![t0, t1], true));
+        assert_eq!(
+            idx.collect_aborted_txns(0, 12).unwrap(),
+            r(vec![t0, t1], true)
+        );
         // t0 ended before 11; t2 starts inside and its LSO 25 >= 20 ends the search.
-        assert_eq!(idx.collect_aborted_txns(11, 20).unwrap(), r(vec![t1, t2], true));
+        assert_eq!(
+            idx.collect_aborted_txns(11, 20).unwrap(),
+            r(vec![t1, t2], true)
+        );
         // Only t3 still open at 36.
-        assert_eq!(idx.collect_aborted_txns(36, 50).unwrap(), r(vec![t3], false));
+        assert_eq!(
+            idx.collect_aborted_txns(36, 50).unwrap(),
+            r(vec![t3], false)
+        );
         // Nothing overlaps [16, 18) (t2 starts at 18), but t2's LSO proves completeness.
         assert_eq!(idx.collect_aborted_txns(16, 18).unwrap(), r(vec![], true));
         assert_eq!(idx.all_aborted_txns().unwrap(), txns().to_vec());
@@ -520,11 +576,17 @@ mod tests {
             assert_eq!(ro.all_aborted_txns().unwrap(), txns().to_vec());
             assert_eq!(ro.collect_aborted_txns(0, 12).unwrap().aborted.len(), 2);
             ro.sanity_check().unwrap();
-            assert!(matches!(ro.append(AbortedTxn::new(1, 50, 60, 70)), Err(Error::ReadOnly(_))));
+            assert!(matches!(
+                ro.append(AbortedTxn::new(1, 50, 60, 70)),
+                Err(Error::ReadOnly(_))
+            ));
             assert!(matches!(ro.truncate_to(0), Err(Error::ReadOnly(_))));
             assert!(matches!(ro.reset(), Err(Error::ReadOnly(_))));
             assert!(matches!(ro.delete(), Err(Error::ReadOnly(_))));
-            assert!(matches!(ro.rename_to(&dir.path().join("x")), Err(Error::ReadOnly(_))));
+            assert!(matches!(
+                ro.rename_to(dir.path().join("x")),
+                Err(Error::ReadOnly(_))
+            ));
             ro.flush().unwrap();
             ro.close().unwrap();
         }
@@ -542,21 +604,33 @@ mod tests {
         let idx = TransactionIndex::open(100, &path, false).unwrap();
         assert_eq!(idx.all_aborted_txns().unwrap().len(), 1);
         let err = idx.sanity_check().unwrap_err();
-        assert!(matches!(err, Error::CorruptIndex { .. }) && err.to_string().contains("not a multiple"), "{err}");
-        assert!(err.to_string().contains("00000000000000000100.txnindex"), "{err}");
+        assert!(
+            matches!(err, Error::CorruptIndex { .. }) && err.to_string().contains("not a multiple"),
+            "{err}"
+        );
+        assert!(
+            err.to_string().contains("00000000000000000100.txnindex"),
+            "{err}"
+        );
 
         // An unknown version: every read fails with the file and position.
         let mut bad = good;
         bad[1] = 1;
         std::fs::write(&path, [&good[..], &bad[..]].concat()).unwrap();
         let err = idx.collect_aborted_txns(0, 1000).unwrap_err();
-        assert!(err.to_string().contains("version 1") && err.to_string().contains("position 34"), "{err}");
+        assert!(
+            err.to_string().contains("version 1") && err.to_string().contains("position 34"),
+            "{err}"
+        );
         assert!(idx.sanity_check().is_err());
 
         // A last offset below the segment's start offset.
         std::fs::write(&path, AbortedTxn::new(1, 90, 99, 100).to_bytes()).unwrap();
         let err = idx.sanity_check().unwrap_err();
-        assert!(err.to_string().contains("less than start offset 100"), "{err}");
+        assert!(
+            err.to_string().contains("less than start offset 100"),
+            "{err}"
+        );
 
         assert!(AbortedTxn::from_bytes(&good[..33]).is_err());
     }

@@ -1,5 +1,938 @@
-//! Kafka's memory-mapped segment indexes (`AbstractIndex`): offset, time and transaction indexes.
+//! Kafka's segment indexes. This module mirrors `AbstractIndex` (the memory-mapped, pre-allocated,
+//! fixed-entry-size index file and its cache-friendly warm/cold binary search); `offset`, `time` and
+//! `txn` mirror `OffsetIndex`, `TimeIndex` and `TransactionIndex`/`AbortedTxn`.
+//!
+//! Concurrency: lookups take `&self` and never remap; anything that writes, truncates or remaps takes
+//! `&mut self`. A caller that wraps an index in an `RwLock` therefore gets Kafka's
+//! `lock` + `remapLock` discipline (many readers, one writer, no lookup during a remap) for free.
+//! What no lock can prevent: another process truncating a mapped file makes later reads fault (SIGBUS),
+//! as it would in Kafka; the files are owned by this process by contract.
 
 pub mod offset;
 pub mod time;
 pub mod txn;
+
+use std::cmp::Ordering;
+use std::fs::{File, OpenOptions};
+use std::io::ErrorKind;
+use std::marker::PhantomData;
+use std::path::{Path, PathBuf};
+
+use memmap2::{Mmap, MmapMut, MmapOptions};
+
+use crate::error::{Error, Result};
+
+pub use offset::{OffsetIndex, OffsetPosition};
+pub use time::{TimeIndex, TimestampOffset};
+pub use txn::{AbortedTxn, TransactionIndex, TxnIndexSearchResult};
+
+/// Kafka's default `segment.index.bytes` (10 MiB).
+pub const DEFAULT_MAX_INDEX_SIZE: usize = 10 * 1024 * 1024;
+
+/// Bytes at the end of the index that make up the "warm" section (see [`MmapIndex::search_slot`]).
+pub const WARM_SECTION_BYTES: usize = 8192;
+
+/// One fixed-size entry of a memory-mapped index, and how the search compares it (Kafka's `IndexEntry`).
+pub trait IndexEntry: Copy {
+    /// Bytes per entry on disk.
+    const SIZE: usize;
+    /// Decode one entry; `bytes` is exactly `SIZE` long.
+    fn parse(bytes: &[u8], base_offset: i64) -> Self;
+    /// What `IndexSearchType::Key` compares (offset or timestamp).
+    fn key(&self) -> i64;
+    /// What `IndexSearchType::Value` compares (file position or offset).
+    fn value(&self) -> i64;
+}
+
+/// Which half of an entry a search compares (Kafka's `IndexSearchType`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IndexSearchType {
+    Key,
+    Value,
+}
+
+/// Which slot a search returns (Kafka's `SearchResultType`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SearchBound {
+    /// The largest entry `<=` target (floor).
+    LargestLowerBound,
+    /// The smallest entry `>=` target (ceiling).
+    SmallestUpperBound,
+}
+
+/// Sees every slot a search reads, so tests can count the pages a run of lookups touches.
+/// The `()` observer compiles away, so the normal lookup path pays nothing for it.
+pub trait SlotObserver {
+    fn on_read(&mut self, slot: usize);
+}
+
+impl SlotObserver for () {
+    #[inline(always)]
+    fn on_read(&mut self, _slot: usize) {}
+}
+
+/// Records the slots read, in order.
+impl SlotObserver for Vec<usize> {
+    fn on_read(&mut self, slot: usize) {
+        self.push(slot);
+    }
+}
+
+/// The live mapping. `None` stands for a zero-length file and for a closed index.
+enum Mapping {
+    None,
+    ReadOnly(Mmap),
+    Writable(MmapMut),
+}
+
+impl Mapping {
+    #[inline]
+    fn bytes(&self) -> &[u8] {
+        match self {
+            Mapping::None => &[],
+            Mapping::ReadOnly(m) => m,
+            Mapping::Writable(m) => m,
+        }
+    }
+}
+
+/// Kafka's `AbstractIndex`: a file of fixed-size entries, memory-mapped, pre-allocated when created
+/// writable and trimmed to its valid entries on close.
+///
+/// Invariant: `entries <= max_entries` and `max_entries * E::SIZE <= mapped length`, so slot reads
+/// below `entries` are always in bounds.
+///
+/// Dropping an index only unmaps it. Trimming happens in [`Self::close`], as in Kafka: a writable
+/// index dropped without `close` keeps its pre-allocated zeros, and a later open counts them as
+/// entries (Kafka's unclean-shutdown state, which recovery rebuilds).
+pub struct MmapIndex<E: IndexEntry> {
+    file: PathBuf,
+    base_offset: i64,
+    max_index_size: usize,
+    writable: bool,
+    map: Mapping,
+    /// File length as mapped (Kafka's `length`); may exceed `entries * SIZE` when pre-allocated.
+    length: u64,
+    entries: usize,
+    max_entries: usize,
+    closed: bool,
+    _entry: PhantomData<E>,
+}
+
+impl<E: IndexEntry> std::fmt::Debug for MmapIndex<E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MmapIndex")
+            .field("file", &self.file)
+            .field("base_offset", &self.base_offset)
+            .field("writable", &self.writable)
+            .field("length", &self.length)
+            .field("entries", &self.entries)
+            .field("max_entries", &self.max_entries)
+            .finish()
+    }
+}
+
+#[inline]
+fn round_down(n: usize, factor: usize) -> usize {
+    factor * (n / factor)
+}
+
+impl<E: IndexEntry> MmapIndex<E> {
+    /// Open (or, when `writable`, create) an index file, as Kafka's `AbstractIndex` constructor does.
+    ///
+    /// * A newly created file is pre-allocated to `max_index_size` rounded down to a multiple of the
+    ///   entry size; it has no entries.
+    /// * An existing file is taken as it is: every whole entry in it counts (`entries = len / SIZE`)
+    ///   and it is not resized. Like Kafka, the caller resizes the active segment's indexes
+    ///   (`resize(max_index_size)`) after loading; until then such an index is full.
+    /// * Read-only: the file is opened with read access only (KAFKA-5104), never created, resized,
+    ///   trimmed or written.
+    pub fn open(
+        file: impl AsRef<Path>,
+        base_offset: i64,
+        max_index_size: usize,
+        writable: bool,
+    ) -> Result<Self> {
+        let path = file.as_ref().to_path_buf();
+        if max_index_size > i32::MAX as usize {
+            // Kafka's index sizes, positions and entry counts are Java ints.
+            return Err(Error::InvalidArgument(format!(
+                "max index size {max_index_size} for {} exceeds {}",
+                path.display(),
+                i32::MAX
+            )));
+        }
+        let (f, newly_created) = if writable {
+            match OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create_new(true)
+                .open(&path)
+            {
+                Ok(f) => (f, true),
+                Err(e) if e.kind() == ErrorKind::AlreadyExists => {
+                    let f = OpenOptions::new()
+                        .read(true)
+                        .write(true)
+                        .open(&path)
+                        .map_err(|e| Error::io(&path, e))?;
+                    (f, false)
+                }
+                Err(e) => return Err(Error::io(&path, e)),
+            }
+        } else {
+            (File::open(&path).map_err(|e| Error::io(&path, e))?, false)
+        };
+
+        if newly_created {
+            if max_index_size < E::SIZE {
+                // Don't leave an unusable empty file behind.
+                let _ = std::fs::remove_file(&path);
+                return Err(Error::InvalidArgument(format!(
+                    "invalid max index size {max_index_size} for {} (entry size {})",
+                    path.display(),
+                    E::SIZE
+                )));
+            }
+            f.set_len(round_down(max_index_size, E::SIZE) as u64)
+                .map_err(|e| Error::io(&path, e))?;
+        }
+
+        let length = f.metadata().map_err(|e| Error::io(&path, e))?.len();
+        let map = Self::map_file(&f, &path, length, writable)?;
+        // A new file's pre-allocated zeros are not entries; an existing file's whole entries are.
+        let max_entries = length as usize / E::SIZE;
+        let entries = if newly_created { 0 } else { max_entries };
+        Ok(MmapIndex {
+            file: path,
+            base_offset,
+            max_index_size,
+            writable,
+            map,
+            length,
+            entries,
+            max_entries,
+            closed: false,
+            _entry: PhantomData,
+        })
+    }
+
+    fn map_file(f: &File, path: &Path, length: u64, writable: bool) -> Result<Mapping> {
+        if length == 0 {
+            return Ok(Mapping::None);
+        }
+        let len = usize::try_from(length).map_err(|_| {
+            Error::corrupt_index(format!("index file too large to map: {length} bytes"))
+                .in_file(path)
+        })?;
+        // SAFETY: the mapping is only sound while no one else truncates or rewrites the file; index
+        // files belong to this log by contract, exactly as Kafka's MappedByteBuffer assumes.
+        let map = if writable {
+            Mapping::Writable(
+                unsafe { MmapOptions::new().len(len).map_mut(f) }
+                    .map_err(|e| Error::io(path, e))?,
+            )
+        } else {
+            Mapping::ReadOnly(
+                unsafe { MmapOptions::new().len(len).map(f) }.map_err(|e| Error::io(path, e))?,
+            )
+        };
+        Ok(map)
+    }
+
+    pub fn file(&self) -> &Path {
+        &self.file
+    }
+
+    pub fn base_offset(&self) -> i64 {
+        self.base_offset
+    }
+
+    pub fn max_index_size(&self) -> usize {
+        self.max_index_size
+    }
+
+    pub fn is_writable(&self) -> bool {
+        self.writable
+    }
+
+    pub fn entry_size(&self) -> usize {
+        E::SIZE
+    }
+
+    pub fn entries(&self) -> usize {
+        self.entries
+    }
+
+    pub fn max_entries(&self) -> usize {
+        self.max_entries
+    }
+
+    /// The file length as currently mapped (pre-allocated size while the index is active).
+    pub fn length(&self) -> u64 {
+        self.length
+    }
+
+    /// Bytes actually used by entries.
+    pub fn size_in_bytes(&self) -> usize {
+        self.entries * E::SIZE
+    }
+
+    pub fn is_full(&self) -> bool {
+        self.entries >= self.max_entries
+    }
+
+    /// Entries in the warm section: the last 8 KiB (see [`Self::search_slot`]).
+    pub fn warm_entries(&self) -> usize {
+        WARM_SECTION_BYTES / E::SIZE
+    }
+
+    /// Offset relative to the base offset, or `OffsetOverflow` if it does not fit in 0..=i32::MAX.
+    pub fn relative_offset(&self, offset: i64) -> Result<i32> {
+        self.to_relative(offset).ok_or_else(|| {
+            Error::OffsetOverflow(format!(
+                "integer overflow for offset {offset} relative to base offset {} ({})",
+                self.base_offset,
+                self.file.display()
+            ))
+        })
+    }
+
+    /// Whether `offset` can be stored relative to this index's base offset.
+    pub fn can_append_offset(&self, offset: i64) -> bool {
+        self.to_relative(offset).is_some()
+    }
+
+    fn to_relative(&self, offset: i64) -> Option<i32> {
+        let rel = offset.checked_sub(self.base_offset)?;
+        if (0..=i32::MAX as i64).contains(&rel) {
+            Some(rel as i32)
+        } else {
+            None
+        }
+    }
+
+    /// Entry `n`, or `InvalidArgument` when `n >= entries`.
+    pub fn entry(&self, n: usize) -> Result<E> {
+        if n >= self.entries {
+            return Err(Error::InvalidArgument(format!(
+                "attempt to fetch entry {n} from index {}, which has {} entries",
+                self.file.display(),
+                self.entries
+            )));
+        }
+        Ok(self.read_slot(n, &mut ()))
+    }
+
+    /// The last entry, if any.
+    pub fn last_entry(&self) -> Option<E> {
+        self.entries
+            .checked_sub(1)
+            .map(|n| self.read_slot(n, &mut ()))
+    }
+
+    #[inline(always)]
+    fn read_slot<O: SlotObserver>(&self, n: usize, observer: &mut O) -> E {
+        observer.on_read(n);
+        let start = n * E::SIZE;
+        E::parse(&self.map.bytes()[start..start + E::SIZE], self.base_offset)
+    }
+
+    #[inline(always)]
+    fn compare(entry: &E, target: i64, by: IndexSearchType) -> Ordering {
+        match by {
+            IndexSearchType::Key => entry.key().cmp(&target),
+            IndexSearchType::Value => entry.value().cmp(&target),
+        }
+    }
+
+    /// The slot of the largest entry `<=` target, `None` when the index is empty or every entry is larger
+    /// (Kafka's `largestLowerBoundSlotFor`, which answers -1 there).
+    #[inline]
+    pub fn largest_lower_bound_slot_for(&self, target: i64, by: IndexSearchType) -> Option<usize> {
+        self.search_slot(target, by, SearchBound::LargestLowerBound, &mut ())
+    }
+
+    /// The slot of the smallest entry `>=` target, `None` when every entry is smaller
+    /// (Kafka's `smallestUpperBoundSlotFor`).
+    #[inline]
+    pub fn smallest_upper_bound_slot_for(&self, target: i64, by: IndexSearchType) -> Option<usize> {
+        self.search_slot(target, by, SearchBound::SmallestUpperBound, &mut ())
+    }
+
+    /// Kafka's cache-friendly search (KAFKA-6432, `indexSlotRangeFor`).
+    ///
+    /// Almost every lookup comes from caught-up followers and consumers and lands near the end of the
+    /// index. A plain binary search over all entries walks a path whose pages change whenever the
+    /// index grows into a new page, and the newly needed middle pages are usually cold (page faults
+    /// of up to a second were seen). So the last 8 KiB of entries form a "warm" section: if the target
+    /// is past its first entry, only that section is searched, and its (at most 3) pages are the same
+    /// for every such lookup, so they stay in the page cache. 8 KiB is small enough that every warm
+    /// lookup touches all its pages on 4 KiB-page machines, and large enough to cover a few MB of log.
+    ///
+    /// One deliberate difference from Kafka: for `SmallestUpperBound`, a target equal to the first entry
+    /// answers slot 0. Kafka's cold search never compares its first slot and answers slot 1 there (a
+    /// valid but looser upper bound); answering 0 matches a true ceiling and costs nothing.
+    #[inline]
+    pub fn search_slot<O: SlotObserver>(
+        &self,
+        target: i64,
+        by: IndexSearchType,
+        bound: SearchBound,
+        observer: &mut O,
+    ) -> Option<usize> {
+        let entries = self.entries;
+        if entries == 0 {
+            return None;
+        }
+        let first_warm = (entries - 1).saturating_sub(self.warm_entries());
+        let warm_first = self.read_slot(first_warm, observer);
+        if Self::compare(&warm_first, target, by) == Ordering::Less {
+            return self.binary_search(target, by, bound, first_warm, entries - 1, observer);
+        }
+        let first = self.read_slot(0, observer);
+        match Self::compare(&first, target, by) {
+            Ordering::Greater => {
+                return match bound {
+                    SearchBound::LargestLowerBound => None,
+                    SearchBound::SmallestUpperBound => Some(0),
+                }
+            }
+            Ordering::Equal if bound == SearchBound::SmallestUpperBound => return Some(0),
+            _ => {}
+        }
+        self.binary_search(target, by, bound, 0, first_warm, observer)
+    }
+
+    /// Binary search over `[begin, end]`, given `entry[begin] <= target` (strictly `<` for the
+    /// ceiling search).
+    #[inline]
+    fn binary_search<O: SlotObserver>(
+        &self,
+        target: i64,
+        by: IndexSearchType,
+        bound: SearchBound,
+        begin: usize,
+        end: usize,
+        observer: &mut O,
+    ) -> Option<usize> {
+        let (mut lo, mut hi) = (begin, end);
+        while lo < hi {
+            // Upper middle, so `lo = mid` always makes progress.
+            let mid = lo + (hi - lo).div_ceil(2);
+            let found = self.read_slot(mid, observer);
+            match Self::compare(&found, target, by) {
+                Ordering::Greater => hi = mid - 1,
+                Ordering::Less => lo = mid,
+                Ordering::Equal => return Some(mid),
+            }
+        }
+        match bound {
+            SearchBound::LargestLowerBound => Some(lo),
+            SearchBound::SmallestUpperBound => {
+                if lo + 1 >= self.entries {
+                    None
+                } else {
+                    Some(lo + 1)
+                }
+            }
+        }
+    }
+
+    fn check_writable(&self, what: &str) -> Result<()> {
+        if !self.writable {
+            return Err(Error::ReadOnly(format!(
+                "cannot {what} index {}: opened read-only",
+                self.file.display()
+            )));
+        }
+        if self.closed {
+            return Err(Error::IllegalState(format!(
+                "cannot {what} index {}: it is closed",
+                self.file.display()
+            )));
+        }
+        Ok(())
+    }
+
+    /// Write one entry at slot `entries` (module-private: only the typed indexes append, after their
+    /// own ordering checks).
+    fn push_entry(&mut self, bytes: &[u8]) -> Result<()> {
+        self.check_writable("append to")?;
+        debug_assert_eq!(bytes.len(), E::SIZE);
+        if self.entries >= self.max_entries {
+            return Err(Error::InvalidArgument(format!(
+                "attempt to append to a full index {} (size = {})",
+                self.file.display(),
+                self.entries
+            )));
+        }
+        let start = self.entries * E::SIZE;
+        match &mut self.map {
+            Mapping::Writable(m) => m[start..start + E::SIZE].copy_from_slice(bytes),
+            // Unreachable while the invariant holds (max_entries > 0 implies a writable mapping).
+            _ => {
+                return Err(Error::IllegalState(format!(
+                    "index {} has no writable mapping",
+                    self.file.display()
+                )))
+            }
+        }
+        self.entries += 1;
+        Ok(())
+    }
+
+    /// Forget entries past `entries` (module-private: callers refresh their cached last entry). The
+    /// bytes stay in the file, as in Kafka; appends overwrite them and close trims them.
+    fn truncate_to_entries(&mut self, entries: usize) -> Result<()> {
+        self.check_writable("truncate")?;
+        self.entries = entries.min(self.entries);
+        Ok(())
+    }
+
+    /// Set the file and mapping to `new_size` rounded down to a whole number of entries, keeping the
+    /// entries. Used to trim on close/roll and to re-grow the active segment's index to its max size.
+    /// Returns whether anything changed. Shrinking below the valid entries is refused.
+    pub fn resize(&mut self, new_size: usize) -> Result<bool> {
+        self.check_writable("resize")?;
+        let rounded = round_down(new_size, E::SIZE);
+        if self.length == rounded as u64 {
+            return Ok(false);
+        }
+        if rounded < self.entries * E::SIZE {
+            return Err(Error::InvalidArgument(format!(
+                "cannot resize index {} to {rounded} bytes: it holds {} entries of {} bytes",
+                self.file.display(),
+                self.entries,
+                E::SIZE
+            )));
+        }
+        let f = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&self.file)
+            .map_err(|e| Error::io(&self.file, e))?;
+        // Unmap first: shrinking a file under a live mapping would make its tail fault. Written pages
+        // are in the page cache already, so dropping the mapping loses nothing.
+        self.map = Mapping::None;
+        self.max_entries = 0;
+        f.set_len(rounded as u64)
+            .map_err(|e| Error::io(&self.file, e))?;
+        self.length = rounded as u64;
+        self.map = Self::map_file(&f, &self.file, self.length, true)?;
+        self.max_entries = rounded / E::SIZE;
+        Ok(true)
+    }
+
+    /// Shrink the file to just its valid entries (done on close and when a segment is rolled).
+    pub fn trim_to_valid_size(&mut self) -> Result<()> {
+        self.resize(self.entries * E::SIZE).map(|_| ())
+    }
+
+    /// Write dirty pages to disk (msync). Nothing to do for a read-only index.
+    pub fn flush(&self) -> Result<()> {
+        if let Mapping::Writable(m) = &self.map {
+            m.flush().map_err(|e| Error::io(&self.file, e))?;
+        }
+        Ok(())
+    }
+
+    /// Trim (when writable) and unmap. Afterwards the index reads as empty and refuses writes.
+    pub fn close(&mut self) -> Result<()> {
+        if self.closed {
+            return Ok(());
+        }
+        if self.writable {
+            self.trim_to_valid_size()?;
+        }
+        self.close_handler();
+        Ok(())
+    }
+
+    /// Unmap without trimming (Kafka's `closeHandler`).
+    fn close_handler(&mut self) {
+        self.map = Mapping::None;
+        self.entries = 0;
+        self.max_entries = 0;
+        self.closed = true;
+    }
+
+    /// Unmap and delete the file; `Ok(false)` if it did not exist (Kafka's `deleteIfExists`).
+    pub fn delete(&mut self) -> Result<bool> {
+        if !self.writable {
+            return Err(Error::ReadOnly(format!(
+                "cannot delete index {}: opened read-only",
+                self.file.display()
+            )));
+        }
+        self.close_handler();
+        match std::fs::remove_file(&self.file) {
+            Ok(()) => Ok(true),
+            Err(e) if e.kind() == ErrorKind::NotFound => Ok(false),
+            Err(e) => Err(Error::io(&self.file, e)),
+        }
+    }
+
+    /// Rename the backing file (`.deleted`, `.swap`, `.cleaned` suffixes). The mapping survives the
+    /// rename, so the index keeps working; the new path is recorded only if the rename succeeded.
+    pub fn rename_to(&mut self, new_path: impl AsRef<Path>) -> Result<()> {
+        if !self.writable {
+            return Err(Error::ReadOnly(format!(
+                "cannot rename index {}: opened read-only",
+                self.file.display()
+            )));
+        }
+        let new_path = new_path.as_ref();
+        std::fs::rename(&self.file, new_path).map_err(|e| Error::io(&self.file, e))?;
+        self.file = new_path.to_path_buf();
+        Ok(())
+    }
+
+    /// Point at the same file name in another directory (after the log dir was moved).
+    pub fn update_parent_dir(&mut self, parent: impl AsRef<Path>) {
+        if let Some(name) = self.file.file_name() {
+            self.file = parent.as_ref().join(name);
+        }
+    }
+
+    /// Corruption checks shared by the offset and time indexes: the length must be whole entries.
+    fn check_length(&self, kind: &str) -> Result<()> {
+        if self.length % E::SIZE as u64 != 0 {
+            return Err(Error::corrupt_index(format!(
+                "{kind} file is corrupt: found {} bytes, which is not a multiple of {}",
+                self.length,
+                E::SIZE
+            ))
+            .in_file(&self.file));
+        }
+        Ok(())
+    }
+}
+
+/// What a segment does with each of its indexes, whatever the kind (Kafka's `AbstractIndex` abstract
+/// methods plus the lifecycle calls `LogSegment` makes on all three indexes).
+pub trait SegmentIndex {
+    fn path(&self) -> &Path;
+    /// Detect obvious corruption (`CorruptIndex` naming the file).
+    fn sanity_check(&self) -> Result<()>;
+    /// Remove every entry for offsets `>= offset`.
+    fn truncate_to(&mut self, offset: i64) -> Result<()>;
+    /// Remove all entries (and, for the mapped indexes, re-grow to the max size).
+    fn reset(&mut self) -> Result<()>;
+    fn flush(&self) -> Result<()>;
+    fn close(&mut self) -> Result<()>;
+    fn delete(&mut self) -> Result<bool>;
+    fn rename_to(&mut self, new_path: &Path) -> Result<()>;
+}
+
+#[inline]
+pub(crate) fn be_i32(b: &[u8], at: usize) -> i32 {
+    i32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+}
+
+#[inline]
+pub(crate) fn be_i64(b: &[u8], at: usize) -> i64 {
+    let mut a = [0u8; 8];
+    a.copy_from_slice(&b[at..at + 8]);
+    i64::from_be_bytes(a)
+}
+
+/// Test helpers shared by the index modules.
+#[cfg(test)]
+pub(crate) mod test_util {
+    use super::*;
+
+    /// Kafka's search before KAFKA-6432: one binary search over all entries. Kept to compare results
+    /// and the pages touched against the warm/cold search.
+    pub fn plain_search_slot<E: IndexEntry, O: SlotObserver>(
+        idx: &MmapIndex<E>,
+        target: i64,
+        by: IndexSearchType,
+        bound: SearchBound,
+        observer: &mut O,
+    ) -> Option<usize> {
+        let n = idx.entries();
+        if n == 0 {
+            return None;
+        }
+        match MmapIndex::<E>::compare(&idx.read_slot(0, observer), target, by) {
+            Ordering::Greater => {
+                return match bound {
+                    SearchBound::LargestLowerBound => None,
+                    SearchBound::SmallestUpperBound => Some(0),
+                }
+            }
+            Ordering::Equal if bound == SearchBound::SmallestUpperBound => return Some(0),
+            _ => {}
+        }
+        idx.binary_search(target, by, bound, 0, n - 1, observer)
+    }
+
+    /// Linear-scan floor/ceiling over a sorted list of keys.
+    pub fn linear_slot(keys: &[i64], target: i64, bound: SearchBound) -> Option<usize> {
+        match bound {
+            SearchBound::LargestLowerBound => keys.iter().rposition(|&k| k <= target),
+            SearchBound::SmallestUpperBound => keys.iter().position(|&k| k >= target),
+        }
+    }
+
+    /// The 4 KiB pages of the file that entry `slot` lies on.
+    pub fn pages_of(slot: usize, entry_size: usize) -> [usize; 2] {
+        let start = slot * entry_size;
+        [start / 4096, (start + entry_size - 1) / 4096]
+    }
+
+    /// Snapshot of a file for "nothing changed" assertions: bytes, length and mtime.
+    pub fn snapshot(path: &Path) -> (Vec<u8>, u64, std::time::SystemTime) {
+        let meta = std::fs::metadata(path).unwrap();
+        (
+            std::fs::read(path).unwrap(),
+            meta.len(),
+            meta.modified().unwrap(),
+        )
+    }
+
+    pub fn make_read_only(path: &Path) {
+        let mut perms = std::fs::metadata(path).unwrap().permissions();
+        perms.set_readonly(true);
+        std::fs::set_permissions(path, perms).unwrap();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::test_util::*;
+    use super::*;
+    use rand::rngs::StdRng;
+    use rand::{Rng, SeedableRng};
+    use std::collections::BTreeSet;
+
+    /// A bare 8-byte entry: key and value are two big-endian i32s (no base offset applied), so the
+    /// generic machinery can be tested on its own.
+    #[derive(Debug, Clone, Copy, PartialEq)]
+    struct Pair(i64, i64);
+
+    impl IndexEntry for Pair {
+        const SIZE: usize = 8;
+        fn parse(b: &[u8], _base: i64) -> Self {
+            Pair(be_i32(b, 0) as i64, be_i32(b, 4) as i64)
+        }
+        fn key(&self) -> i64 {
+            self.0
+        }
+        fn value(&self) -> i64 {
+            self.1
+        }
+    }
+
+    fn push(idx: &mut MmapIndex<Pair>, k: i32, v: i32) {
+        let mut b = [0u8; 8];
+        b[..4].copy_from_slice(&k.to_be_bytes());
+        b[4..].copy_from_slice(&v.to_be_bytes());
+        idx.push_entry(&b).unwrap();
+    }
+
+    #[test]
+    fn preallocates_rounded_down_and_trims_on_close() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("0.index");
+        let mut idx = MmapIndex::<Pair>::open(&path, 0, 1234567, true).unwrap();
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), 1234560);
+        assert_eq!(idx.max_entries(), 1234560 / 8);
+        assert_eq!(idx.entries(), 0);
+        push(&mut idx, 1, 10);
+        push(&mut idx, 2, 20);
+        idx.close().unwrap();
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), 16);
+        assert!(matches!(
+            idx.push_entry(&[0; 8]),
+            Err(Error::IllegalState(_))
+        ));
+
+        // Reopened: the whole entries are kept, and the index is full until resized.
+        let mut idx = MmapIndex::<Pair>::open(&path, 0, 1234567, true).unwrap();
+        assert_eq!((idx.entries(), idx.max_entries()), (2, 2));
+        assert!(idx.is_full());
+        assert!(idx.resize(1000).unwrap());
+        assert_eq!(
+            (idx.entries(), idx.max_entries(), idx.length()),
+            (2, 125, 1000)
+        );
+        assert!(!idx.resize(1001).unwrap(), "same rounded size is no change");
+        assert!(matches!(idx.resize(8), Err(Error::InvalidArgument(_))));
+        assert_eq!(idx.entry(1).unwrap(), Pair(2, 20));
+        assert!(matches!(idx.entry(2), Err(Error::InvalidArgument(_))));
+    }
+
+    #[test]
+    fn indexes_can_be_shared_across_threads() {
+        fn send_sync<T: Send + Sync>() {}
+        send_sync::<OffsetIndex>();
+        send_sync::<TimeIndex>();
+        send_sync::<TransactionIndex>();
+    }
+
+    #[test]
+    fn too_small_max_size_is_rejected_without_leaving_a_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("0.index");
+        assert!(matches!(
+            MmapIndex::<Pair>::open(&path, 0, 7, true),
+            Err(Error::InvalidArgument(_))
+        ));
+        assert!(!path.exists());
+    }
+
+    #[test]
+    fn read_only_open_never_creates() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("missing.index");
+        let err = MmapIndex::<Pair>::open(&path, 0, 1024, false).unwrap_err();
+        assert!(err.to_string().contains("missing.index"), "{err}");
+        assert!(!path.exists());
+    }
+
+    #[test]
+    fn rename_keeps_working_and_delete_removes() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("0.index");
+        let mut idx = MmapIndex::<Pair>::open(&path, 0, 800, true).unwrap();
+        push(&mut idx, 1, 1);
+        let renamed = dir.path().join("0.index.deleted");
+        idx.rename_to(&renamed).unwrap();
+        assert_eq!(idx.file(), renamed.as_path());
+        push(&mut idx, 2, 2);
+        assert_eq!(
+            idx.largest_lower_bound_slot_for(2, IndexSearchType::Key),
+            Some(1)
+        );
+        idx.flush().unwrap();
+        assert!(idx.delete().unwrap());
+        assert!(!renamed.exists() && !path.exists());
+        assert!(!idx.delete().unwrap());
+    }
+
+    /// Random indexes below and above the warm size, random targets including outside the range:
+    /// the warm/cold search answers what a linear scan and a plain binary search answer.
+    #[test]
+    fn warm_cold_search_equals_plain_search() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut rng = StdRng::seed_from_u64(0x6432);
+        for round in 0..40 {
+            let n = match round % 4 {
+                0 => rng.gen_range(0..8),
+                1 => rng.gen_range(1000..1100), // around the 1025-entry warm section
+                _ => rng.gen_range(1..5000),
+            };
+            let path = dir.path().join(format!("{round}.index"));
+            let mut idx = MmapIndex::<Pair>::open(&path, 0, n.max(1) * 8, true).unwrap();
+            let (mut keys, mut values) = (Vec::new(), Vec::new());
+            let (mut k, mut v) = (rng.gen_range(-100..100i32), rng.gen_range(0..100i32));
+            for _ in 0..n {
+                push(&mut idx, k, v);
+                keys.push(k as i64);
+                values.push(v as i64);
+                k += rng.gen_range(1..20);
+                v += rng.gen_range(1..5000);
+            }
+            for _ in 0..400 {
+                for (by, sorted) in [
+                    (IndexSearchType::Key, &keys),
+                    (IndexSearchType::Value, &values),
+                ] {
+                    let lo = sorted.first().copied().unwrap_or(0) - 50;
+                    let hi = sorted.last().copied().unwrap_or(0) + 50;
+                    // Half the targets hit existing entries exactly.
+                    let target = if n > 0 && rng.gen_bool(0.5) {
+                        sorted[rng.gen_range(0..n)]
+                    } else {
+                        rng.gen_range(lo..=hi)
+                    };
+                    for bound in [
+                        SearchBound::LargestLowerBound,
+                        SearchBound::SmallestUpperBound,
+                    ] {
+                        let expected = linear_slot(sorted, target, bound);
+                        assert_eq!(
+                            idx.search_slot(target, by, bound, &mut ()),
+                            expected,
+                            "n={n} {by:?} {bound:?} {target}"
+                        );
+                        assert_eq!(
+                            plain_search_slot(&idx, target, by, bound, &mut ()),
+                            expected
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    /// Pages read by a run of caught-up lookups: the warm/cold search stays inside the last 8 KiB
+    /// (at most 3 pages) however the index grows; a plain binary search wanders over the file.
+    #[test]
+    fn caught_up_lookups_touch_only_warm_pages() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("0.index");
+        let total = 100_000;
+        let mut idx = MmapIndex::<Pair>::open(&path, 0, total * 8, true).unwrap();
+        let mut warm_pages_outside_tail = BTreeSet::new();
+        let mut plain_pages_outside_tail = BTreeSet::new();
+        let mut warm_pages_max = 0;
+        for i in 0..total {
+            push(&mut idx, (i * 10) as i32, (i * 100) as i32);
+            // Every ~half page of growth, a consumer at the head looks up the newest offsets.
+            if i < 2000 || i % 256 != 0 {
+                continue;
+            }
+            let n = idx.entries();
+            let last_key = ((n - 1) * 10) as i64;
+            let first_warm = n - 1 - idx.warm_entries();
+            let tail: BTreeSet<usize> = (first_warm * 8 / 4096..=(n * 8 - 1) / 4096).collect();
+            let (mut warm, mut plain) = (Vec::new(), Vec::new());
+            for target in [
+                last_key - 35,
+                last_key - 10,
+                last_key,
+                last_key + 1,
+                last_key + 1000,
+            ] {
+                idx.search_slot(
+                    target,
+                    IndexSearchType::Key,
+                    SearchBound::LargestLowerBound,
+                    &mut warm,
+                );
+                plain_search_slot(
+                    &idx,
+                    target,
+                    IndexSearchType::Key,
+                    SearchBound::LargestLowerBound,
+                    &mut plain,
+                );
+            }
+            let warm_pages: BTreeSet<usize> = warm.iter().flat_map(|&s| pages_of(s, 8)).collect();
+            let plain_pages: BTreeSet<usize> = plain.iter().flat_map(|&s| pages_of(s, 8)).collect();
+            assert!(
+                tail.len() <= 3,
+                "8 KiB warm section spans {} pages",
+                tail.len()
+            );
+            warm_pages_max = warm_pages_max.max(warm_pages.len());
+            warm_pages_outside_tail.extend(warm_pages.difference(&tail).copied());
+            plain_pages_outside_tail.extend(plain_pages.difference(&tail).copied());
+        }
+        assert!(warm_pages_max <= 3);
+        assert!(
+            warm_pages_outside_tail.is_empty(),
+            "warm search read {warm_pages_outside_tail:?}"
+        );
+        // The plain search keeps reading page 0 and many middle pages that drift as the index grows.
+        assert!(plain_pages_outside_tail.contains(&0));
+        assert!(
+            plain_pages_outside_tail.len() > 20,
+            "{}",
+            plain_pages_outside_tail.len()
+        );
+    }
+}

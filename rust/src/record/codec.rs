@@ -50,7 +50,11 @@ impl Compression {
             "snappy" => Compression::Snappy,
             "lz4" => Compression::Lz4,
             "zstd" => Compression::Zstd,
-            other => return Err(Error::InvalidArgument(format!("unknown compression '{other}' (none, gzip, snappy, lz4, zstd)"))),
+            other => {
+                return Err(Error::InvalidArgument(format!(
+                    "unknown compression '{other}' (none, gzip, snappy, lz4, zstd)"
+                )))
+            }
         })
     }
 }
@@ -141,10 +145,7 @@ fn codec_error(codec: Compression, e: impl std::fmt::Display) -> Error {
 /// bomb costs at most `max_size` of memory.
 fn read_bounded(codec: Compression, reader: impl Read, max_size: usize) -> Result<Vec<u8>> {
     let mut out = Vec::new();
-    reader
-        .take((max_size as u64).saturating_add(1))
-        .read_to_end(&mut out)
-        .map_err(|e| codec_error(codec, e))?;
+    reader.take((max_size as u64).saturating_add(1)).read_to_end(&mut out).map_err(|e| codec_error(codec, e))?;
     if out.len() > max_size {
         return Err(exceeds(codec, max_size));
     }
@@ -650,8 +651,8 @@ mod tests {
     fn known_gzip_vector() {
         // `printf hello | gzip -n` (fixed bytes, independent of our encoder).
         let v = [
-            0x1f, 0x8b, 0x08, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x03, 0xcb, 0x48, 0xcd, 0xc9, 0xc9, 0x07, 0x00,
-            0x86, 0xa6, 0x10, 0x36, 0x05, 0x00, 0x00, 0x00,
+            0x1f, 0x8b, 0x08, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x03, 0xcb, 0x48, 0xcd, 0xc9, 0xc9, 0x07, 0x00, 0x86,
+            0xa6, 0x10, 0x36, 0x05, 0x00, 0x00, 0x00,
         ];
         assert_eq!(decompress(Compression::Gzip, &v, 5, 2).unwrap(), b"hello");
         assert!(decompress(Compression::Gzip, &v, 4, 2).is_err());
@@ -712,7 +713,11 @@ mod tests {
                     match decompress(*codec, &valid[..cut], 1 << 20, magic) {
                         Err(_) => {}
                         Ok(d) => {
-                            assert!(*codec == Compression::Snappy && d.len() < data.len(), "{} cut {cut}", codec.name());
+                            assert!(
+                                *codec == Compression::Snappy && d.len() < data.len(),
+                                "{} cut {cut}",
+                                codec.name()
+                            );
                             assert_eq!(&data[..d.len()], &d[..]);
                         }
                     }

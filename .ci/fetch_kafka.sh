@@ -11,9 +11,9 @@
 #                            kafka.tools.DumpLogSegments up to 4.2, kafka-tools jar
 #                            with org.apache.kafka.tools.DumpLogSegments from 4.3)
 #   VERSION/tools-fallback/  only when org.apache.kafka:kafka-tools:VERSION is not
-#                            published on Maven Central (seen for 4.4.0): the
-#                            kafka-tools jar of the nearest earlier release, to be
-#                            put on the classpath BEFORE libs/* for DumpLogSegments.
+#                            published on Maven Central (seen for 4.4.0): a complete
+#                            classpath (kafka-tools + deps) of the nearest earlier
+#                            release, used INSTEAD of libs/* for DumpLogSegments.
 #                            tools-fallback/VERSION.txt names that release.
 set -euo pipefail
 
@@ -64,21 +64,23 @@ fi
 
 # kafka-tools pulls in connect-runtime (jetty, jersey, ...) which neither the
 # broker nor DumpLogSegments needs: exclude it.
-TOOLS_DEP="
-    <dependency><groupId>org.apache.kafka</groupId><artifactId>kafka-tools</artifactId><version>$VERSION</version>
+tools_dep() {  # $1 = kafka version
+    echo "
+    <dependency><groupId>org.apache.kafka</groupId><artifactId>kafka-tools</artifactId><version>$1</version>
       <exclusions>
         <exclusion><groupId>org.apache.kafka</groupId><artifactId>connect-runtime</artifactId></exclusion>
         <exclusion><groupId>org.apache.kafka</groupId><artifactId>kafka-streams</artifactId></exclusion>
       </exclusions>
     </dependency>"
+}
 
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/kafkalog-fetch-XXXXXX")"
 TMPLIBS="$DEST/libs.tmp.$$"
 TMPFB="$DEST/tools-fallback.tmp.$$"
-trap 'rm -rf "$WORK" "$TMPLIBS" "$TMPFB"' EXIT
+trap 'rm -rf "$WORK" "$TMPLIBS" "$TMPLIBS.keep" "$TMPFB"' EXIT
 mkdir -p "$DEST"
 
-write_pom() {  # $1 = extra dependency xml
+write_pom() {  # $1 = kafka version, $2 = extra dependency xml
     cat > "$WORK/pom.xml" <<POM
 <project xmlns="http://maven.apache.org/POM/4.0.0">
   <modelVersion>4.0.0</modelVersion>
@@ -87,10 +89,10 @@ write_pom() {  # $1 = extra dependency xml
   <version>1</version>
   <packaging>pom</packaging>
   <dependencies>
-    <dependency><groupId>org.apache.kafka</groupId><artifactId>kafka_2.13</artifactId><version>$VERSION</version></dependency>
-    <dependency><groupId>org.apache.kafka</groupId><artifactId>kafka-storage</artifactId><version>$VERSION</version></dependency>
-    <dependency><groupId>org.apache.kafka</groupId><artifactId>kafka-clients</artifactId><version>$VERSION</version></dependency>
-$1
+    <dependency><groupId>org.apache.kafka</groupId><artifactId>kafka_2.13</artifactId><version>$1</version></dependency>
+    <dependency><groupId>org.apache.kafka</groupId><artifactId>kafka-storage</artifactId><version>$1</version></dependency>
+    <dependency><groupId>org.apache.kafka</groupId><artifactId>kafka-clients</artifactId><version>$1</version></dependency>
+$2
 $LOGGING_DEPS
   </dependencies>
 </project>
@@ -111,22 +113,38 @@ fail_mvn() {
 }
 
 FALLBACK=""
-write_pom "$TOOLS_DEP"
+write_pom "$VERSION" "$(tools_dep "$VERSION")"
 if ! copy_deps "$TMPLIBS"; then
     if grep -Eq "org.apache.kafka:kafka-tools:jar:$VERSION (was not found|in central)|Could not find artifact org.apache.kafka:kafka-tools:jar:$VERSION" "$WORK/mvn.log"; then
         FALLBACK="$(tools_fallback_for "$VERSION")"
         [[ -n "$FALLBACK" ]] || fail_mvn "kafka-tools:$VERSION is not on Maven Central and no fallback is known (set KAFKALOG_KAFKA_TOOLS_FALLBACK)"
         echo "fetch_kafka: kafka-tools:$VERSION not published; using kafka-tools:$FALLBACK for DumpLogSegments" >&2
-        write_pom ""
+        write_pom "$VERSION" ""
         copy_deps "$TMPLIBS" || fail_mvn "Maven failed to fetch Kafka $VERSION"
-        rm -rf "$TMPFB"; mkdir -p "$TMPFB"
-        mvn -B -q org.apache.maven.plugins:maven-dependency-plugin:3.6.1:copy \
-            -Dartifact="org.apache.kafka:kafka-tools:$FALLBACK" -DoutputDirectory="$TMPFB" \
-            >"$WORK/mvn.log" 2>&1 || fail_mvn "Maven failed to fetch kafka-tools:$FALLBACK"
+        # The fallback kafka-tools is not binary compatible with $VERSION's jars
+        # (e.g. 4.3.1's DumpLogSegments calls FileRecords.closeHandlers(), gone
+        # in 4.4.0), so tools-fallback/ is a complete classpath of $FALLBACK.
+        mv "$TMPLIBS" "$TMPLIBS.keep"
+        write_pom "$FALLBACK" "$(tools_dep "$FALLBACK")"
+        copy_deps "$TMPFB" || fail_mvn "Maven failed to fetch kafka-tools:$FALLBACK"
+        mv "$TMPLIBS.keep" "$TMPLIBS"
         echo "$FALLBACK" > "$TMPFB/VERSION.txt"
+        if ls "$TMPFB"/slf4j-api-2.* >/dev/null 2>&1; then
+            rm -f "$TMPFB"/log4j-slf4j-impl-*.jar
+        else
+            rm -f "$TMPFB"/log4j-slf4j2-impl-*.jar
+        fi
     else
         fail_mvn "Maven failed to fetch Kafka $VERSION"
     fi
+fi
+
+# Keep only the log4j2 slf4j binding matching the slf4j-api that Kafka resolved
+# (both share class names, so having both breaks logging initialisation).
+if ls "$TMPLIBS"/slf4j-api-2.* >/dev/null 2>&1; then
+    rm -f "$TMPLIBS"/log4j-slf4j-impl-*.jar
+else
+    rm -f "$TMPLIBS"/log4j-slf4j2-impl-*.jar
 fi
 
 [[ -f "$TMPLIBS/kafka_2.13-$VERSION.jar" ]] || { echo "fetch_kafka: kafka_2.13-$VERSION.jar missing after fetch" >&2; exit 1; }

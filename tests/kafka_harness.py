@@ -782,6 +782,7 @@ class DumpResult:
     files: List[DumpedFile] = field(default_factory=list)
     errors: List[str] = field(default_factory=list)   # mismatches, corruption, exceptions: assert empty
     tool_version: str = ""                            # Kafka release whose DumpLogSegments ran
+    warnings: List[str] = field(default_factory=list) # known tool quirks filtered out of errors
 
     def file(self, path: Union[str, Path]) -> DumpedFile:
         p = str(path)
@@ -940,8 +941,10 @@ _ERROR_LINE_RE = re.compile(
 _BENIGN_STDERR_RE = re.compile(r"^(SLF4J:|WARNING: |OpenJDK 64-Bit Server VM warning)")
 
 
-def parse_dump_output(stdout: str, stderr: str = "") -> Tuple[List[DumpedFile], List[str]]:
-    """Parse DumpLogSegments stdout (and stderr for errors) of 3.x/4.x."""
+def parse_dump_output(stdout: str, stderr: str = "", warnings: Optional[List[str]] = None
+                      ) -> Tuple[List[DumpedFile], List[str]]:
+    """Parse DumpLogSegments stdout (and stderr for errors) of 3.x/4.x.
+    Returns (files, errors); known tool quirks go to ``warnings`` if given."""
     files: List[DumpedFile] = []
     errors: List[str] = []
     cur: Optional[DumpedFile] = None
@@ -1003,12 +1006,48 @@ def parse_dump_output(stdout: str, stderr: str = "") -> Tuple[List[DumpedFile], 
         if _ERROR_LINE_RE.search(s):
             errors.append(f"{cur.path}: {s}")
         cur.unparsed.append(line)
-    for line in stderr.splitlines():
-        s = line.strip()
+    errors.extend(_stderr_errors(stderr, warnings))
+    return files, errors
+
+
+_NONCONSEC_HDR_RE = re.compile(r"^Non-consecutive offsets in (.+)$")
+_NONCONSEC_PAIR_RE = re.compile(r"^(-?\d+) is followed by (-?\d+)$")
+
+
+def _stderr_errors(stderr: str, warnings: Optional[List[str]] = None) -> List[str]:
+    """Error lines of DumpLogSegments' stderr, minus known tool quirks (moved
+    to ``warnings``): the Java DumpLogSegments of 4.3 reports "-1 is followed
+    by N" for every segment whose base offset N is not 0 (the Scala tool of
+    <= 4.2 special-cased the first record); that pair is not an error."""
+    out: List[str] = []
+    lines = [l.strip() for l in stderr.splitlines()]
+    i = 0
+    while i < len(lines):
+        s = lines[i]
+        i += 1
         if not s or _BENIGN_STDERR_RE.match(s):
             continue
-        errors.append(s)
-    return files, errors
+        m = _NONCONSEC_HDR_RE.match(s)
+        if m:
+            base: Optional[int] = None
+            stem = Path(m.group(1)).stem
+            if stem.isdigit():
+                base = int(stem)
+            real: List[str] = []
+            while i < len(lines) and _NONCONSEC_PAIR_RE.match(lines[i]):
+                a, b = map(int, _NONCONSEC_PAIR_RE.match(lines[i]).groups())  # type: ignore[union-attr]
+                if a == -1 and b == base:
+                    if warnings is not None:
+                        warnings.append(f"{s}: {lines[i]} (DumpLogSegments quirk: first record of the segment)")
+                else:
+                    real.append(lines[i])
+                i += 1
+            if real:
+                out.append(s)
+                out.extend(real)
+            continue
+        out.append(s)
+    return out
 
 
 def dump_log_segments(version: str, files: Sequence[Union[str, Path]], deep_iteration: bool = True,
@@ -1039,11 +1078,13 @@ def dump_log_segments(version: str, files: Sequence[Union[str, Path]], deep_iter
         cmd = [_java(), "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", *log_flags,
                "-cp", kafka_classpath(version, tools=True), cls, *args]
         proc = subprocess.run(cmd, capture_output=True, text=True, errors="surrogateescape", timeout=timeout)
-    parsed, errors = parse_dump_output(proc.stdout, proc.stderr)
+    warnings: List[str] = []
+    parsed, errors = parse_dump_output(proc.stdout, proc.stderr, warnings)
     if proc.returncode != 0:
         errors.insert(0, f"DumpLogSegments exited with {proc.returncode}")
     return DumpResult(command=cmd, returncode=proc.returncode, stdout=proc.stdout, stderr=proc.stderr,
-                      files=parsed, errors=errors, tool_version=kafka_tools_version(version))
+                      files=parsed, errors=errors, warnings=warnings,
+                      tool_version=kafka_tools_version(version))
 
 
 def segment_files(partition_dir: Union[str, Path], suffixes: Sequence[str] = (".log", ".index", ".timeindex")

@@ -15,6 +15,7 @@ Nothing here skips: if Kafka cannot be fetched or started a ``RuntimeError``
 
 from __future__ import annotations
 
+import atexit
 import base64
 import os
 import re
@@ -25,6 +26,7 @@ import subprocess
 import tempfile
 import time
 import uuid
+import weakref
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -237,6 +239,19 @@ DEFAULT_JVM_OPTS = [
 ]
 
 
+_LIVE_BROKERS: "weakref.WeakSet[Broker]" = weakref.WeakSet()
+
+
+@atexit.register
+def _kill_live_brokers() -> None:
+    # brokers run in their own session (no Ctrl-C); never leave a JVM behind
+    for b in list(_LIVE_BROKERS):
+        try:
+            b._kill()
+        except Exception:
+            pass
+
+
 class Broker:
     """Single-node KRaft (combined broker+controller) Apache Kafka on 127.0.0.1.
 
@@ -364,6 +379,7 @@ class Broker:
             cmd, stdout=self._out_fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
             cwd=self.work_dir, start_new_session=True,
         )
+        _LIVE_BROKERS.add(self)
         try:
             self._wait_ready(self.startup_timeout)
         except BaseException:
@@ -400,7 +416,8 @@ class Broker:
 
     def stop(self, timeout: float = 60.0) -> Optional[int]:
         """Graceful SIGTERM (controlled shutdown, clean-shutdown marker written);
-        SIGKILL after ``timeout``. Returns the exit code."""
+        SIGKILL after ``timeout``. Returns the JVM exit code: 143 (128+SIGTERM)
+        is the normal result of a graceful stop; see ``clean_shutdown_marker()``."""
         if self.proc is None:
             return None
         rc = self.proc.poll()

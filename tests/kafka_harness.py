@@ -802,11 +802,11 @@ class DumpResult:
     warnings: List[str] = field(default_factory=list) # known tool quirks filtered out of errors
 
     def file(self, path: Union[str, Path]) -> DumpedFile:
-        p = str(path)
+        p = Path(path).resolve()
         for f in self.files:
-            if f.path == p or Path(f.path).name == Path(p).name and Path(f.path).resolve() == Path(p).resolve():
+            if Path(f.path).resolve() == p:
                 return f
-        raise KeyError(p)
+        raise KeyError(str(path))
 
     @property
     def batches(self) -> List[Dict[str, Any]]:

@@ -370,8 +370,9 @@ fn value_after<'a>(line: &'a str, key: &str) -> Option<&'a str> {
     (!value.is_empty() && !value.contains(char::is_whitespace)).then_some(value)
 }
 
-/// What a `.kafka_cleanshutdown` marker says. Before Kafka 3.5 the file was empty; since then it
-/// holds `{"broker_epoch":"<n>","version":"0"}`. Either way its presence means a clean shutdown.
+/// What a `.kafka_cleanshutdown` marker says. Before Kafka 3.5 the file was empty; the first
+/// KIP-966 code wrote a string map `{"broker_epoch":"<n>","version":"0"}`; 3.9 and 4.x brokers write
+/// `{"version":0,"brokerEpoch":<n>}`. Either way its presence means a clean shutdown.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CleanShutdown {
     /// `None` for an old empty marker or one whose content cannot be read (Kafka logs and ignores it).
@@ -399,10 +400,9 @@ impl CleanShutdownFile {
         self.path.exists()
     }
 
-    /// Jackson serializes Kafka's `HashMap<String, String>` payload in hash order, which puts
-    /// `broker_epoch` first; both values are JSON strings.
+    /// The current broker's exact bytes (Jackson serializing its `Content` class, field order).
     pub fn render(broker_epoch: i64) -> String {
-        format!("{{\"broker_epoch\":\"{broker_epoch}\",\"version\":\"{}\"}}", Self::CURRENT_VERSION)
+        format!("{{\"version\":{},\"brokerEpoch\":{broker_epoch}}}", Self::CURRENT_VERSION)
     }
 
     pub fn write(&self, broker_epoch: i64) -> Result<()> {
@@ -412,7 +412,9 @@ impl CleanShutdownFile {
     /// `None` when there is no marker (an unclean shutdown, or a fresh directory).
     pub fn read(&self) -> Result<Option<CleanShutdown>> {
         let Some(text) = read_text(&self.path)? else { return Ok(None) };
-        Ok(Some(CleanShutdown { broker_epoch: parse_flat_json(&text).and_then(|m| m.get("broker_epoch")?.parse().ok()) }))
+        let fields = parse_flat_json(&text);
+        let epoch = |key: &str| fields.as_ref().and_then(|m| m.get(key)?.parse::<i64>().ok());
+        Ok(Some(CleanShutdown { broker_epoch: epoch("brokerEpoch").or_else(|| epoch("broker_epoch")) }))
     }
 
     /// Removes the marker; a missing one is fine.
@@ -558,10 +560,17 @@ mod tests {
 
     #[test]
     fn parses_broker_written_checkpoint() {
-        // As a broker writes replication-offset-checkpoint (HashMap order, '\n' line ends).
-        let text = "0\n3\ntest-topic 1 42\n__consumer_offsets 17 0\ntest-topic 0 1337\n";
+        // Verbatim from a Kafka 4.4.0 broker's log dir (HashMap order, '\n' line ends).
+        let text = "0\n3\n__transaction_state 0 10\nmy-topic.x 1 2\nmy-topic.x 0 31\n";
         let got: Vec<TopicPartitionOffset> = CheckpointFile::parse(Path::new("x"), 0, text).unwrap();
-        assert_eq!(got[2], TopicPartitionOffset { topic: "test-topic".into(), partition: 0, offset: 1337 });
+        assert_eq!(got[2], TopicPartitionOffset { topic: "my-topic.x".into(), partition: 0, offset: 31 });
+        let dir = tmp();
+        fs::write(dir.path().join(REPLICATION_OFFSET_CHECKPOINT_FILE), text).unwrap();
+        let f = OffsetCheckpointFile::in_log_dir(dir.path(), REPLICATION_OFFSET_CHECKPOINT_FILE);
+        let map = f.read().unwrap();
+        assert_eq!(map[&("__transaction_state".to_string(), 0)], 10);
+        // Its log-start-offset-checkpoint with no entries.
+        assert!(CheckpointFile::parse::<TopicPartitionOffset>(Path::new("x"), 0, "0\n0\n").unwrap().is_empty());
         // Kafka's `\s+` split accepts runs of spaces and tabs between fields.
         let got: Vec<TopicPartitionOffset> = CheckpointFile::parse(Path::new("x"), 0, "0\n1\nt  2\t9\n").unwrap();
         assert_eq!(got[0].offset, 9);
@@ -615,8 +624,10 @@ mod tests {
         assert_eq!(fs::read_to_string(f.path()).unwrap(), "version: 0\ntopic_id: ASNFZ4mrze_-3LqYdlQyEA");
         assert_eq!(f.read().unwrap(), Some(id));
         assert!(f.write(Uuid::ZERO).is_err());
-        // What a broker writes, and a trailing newline some tools add.
+        // Verbatim from a Kafka 4.4.0 broker, and with a trailing newline some tools add.
         let p = Path::new("partition.metadata");
+        let real = PartitionMetadataFile::parse(p, "version: 0\ntopic_id: JwtkD3LKRbeUc4ol_YRygA").unwrap();
+        assert_eq!(PartitionMetadataFile::render(real), "version: 0\ntopic_id: JwtkD3LKRbeUc4ol_YRygA");
         assert_eq!(PartitionMetadataFile::parse(p, "version: 0\ntopic_id: ASNFZ4mrze_-3LqYdlQyEA\n").unwrap(), id);
         for (text, line) in [
             ("version: 1\ntopic_id: ASNFZ4mrze_-3LqYdlQyEA", "line 1"),
@@ -637,8 +648,13 @@ mod tests {
         let f = CleanShutdownFile::in_log_dir(dir.path());
         assert_eq!(f.read().unwrap(), None);
         f.write(42).unwrap();
-        assert_eq!(fs::read_to_string(f.path()).unwrap(), r#"{"broker_epoch":"42","version":"0"}"#);
+        // Byte for byte what a Kafka 4.4 broker left on clean shutdown (epoch 12 there).
+        assert_eq!(fs::read_to_string(f.path()).unwrap(), r#"{"version":0,"brokerEpoch":42}"#);
+        assert_eq!(CleanShutdownFile::render(12), r#"{"version":0,"brokerEpoch":12}"#);
         assert_eq!(f.read().unwrap(), Some(CleanShutdown { broker_epoch: Some(42) }));
+        // The 3.5-era string map.
+        fs::write(f.path(), r#"{"broker_epoch":"9","version":"0"}"#).unwrap();
+        assert_eq!(f.read().unwrap(), Some(CleanShutdown { broker_epoch: Some(9) }));
         // Pre-3.5 brokers leave an empty marker: still a clean shutdown, epoch unknown.
         fs::write(f.path(), "").unwrap();
         assert_eq!(f.read().unwrap(), Some(CleanShutdown { broker_epoch: None }));

@@ -305,6 +305,10 @@ mod tests {
         assert!(c.assign(0, 0).unwrap());
         assert!(c.assign(2, 10).unwrap());
         assert_eq!(fs::read_to_string(&path).unwrap(), "0\n2\n0 0\n2 10\n");
+        // A broker's file after its first leader election: "0\n1\n0 0\n".
+        fs::write(&path, "0\n1\n0 0\n").unwrap();
+        assert_eq!(pairs(&LeaderEpochFileCache::open(dir.path(), true).unwrap()), vec![(0, 0)]);
+        c.flush().unwrap();
         let again = LeaderEpochFileCache::open(dir.path(), false).unwrap();
         assert_eq!(pairs(&again), vec![(0, 0), (2, 10)]);
     }

@@ -1301,4 +1301,75 @@ mod tests {
         assert_eq!(offset_from_snapshot_name("42.snapshot.deleted"), None);
         assert_eq!(offset_from_snapshot_name("-1.snapshot"), None);
     }
+
+    // Files from a Kafka 4.4.0 broker's `my-topic.x-0` after 20 idempotent records (producer 0),
+    // three transactions of producer 1 (commit, abort, commit) and 5 more idempotent records
+    // (producer 2), then a clean shutdown.
+    const BROKER_SEGMENT: &[&str] = &[
+        "0000000000000000000000ef000000000239970885000000000013000001a204ec568c000001a204ec568d0000000000",
+        "000000000000000000000000141000000001047630001000000201047631001000000401047632001000000601047633",
+        "001000000801047634001000000a01047635001000000c01047636001000020e01047637001000021001047638001000",
+        "021201047639001200021401067631300012000216010676313100120002180106763132001200021a01067631330012",
+        "00021c0106763134001200021e0106763135001200022001067631360012000222010676313700120002240106763138",
+        "001200022601067631390000000000000000140000003a0000000002ee0c1e43001000000000000001a204ec5cb90000",
+        "01a204ec5cb9000000000000000100000000000000000001100000000104743100000000000000001500000042000000",
+        "00026f649854003000000000000001a204ec5d00000001a204ec5d0000000000000000010000ffffffff000000012000",
+        "000008000000010c0000000000000000000000000000160000003a000000000270bbd6d5001000000000000001a204ec",
+        "5cef000001a204ec5cef0000000000000001000000000001000000011000000001046131000000000000000017000000",
+        "420000000002736e4c6e003000000000000001a204ec5d27000001a204ec5d2700000000000000010000ffffffff0000",
+        "00012000000008000000000c0000000000000000000000000000180000003a0000000002777fc0020010000000000000",
+        "01a204ec5d2a000001a204ec5d2a00000000000000010000000000020000000110000000010463310000000000000000",
+        "190000004200000000024075f8d8003000000000000001a204ec5d31000001a204ec5d3100000000000000010000ffff",
+        "ffff000000012000000008000000010c00000000000000000000000000001a0000005e00000000029cd2193a00000000",
+        "0004000001a204ec5d37000001a204ec5d37000000000000000200000000000000000005100000000104773000100000",
+        "020104773100100000040104773200100000060104773300100000080104773400",
+    ];
+    const BROKER_SNAPSHOT_31: &[&str] = &[
+        "00015f873889000000030000000000000000000000000013000000000000001300000013000001a204ec568dffffffff",
+        "ffffffffffffffff0000000000000001000000000002000000000000001800000000000001a204ec5d3100000000ffff",
+        "ffffffffffff0000000000000002000000000004000000000000001e00000004000001a204ec5d37ffffffffffffffff",
+        "ffffffff",
+    ];
+
+    fn unhex(parts: &[&str]) -> Vec<u8> {
+        let h: String = parts.concat();
+        (0..h.len()).step_by(2).map(|i| u8::from_str_radix(&h[i..i + 2], 16).unwrap()).collect()
+    }
+
+    #[test]
+    fn replaying_a_broker_segment_reproduces_its_snapshot() {
+        use crate::record::batch::BatchIter;
+        let segment = unhex(BROKER_SEGMENT);
+        let broker_snapshot = unhex(BROKER_SNAPSHOT_31);
+        let dir = tempfile::tempdir().unwrap();
+        let mut m = ProducerStateManager::new(dir.path(), false).unwrap();
+        let mut aborted = vec![];
+        for batch in BatchIter::new(&segment) {
+            if let Some((c, lso)) = m.replay_batch(&batch.unwrap()).unwrap() {
+                aborted.extend(c.to_aborted_txn(lso));
+            }
+        }
+        // The broker's .txnindex holds exactly this entry.
+        assert_eq!(aborted, vec![AbortedTxn::new(1, 22, 23, 24)]);
+        assert_eq!(m.map_end_offset(), 31);
+        assert_eq!(m.first_undecided_offset(), None);
+        let path = m.take_snapshot().unwrap().unwrap();
+        assert!(path.ends_with("00000000000000000031.snapshot"));
+        // Kafka iterates its HashMap of small producer ids in ascending order, so the bytes match.
+        assert_eq!(fs::read(&path).unwrap(), broker_snapshot);
+
+        let entries = decode_snapshot(&broker_snapshot).unwrap();
+        let mut replayed: Vec<ProducerStateEntry> = m.active_producers().values().cloned().collect();
+        replayed.sort_by_key(|e| e.producer_id);
+        assert_eq!(entries.len(), 3);
+        for (disk, mem) in entries.iter().zip(&replayed) {
+            assert_eq!(disk.producer_id, mem.producer_id);
+            assert_eq!(disk.producer_epoch, mem.producer_epoch);
+            assert_eq!(disk.coordinator_epoch, mem.coordinator_epoch);
+            assert_eq!(disk.last_seq(), mem.last_seq());
+            assert_eq!(disk.last_data_offset(), mem.last_data_offset());
+            assert_eq!(disk.current_txn_first_offset, mem.current_txn_first_offset);
+        }
+        assert_eq!((entries[1].last_seq(), entries[1].last_data_offset(), entries[1].coordinator_epoch), (2, 24, 0));
+    }
 }

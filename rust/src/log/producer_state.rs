@@ -45,11 +45,12 @@ pub enum AppendOrigin {
 
 /// Kafka's `DefaultRecordBatch.decrementSequence`: sequences wrap from `i32::MAX` to 0.
 pub fn decrement_sequence(sequence: i32, decrement: i32) -> i32 {
+    // Widened so values from a corrupt snapshot cannot overflow.
+    let (sequence, decrement) = (sequence as i64, decrement as i64);
     if sequence < decrement {
-        // Widened so corrupt inputs cannot overflow.
-        (i32::MAX as i64 - (decrement as i64 - sequence as i64) + 1) as i32
+        (i32::MAX as i64 - (decrement - sequence) + 1) as i32
     } else {
-        sequence - decrement
+        (sequence - decrement) as i32
     }
 }
 
@@ -72,7 +73,8 @@ impl BatchMetadata {
         decrement_sequence(self.last_seq, self.offset_delta)
     }
     pub fn first_offset(&self) -> i64 {
-        self.last_offset - self.offset_delta as i64
+        // Wrapping: a corrupt snapshot may pair any offset with any delta.
+        self.last_offset.wrapping_sub(self.offset_delta as i64)
     }
 }
 
@@ -288,7 +290,8 @@ impl ProducerAppendInfo {
         if self.origin == AppendOrigin::Client {
             self.check_sequence(epoch, first_seq, first_offset)?;
         }
-        let offset_delta = i32::try_from(last_offset - first_offset).map_err(|_| {
+        let delta = last_offset.checked_sub(first_offset).filter(|d| *d >= 0);
+        let offset_delta = delta.and_then(|d| i32::try_from(d).ok()).ok_or_else(|| {
             Error::InvalidArgument(format!("batch offsets {first_offset}..{last_offset} of producer {} are invalid", self.producer_id))
         })?;
         self.updated.add_batch(epoch, last_seq, last_offset, offset_delta, last_timestamp);
@@ -627,7 +630,8 @@ impl ProducerStateManager {
                 }
             }
         }
-        self.update_map_end_offset(batch.last_offset() + 1);
+        let end = batch.last_offset().checked_add(1).ok_or_else(|| Error::corrupt("batch last offset is i64::MAX"))?;
+        self.update_map_end_offset(end);
         Ok(result)
     }
 
@@ -638,7 +642,7 @@ impl ProducerStateManager {
         self.ongoing_txns
             .values()
             .find(|t| t.producer_id != completed.producer_id)
-            .map_or(completed.last_offset + 1, |t| t.first_offset)
+            .map_or(completed.last_offset.saturating_add(1), |t| t.first_offset)
     }
 
     /// Marks a transaction complete; it holds the first unstable offset until the high watermark
@@ -1291,11 +1295,39 @@ mod tests {
     }
 
     #[test]
+    fn random_snapshot_bytes_never_panic() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+        for _ in 0..2000 {
+            let len = rng.gen_range(0..200);
+            let mut b: Vec<u8> = (0..len).map(|_| rng.gen()).collect();
+            if len >= 10 && rng.gen_bool(0.7) {
+                // Valid version and CRC so the count and entries are reached.
+                b[0..2].copy_from_slice(&1i16.to_be_bytes());
+                if rng.gen_bool(0.5) {
+                    let n = ((len - 10) / 46) as i32;
+                    b[6..10].copy_from_slice(&n.to_be_bytes());
+                }
+                let crc = crc32c::crc32c(&b[6..]);
+                b[2..6].copy_from_slice(&crc.to_be_bytes());
+            }
+            if let Ok(entries) = decode_snapshot(&b) {
+                for e in &entries {
+                    let _ = (e.first_seq(), e.first_data_offset(), e.last_seq());
+                }
+            }
+        }
+    }
+
+    #[test]
     fn sequence_helpers() {
         assert_eq!(decrement_sequence(5, 2), 3);
         assert_eq!(decrement_sequence(1, 3), i32::MAX - 1);
         assert_eq!(decrement_sequence(0, 1), i32::MAX);
-        assert_eq!(decrement_sequence(i32::MIN, i32::MAX), (i32::MAX as i64 - (i32::MAX as i64 - i32::MIN as i64) + 1) as i32);
+        // Garbage from a corrupt snapshot must not panic.
+        let _ = decrement_sequence(i32::MIN, i32::MAX);
+        let _ = decrement_sequence(i32::MAX, -1);
+        let _ = decrement_sequence(i32::MIN, i32::MIN);
         assert!(in_sequence(i32::MAX, 0) && in_sequence(4, 5) && !in_sequence(4, 4));
         assert_eq!(offset_from_snapshot_name("00000000000000000042.snapshot"), Some(42));
         assert_eq!(offset_from_snapshot_name("42.snapshot.deleted"), None);

@@ -1305,7 +1305,7 @@ mod tests {
                 // Valid version and CRC so the count and entries are reached.
                 b[0..2].copy_from_slice(&1i16.to_be_bytes());
                 if rng.gen_bool(0.5) {
-                    let n = ((len - 10) / 46) as i32;
+                    let n: i32 = (len - 10) / 46;
                     b[6..10].copy_from_slice(&n.to_be_bytes());
                 }
                 let crc = crc32c::crc32c(&b[6..]);

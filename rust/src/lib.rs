@@ -4,6 +4,7 @@
 pub mod config;
 pub mod error;
 pub mod index;
+pub mod log;
 pub mod record;
 pub mod segment;
 

@@ -1,0 +1,3 @@
+pub mod checkpoint;
+pub mod epoch;
+pub mod producer_state;

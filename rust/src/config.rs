@@ -64,7 +64,9 @@ impl LogConfig {
     /// Sets one property by its Kafka topic-config name (`segment.bytes`, ...) from a string.
     pub fn set(&mut self, name: &str, value: &str) -> Result<()> {
         fn num<T: std::str::FromStr>(name: &str, value: &str) -> Result<T> {
-            value.trim().parse().map_err(|_| Error::InvalidArgument(format!("{name}: '{value}' is not a valid number")))
+            value.trim().parse().map_err(|_| {
+                Error::InvalidArgument(format!("{name}: '{value}' is not a valid number"))
+            })
         }
         match name {
             "segment.bytes" => self.segment_bytes = num(name, value)?,
@@ -79,32 +81,62 @@ impl LogConfig {
                 self.message_timestamp_type = match value {
                     "CreateTime" => TimestampType::CreateTime,
                     "LogAppendTime" => TimestampType::LogAppendTime,
-                    other => return Err(Error::InvalidArgument(format!("message.timestamp.type: '{other}' (CreateTime or LogAppendTime)"))),
+                    other => {
+                        return Err(Error::InvalidArgument(format!(
+                            "message.timestamp.type: '{other}' (CreateTime or LogAppendTime)"
+                        )))
+                    }
                 }
             }
-            "message.timestamp.before.max.ms" => self.message_timestamp_before_max_ms = num(name, value)?,
-            "message.timestamp.after.max.ms" => self.message_timestamp_after_max_ms = num(name, value)?,
+            "message.timestamp.before.max.ms" => {
+                self.message_timestamp_before_max_ms = num(name, value)?
+            }
+            "message.timestamp.after.max.ms" => {
+                self.message_timestamp_after_max_ms = num(name, value)?
+            }
             "file.delete.delay.ms" => self.file_delete_delay_ms = num(name, value)?,
             "flush.messages" => self.flush_messages = num(name, value)?,
             "preallocate" => self.preallocate = matches!(value, "true" | "True" | "1"),
             // Settings of the broker's other machinery (compaction, replication) that do not change
             // how one log reads or writes its files.
-            "cleanup.policy" | "min.insync.replicas" | "unclean.leader.election.enable" | "compression.type"
-            | "min.cleanable.dirty.ratio" | "delete.retention.ms" | "min.compaction.lag.ms" | "max.compaction.lag.ms"
-            | "flush.ms" | "local.retention.ms" | "local.retention.bytes" | "remote.storage.enable"
-            | "message.downconversion.enable" | "follower.replication.throttled.replicas"
-            | "leader.replication.throttled.replicas" | "message.format.version" | "message.timestamp.difference.max.ms" => {}
-            other => return Err(Error::InvalidArgument(format!("unknown log config '{other}'"))),
+            "cleanup.policy"
+            | "min.insync.replicas"
+            | "unclean.leader.election.enable"
+            | "compression.type"
+            | "min.cleanable.dirty.ratio"
+            | "delete.retention.ms"
+            | "min.compaction.lag.ms"
+            | "max.compaction.lag.ms"
+            | "flush.ms"
+            | "local.retention.ms"
+            | "local.retention.bytes"
+            | "remote.storage.enable"
+            | "message.downconversion.enable"
+            | "follower.replication.throttled.replicas"
+            | "leader.replication.throttled.replicas"
+            | "message.format.version"
+            | "message.timestamp.difference.max.ms" => {}
+            other => {
+                return Err(Error::InvalidArgument(format!(
+                    "unknown log config '{other}'"
+                )))
+            }
         }
         self.validate()
     }
 
     pub fn validate(&self) -> Result<()> {
         if self.segment_bytes < 14 {
-            return Err(Error::InvalidArgument(format!("segment.bytes {} is below the minimum (14)", self.segment_bytes)));
+            return Err(Error::InvalidArgument(format!(
+                "segment.bytes {} is below the minimum (14)",
+                self.segment_bytes
+            )));
         }
         if self.max_index_size < 12 {
-            return Err(Error::InvalidArgument(format!("segment.index.bytes {} is below one entry", self.max_index_size)));
+            return Err(Error::InvalidArgument(format!(
+                "segment.index.bytes {} is below one entry",
+                self.max_index_size
+            )));
         }
         if self.segment_ms <= 0 {
             return Err(Error::InvalidArgument("segment.ms must be positive".into()));

@@ -67,21 +67,32 @@ pub enum Error {
 
 impl Error {
     pub fn corrupt(message: impl Into<String>) -> Self {
-        Error::CorruptRecord { message: message.into(), location: Location::default() }
+        Error::CorruptRecord {
+            message: message.into(),
+            location: Location::default(),
+        }
     }
 
     pub fn corrupt_index(message: impl Into<String>) -> Self {
-        Error::CorruptIndex { message: message.into(), location: Location::default() }
+        Error::CorruptIndex {
+            message: message.into(),
+            location: Location::default(),
+        }
     }
 
     pub fn io(path: impl AsRef<Path>, source: std::io::Error) -> Self {
-        Error::Io { path: Some(path.as_ref().to_path_buf()), source }
+        Error::Io {
+            path: Some(path.as_ref().to_path_buf()),
+            source,
+        }
     }
 
     /// Attach the file and position to a corruption error found while decoding a buffer
     /// (the decoder only knows offsets relative to its slice). Keeps an existing file.
     pub fn at(mut self, file: Option<&Path>, position: u64) -> Self {
-        if let Error::CorruptRecord { location, .. } | Error::CorruptIndex { location, .. } = &mut self {
+        if let Error::CorruptRecord { location, .. } | Error::CorruptIndex { location, .. } =
+            &mut self
+        {
             if location.file.is_none() {
                 location.file = file.map(Path::to_path_buf);
             }

@@ -12,7 +12,9 @@ use crate::index::offset::OffsetIndex;
 use crate::index::time::{TimeIndex, TimestampOffset};
 use crate::index::txn::{AbortedTxn, TransactionIndex, TxnIndexSearchResult};
 use crate::record::batch::{Batch, NO_TIMESTAMP};
-use crate::record::file_records::{headers_in, FileRecords, LogOffsetPosition, TimestampAndOffset, DEFAULT_MAX_BATCH_SIZE};
+use crate::record::file_records::{
+    headers_in, FileRecords, LogOffsetPosition, TimestampAndOffset, DEFAULT_MAX_BATCH_SIZE,
+};
 
 pub const LOG_FILE_SUFFIX: &str = ".log";
 pub const INDEX_FILE_SUFFIX: &str = ".index";
@@ -28,7 +30,10 @@ pub fn filename_prefix_from_offset(offset: i64) -> String {
 }
 
 pub fn segment_file(dir: &Path, base_offset: i64, suffix: &str, extra_suffix: &str) -> PathBuf {
-    dir.join(format!("{}{suffix}{extra_suffix}", filename_prefix_from_offset(base_offset)))
+    dir.join(format!(
+        "{}{suffix}{extra_suffix}",
+        filename_prefix_from_offset(base_offset)
+    ))
 }
 
 /// The base offset a segment file's name encodes (`00000000000000000042.log.swap` -> 42).
@@ -52,7 +57,11 @@ pub struct LogOffsetMetadata {
 
 impl LogOffsetMetadata {
     pub fn offset_only(offset: i64) -> Self {
-        LogOffsetMetadata { message_offset: offset, segment_base_offset: -1, relative_position_in_segment: -1 }
+        LogOffsetMetadata {
+            message_offset: offset,
+            segment_base_offset: -1,
+            relative_position_in_segment: -1,
+        }
     }
     pub fn message_offset_only(&self) -> bool {
         self.segment_base_offset == -1 && self.relative_position_in_segment == -1
@@ -107,14 +116,22 @@ impl LogSegment {
     /// Kafka's `LogSegment.open`: the four files of the segment at `base_offset` in `dir`, with
     /// `suffix` appended to each name (`""`, `.cleaned`, `.swap`). A read-only segment maps its
     /// indexes read-only; if one is missing or fails its sanity check it is rebuilt privately.
-    pub fn open(dir: &Path, base_offset: i64, config: &LogConfig, writable: bool, suffix: &str, now_ms: i64) -> Result<Self> {
+    pub fn open(
+        dir: &Path,
+        base_offset: i64,
+        config: &LogConfig,
+        writable: bool,
+        suffix: &str,
+        now_ms: i64,
+    ) -> Result<Self> {
         let log_path = segment_file(dir, base_offset, LOG_FILE_SUFFIX, suffix);
         let index_path = segment_file(dir, base_offset, INDEX_FILE_SUFFIX, suffix);
         let time_path = segment_file(dir, base_offset, TIME_INDEX_FILE_SUFFIX, suffix);
         let txn_path = segment_file(dir, base_offset, TXN_INDEX_FILE_SUFFIX, suffix);
         let log = FileRecords::open(&log_path, writable)?;
         let mut scratch_dir = None;
-        let (offset_index, time_index) = if writable || (index_path.exists() && time_path.exists()) {
+        let (offset_index, time_index) = if writable || (index_path.exists() && time_path.exists())
+        {
             (
                 OffsetIndex::open(&index_path, base_offset, config.max_index_size, writable)?,
                 TimeIndex::open(&time_path, base_offset, config.max_index_size, writable)?,
@@ -122,8 +139,18 @@ impl LogSegment {
         } else {
             let dir = tempfile::tempdir().map_err(|e| Error::io(std::env::temp_dir(), e))?;
             let pair = (
-                OffsetIndex::open(segment_file(dir.path(), base_offset, INDEX_FILE_SUFFIX, ""), base_offset, config.max_index_size, true)?,
-                TimeIndex::open(segment_file(dir.path(), base_offset, TIME_INDEX_FILE_SUFFIX, ""), base_offset, config.max_index_size, true)?,
+                OffsetIndex::open(
+                    segment_file(dir.path(), base_offset, INDEX_FILE_SUFFIX, ""),
+                    base_offset,
+                    config.max_index_size,
+                    true,
+                )?,
+                TimeIndex::open(
+                    segment_file(dir.path(), base_offset, TIME_INDEX_FILE_SUFFIX, ""),
+                    base_offset,
+                    config.max_index_size,
+                    true,
+                )?,
             );
             scratch_dir = Some(dir);
             pair
@@ -148,6 +175,8 @@ impl LogSegment {
         };
         if segment._scratch_dir.is_some() {
             segment.rebuild_indexes()?;
+        } else {
+            segment.load_largest_timestamp()?;
         }
         Ok(segment)
     }
@@ -156,8 +185,18 @@ impl LogSegment {
     /// ones, leaving the files on disk untouched.
     pub fn rebuild_indexes_privately(&mut self, config: &LogConfig) -> Result<()> {
         let dir = tempfile::tempdir().map_err(|e| Error::io(std::env::temp_dir(), e))?;
-        self.offset_index = OffsetIndex::open(segment_file(dir.path(), self.base_offset, INDEX_FILE_SUFFIX, ""), self.base_offset, config.max_index_size, true)?;
-        self.time_index = TimeIndex::open(segment_file(dir.path(), self.base_offset, TIME_INDEX_FILE_SUFFIX, ""), self.base_offset, config.max_index_size, true)?;
+        self.offset_index = OffsetIndex::open(
+            segment_file(dir.path(), self.base_offset, INDEX_FILE_SUFFIX, ""),
+            self.base_offset,
+            config.max_index_size,
+            true,
+        )?;
+        self.time_index = TimeIndex::open(
+            segment_file(dir.path(), self.base_offset, TIME_INDEX_FILE_SUFFIX, ""),
+            self.base_offset,
+            config.max_index_size,
+            true,
+        )?;
         self._scratch_dir = Some(dir);
         self.rebuild_indexes()
     }
@@ -167,19 +206,27 @@ impl LogSegment {
         self.offset_index.reset()?;
         self.time_index.reset()?;
         let mut last_index_entry = 0u64;
-        let mut max_ts = TimestampOffset { timestamp: NO_TIMESTAMP, offset: self.base_offset };
+        let mut max_ts = TimestampOffset {
+            timestamp: NO_TIMESTAMP,
+            offset: self.base_offset,
+        };
         for header in self.log.headers_from(0, self.max_batch_size) {
             let h = header?;
             if h.max_timestamp > max_ts.timestamp {
-                max_ts = TimestampOffset { timestamp: h.max_timestamp, offset: h.last_offset };
+                max_ts = TimestampOffset {
+                    timestamp: h.max_timestamp,
+                    offset: h.last_offset,
+                };
             }
             if h.position - last_index_entry > self.index_interval_bytes as u64 {
                 self.offset_index.append(h.last_offset, h.position as i32)?;
-                self.time_index.maybe_append(max_ts.timestamp, max_ts.offset, false)?;
+                self.time_index
+                    .maybe_append(max_ts.timestamp, max_ts.offset, false)?;
                 last_index_entry = h.position;
             }
         }
-        self.time_index.maybe_append(max_ts.timestamp, max_ts.offset, true)?;
+        self.time_index
+            .maybe_append(max_ts.timestamp, max_ts.offset, true)?;
         self.max_timestamp_and_offset_so_far = Some(max_ts);
         Ok(())
     }
@@ -229,6 +276,28 @@ impl LogSegment {
         self.max_timestamp_and_offset_so_far.unwrap()
     }
 
+    /// The cached largest batch timestamp (loaded when the segment opened).
+    pub fn max_timestamp_so_far_ro(&self) -> i64 {
+        self.max_timestamp_and_offset_so_far
+            .map_or_else(|| self.time_index.last_entry().timestamp, |t| t.timestamp)
+    }
+
+    /// `largest_timestamp` without refreshing the cache.
+    pub fn largest_timestamp_ro(&self) -> Result<i64> {
+        let ts = self.max_timestamp_so_far_ro();
+        if ts >= 0 {
+            return Ok(ts);
+        }
+        self.last_modified_ms()
+    }
+
+    /// Gives both mapped indexes room up to the configured size again (the active segment).
+    pub fn offset_index_resize(&mut self, max_index_size: usize) -> Result<()> {
+        self.offset_index.resize(max_index_size)?;
+        self.time_index.resize(max_index_size)?;
+        Ok(())
+    }
+
     /// Largest timestamp of any batch in the segment (scans from the last time index entry).
     pub fn max_timestamp_so_far(&mut self) -> i64 {
         self.max_timestamp_and_offset().timestamp
@@ -250,7 +319,9 @@ impl LogSegment {
     pub fn last_modified_ms(&self) -> Result<i64> {
         let meta = std::fs::metadata(self.log.path()).map_err(|e| Error::io(self.log.path(), e))?;
         let mtime = meta.modified().map_err(|e| Error::io(self.log.path(), e))?;
-        Ok(mtime.duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64))
+        Ok(mtime
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as i64))
     }
 
     /// Loads the largest timestamp from the last time index entry on, as Kafka's
@@ -259,9 +330,14 @@ impl LogSegment {
         let last = self.time_index.last_entry();
         let mut best = last;
         let position = self.offset_index.lookup(last.offset).position as u64;
-        let found = self.log.largest_timestamp_after(position, self.max_batch_size)?;
+        let found = self
+            .log
+            .largest_timestamp_after(position, self.max_batch_size)?;
         if found.timestamp > best.timestamp {
-            best = TimestampOffset { timestamp: found.timestamp, offset: found.offset };
+            best = TimestampOffset {
+                timestamp: found.timestamp,
+                offset: found.offset,
+            };
         }
         self.max_timestamp_and_offset_so_far = Some(best);
         Ok(())
@@ -295,11 +371,16 @@ impl LogSegment {
         let mut max_ts = self.max_timestamp_and_offset();
         for h in &headers {
             if h.max_timestamp > max_ts.timestamp {
-                max_ts = TimestampOffset { timestamp: h.max_timestamp, offset: h.last_offset };
+                max_ts = TimestampOffset {
+                    timestamp: h.max_timestamp,
+                    offset: h.last_offset,
+                };
             }
             if self.bytes_since_last_index_entry > self.index_interval_bytes {
-                self.offset_index.append(h.last_offset, physical_position as i32)?;
-                self.time_index.maybe_append(max_ts.timestamp, max_ts.offset, false)?;
+                self.offset_index
+                    .append(h.last_offset, physical_position as i32)?;
+                self.time_index
+                    .maybe_append(max_ts.timestamp, max_ts.offset, false)?;
                 self.bytes_since_last_index_entry = 0;
             }
             physical_position += h.size as u64;
@@ -311,27 +392,50 @@ impl LogSegment {
 
     /// Kafka's `translateOffset`: the first batch whose last offset is >= `offset`, searching from
     /// the offset index's floor entry (or `starting_position`, if later).
-    pub fn translate_offset(&self, offset: i64, starting_position: u64) -> Result<Option<LogOffsetPosition>> {
+    pub fn translate_offset(
+        &self,
+        offset: i64,
+        starting_position: u64,
+    ) -> Result<Option<LogOffsetPosition>> {
         let mapping = self.offset_index.lookup(offset);
         let start = (mapping.position as u64).max(starting_position);
-        self.log.search_for_offset_with_size(offset, start, self.max_batch_size)
+        self.log
+            .search_for_offset_with_size(offset, start, self.max_batch_size)
     }
 
     /// Kafka's `LogSegment.read`: whole batches from the one holding `start_offset`, at most
     /// `max_size` bytes (at least one batch when `min_one_message`), never past `max_position`.
-    pub fn read(&self, start_offset: i64, max_size: usize, max_position: Option<u64>, min_one_message: bool) -> Result<Option<FetchDataInfo>> {
-        let Some(start) = self.translate_offset(start_offset, 0)? else { return Ok(None) };
+    pub fn read(
+        &self,
+        start_offset: i64,
+        max_size: usize,
+        max_position: Option<u64>,
+        min_one_message: bool,
+    ) -> Result<Option<FetchDataInfo>> {
+        let Some(start) = self.translate_offset(start_offset, 0)? else {
+            return Ok(None);
+        };
         let max_position = max_position.unwrap_or_else(|| self.log.size_in_bytes());
         let metadata = LogOffsetMetadata {
             message_offset: start_offset,
             segment_base_offset: self.base_offset,
             relative_position_in_segment: start.position as i64,
         };
-        let adjusted_max_size = if min_one_message { max_size.max(start.size) } else { max_size };
+        let adjusted_max_size = if min_one_message {
+            max_size.max(start.size)
+        } else {
+            max_size
+        };
         if adjusted_max_size == 0 {
-            return Ok(Some(FetchDataInfo { fetch_offset_metadata: metadata, records: Vec::new(), first_entry_incomplete: false, aborted_transactions: None }));
+            return Ok(Some(FetchDataInfo {
+                fetch_offset_metadata: metadata,
+                records: Vec::new(),
+                first_entry_incomplete: false,
+                aborted_transactions: None,
+            }));
         }
-        let fetch_size = (max_position.saturating_sub(start.position) as usize).min(adjusted_max_size);
+        let fetch_size =
+            (max_position.saturating_sub(start.position) as usize).min(adjusted_max_size);
         let records = self.log.read_range(start.position, fetch_size)?;
         Ok(Some(FetchDataInfo {
             fetch_offset_metadata: metadata,
@@ -343,7 +447,10 @@ impl LogSegment {
 
     /// Kafka's `readNextOffset`: the offset after the last batch (the base offset when empty).
     pub fn read_next_offset(&self) -> Result<i64> {
-        let start = self.offset_index.lookup(self.offset_index.last_offset()).position as u64;
+        let start = self
+            .offset_index
+            .lookup(self.offset_index.last_offset())
+            .position as u64;
         let mut next = self.base_offset;
         for header in self.log.headers_from(start, self.max_batch_size) {
             next = header?.last_offset + 1;
@@ -353,10 +460,23 @@ impl LogSegment {
 
     /// Kafka's `findOffsetByTimestamp`: the first record with timestamp >= `timestamp` and offset
     /// >= `starting_offset`, via the time index, then the offset index, then a scan.
-    pub fn find_offset_by_timestamp(&self, timestamp: i64, starting_offset: i64) -> Result<Option<TimestampAndOffset>> {
+    pub fn find_offset_by_timestamp(
+        &self,
+        timestamp: i64,
+        starting_offset: i64,
+    ) -> Result<Option<TimestampAndOffset>> {
         let ts_offset = self.time_index.lookup(timestamp);
-        let position = self.offset_index.lookup(ts_offset.offset.max(starting_offset)).position as u64;
-        self.log.search_for_timestamp(timestamp, position, starting_offset, self.max_batch_size, self.max_decompressed)
+        let position = self
+            .offset_index
+            .lookup(ts_offset.offset.max(starting_offset))
+            .position as u64;
+        self.log.search_for_timestamp(
+            timestamp,
+            position,
+            starting_offset,
+            self.max_batch_size,
+            self.max_decompressed,
+        )
     }
 
     /// Kafka's `recover`: validates every batch, rebuilds the offset and time indexes (the
@@ -368,22 +488,33 @@ impl LogSegment {
         self.txn_index.reset()?;
         let mut valid_bytes = 0u64;
         let mut last_index_entry = 0u64;
-        let mut max_ts = TimestampOffset { timestamp: NO_TIMESTAMP, offset: self.base_offset };
+        let mut max_ts = TimestampOffset {
+            timestamp: NO_TIMESTAMP,
+            offset: self.base_offset,
+        };
         let size = self.log.size_in_bytes();
-        let (log, offset_index, time_index) = (&self.log, &mut self.offset_index, &mut self.time_index);
+        let (log, offset_index, time_index) =
+            (&self.log, &mut self.offset_index, &mut self.time_index);
         let base_offset = self.base_offset;
         let mut reader = log.batches(0, size, self.max_batch_size);
         loop {
             let step: Result<bool> = (|| {
-                let Some((position, bytes)) = reader.next_batch()? else { return Ok(false) };
+                let Some((position, bytes)) = reader.next_batch()? else {
+                    return Ok(false);
+                };
                 let batch = Batch::parse(bytes).map_err(|e| e.at(Some(log.path()), position))?;
-                batch.ensure_valid().map_err(|e| e.at(Some(log.path()), position))?;
+                batch
+                    .ensure_valid()
+                    .map_err(|e| e.at(Some(log.path()), position))?;
                 let last_offset = batch.last_offset();
                 if last_offset < base_offset || last_offset - base_offset > i64::from(i32::MAX) {
                     return Err(Error::corrupt(format!("offset {last_offset} does not belong in segment {} (base offset {base_offset})", log.path().display())));
                 }
                 if batch.max_timestamp() > max_ts.timestamp {
-                    max_ts = TimestampOffset { timestamp: batch.max_timestamp(), offset: last_offset };
+                    max_ts = TimestampOffset {
+                        timestamp: batch.max_timestamp(),
+                        offset: last_offset,
+                    };
                 }
                 if position - last_index_entry > self.index_interval_bytes as u64 {
                     offset_index.append(last_offset, position as i32)?;
@@ -408,10 +539,12 @@ impl LogSegment {
             self.log.truncate_to(valid_bytes)?;
         }
         self.offset_index.trim_to_valid_size()?;
-        self.time_index.maybe_append(max_ts.timestamp, max_ts.offset, true)?;
+        self.time_index
+            .maybe_append(max_ts.timestamp, max_ts.offset, true)?;
         self.time_index.trim_to_valid_size()?;
         self.max_timestamp_and_offset_so_far = Some(max_ts);
-        self.bytes_since_last_index_entry = (valid_bytes - last_index_entry.min(valid_bytes)) as usize;
+        self.bytes_since_last_index_entry =
+            (valid_bytes - last_index_entry.min(valid_bytes)) as usize;
         Ok(truncated)
     }
 
@@ -443,9 +576,16 @@ impl LogSegment {
     }
 
     /// Time since the segment's first batch (or its creation) for time-based rolling.
-    pub fn time_waited_for_roll(&mut self, now: i64, max_timestamp_in_messages: i64) -> Result<i64> {
+    pub fn time_waited_for_roll(
+        &mut self,
+        now: i64,
+        max_timestamp_in_messages: i64,
+    ) -> Result<i64> {
         if self.rolling_based_timestamp.is_none() && self.log.size_in_bytes() > 0 {
-            self.rolling_based_timestamp = self.log.read_header(0, self.max_batch_size)?.map(|h| h.max_timestamp);
+            self.rolling_based_timestamp = self
+                .log
+                .read_header(0, self.max_batch_size)?
+                .map(|h| h.max_timestamp);
         }
         Ok(match self.rolling_based_timestamp {
             Some(t) if t >= 0 => max_timestamp_in_messages - t,
@@ -455,10 +595,14 @@ impl LogSegment {
 
     /// Kafka's `shouldRoll`: size, time, a full index, or an offset beyond 32 bits relative.
     pub fn should_roll(&mut self, params: &RollParams) -> Result<bool> {
-        let reached_roll_ms = self.time_waited_for_roll(params.now, params.max_timestamp_in_messages)?
+        let reached_roll_ms = self
+            .time_waited_for_roll(params.now, params.max_timestamp_in_messages)?
             > params.max_segment_ms - self.rolling_jitter_ms;
         let size = self.log.size_in_bytes();
-        Ok(size > params.max_segment_bytes.saturating_sub(params.messages_size as u64)
+        Ok(size
+            > params
+                .max_segment_bytes
+                .saturating_sub(params.messages_size as u64)
             || (size > 0 && reached_roll_ms)
             || self.offset_index.is_full()
             || self.time_index.is_full()
@@ -466,8 +610,13 @@ impl LogSegment {
     }
 
     /// The aborted transactions overlapping `[fetch_offset, upper_bound_offset)` in this segment.
-    pub fn collect_aborted_txns(&self, fetch_offset: i64, upper_bound_offset: i64) -> Result<TxnIndexSearchResult> {
-        self.txn_index.collect_aborted_txns(fetch_offset, upper_bound_offset)
+    pub fn collect_aborted_txns(
+        &self,
+        fetch_offset: i64,
+        upper_bound_offset: i64,
+    ) -> Result<TxnIndexSearchResult> {
+        self.txn_index
+            .collect_aborted_txns(fetch_offset, upper_bound_offset)
     }
 
     /// Records an aborted transaction that completed in this segment.
@@ -478,7 +627,8 @@ impl LogSegment {
     /// Kafka's `onBecomeInactiveSegment`: final time index entry, then trim indexes and log.
     pub fn on_become_inactive_segment(&mut self) -> Result<()> {
         let max_ts = self.max_timestamp_and_offset();
-        self.time_index.maybe_append(max_ts.timestamp, max_ts.offset, true)?;
+        self.time_index
+            .maybe_append(max_ts.timestamp, max_ts.offset, true)?;
         self.offset_index.trim_to_valid_size()?;
         self.time_index.trim_to_valid_size()?;
         Ok(())
@@ -495,7 +645,8 @@ impl LogSegment {
     pub fn close(&mut self) -> Result<()> {
         if self.is_writable() {
             let max_ts = self.max_timestamp_and_offset();
-            self.time_index.maybe_append(max_ts.timestamp, max_ts.offset, true)?;
+            self.time_index
+                .maybe_append(max_ts.timestamp, max_ts.offset, true)?;
             self.offset_index.close()?;
             self.time_index.close()?;
             self.txn_index.close()?;
@@ -507,12 +658,18 @@ impl LogSegment {
     /// Renames all four files from `old_suffix` to `new_suffix` (Kafka's `changeFileSuffixes`).
     pub fn change_file_suffixes(&mut self, old_suffix: &str, new_suffix: &str) -> Result<()> {
         fn renamed(path: &Path, old_suffix: &str, new_suffix: &str) -> PathBuf {
-            let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+            let name = path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .unwrap_or_default();
             let stem = name.strip_suffix(old_suffix).unwrap_or(name);
             path.with_file_name(format!("{stem}{new_suffix}"))
         }
         if !self.is_writable() {
-            return Err(Error::ReadOnly(format!("segment {} is read-only", self.log.path().display())));
+            return Err(Error::ReadOnly(format!(
+                "segment {} is read-only",
+                self.log.path().display()
+            )));
         }
         let log_path = renamed(self.log.path(), old_suffix, new_suffix);
         self.log.rename_to(&log_path)?;

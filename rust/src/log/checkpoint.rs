@@ -59,17 +59,20 @@ pub(crate) fn sync_parent_dir(path: &Path) -> Result<()> {
 /// Reads a file as UTF-8, `None` when it does not exist.
 fn read_text(path: &Path) -> Result<Option<String>> {
     match fs::read(path) {
-        Ok(bytes) => String::from_utf8(bytes)
-            .map(Some)
-            .map_err(|_| Error::corrupt(format!("{} is not valid UTF-8", path.display())).in_file(path)),
+        Ok(bytes) => String::from_utf8(bytes).map(Some).map_err(|_| {
+            Error::corrupt(format!("{} is not valid UTF-8", path.display())).in_file(path)
+        }),
         Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
         Err(e) => Err(Error::io(path, e)),
     }
 }
 
 fn malformed(path: &Path, line_no: usize, line: &str, why: &str) -> Error {
-    Error::corrupt(format!("malformed line {line_no} in checkpoint file {}: {line:?} ({why})", path.display()))
-        .in_file(path)
+    Error::corrupt(format!(
+        "malformed line {line_no} in checkpoint file {}: {line:?} ({why})",
+        path.display()
+    ))
+    .in_file(path)
 }
 
 /// Splits like Java's `line.split("\\s+")`: a leading blank yields an empty first field, which
@@ -98,7 +101,10 @@ pub struct CheckpointFile {
 
 impl CheckpointFile {
     pub fn new(path: impl Into<PathBuf>, version: i32) -> Self {
-        CheckpointFile { path: path.into(), version }
+        CheckpointFile {
+            path: path.into(),
+            version,
+        }
     }
 
     pub fn path(&self) -> &Path {
@@ -112,7 +118,11 @@ impl CheckpointFile {
     /// Kafka's constructor creates a missing checkpoint as an empty file; callers that may write
     /// do the same so a directory looks like a broker's.
     pub fn create_if_missing(&self) -> Result<()> {
-        match OpenOptions::new().write(true).create_new(true).open(&self.path) {
+        match OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&self.path)
+        {
             Ok(_) => sync_parent_dir(&self.path),
             Err(e) if e.kind() == ErrorKind::AlreadyExists => Ok(()),
             Err(e) => Err(Error::io(&self.path, e)),
@@ -145,8 +155,12 @@ impl CheckpointFile {
     /// Parses checkpoint text; `path` only names the file in errors.
     pub fn parse<T: CheckpointEntry>(path: &Path, version: i32, text: &str) -> Result<Vec<T>> {
         let mut lines = text.lines().enumerate().map(|(i, l)| (i + 1, l));
-        let Some((n, line)) = lines.next() else { return Ok(Vec::new()) };
-        let found: i32 = line.parse().map_err(|_| malformed(path, n, line, "expected the version"))?;
+        let Some((n, line)) = lines.next() else {
+            return Ok(Vec::new());
+        };
+        let found: i32 = line
+            .parse()
+            .map_err(|_| malformed(path, n, line, "expected the version"))?;
         if found != version {
             return Err(Error::corrupt(format!(
                 "unrecognised version {found} in checkpoint file {} (expected {version})",
@@ -154,15 +168,20 @@ impl CheckpointFile {
             ))
             .in_file(path));
         }
-        let Some((n, line)) = lines.next() else { return Ok(Vec::new()) };
-        let expected: i32 = line.parse().map_err(|_| malformed(path, n, line, "expected the entry count"))?;
+        let Some((n, line)) = lines.next() else {
+            return Ok(Vec::new());
+        };
+        let expected: i32 = line
+            .parse()
+            .map_err(|_| malformed(path, n, line, "expected the entry count"))?;
         if expected < 0 {
             return Err(malformed(path, n, line, "negative entry count"));
         }
         // The count is untrusted: grow with the lines actually present, never reserve from it.
         let mut entries = Vec::new();
         for (n, line) in lines {
-            let entry = T::parse(line).ok_or_else(|| malformed(path, n, line, "not a valid entry"))?;
+            let entry =
+                T::parse(line).ok_or_else(|| malformed(path, n, line, "not a valid entry"))?;
             entries.push(entry);
         }
         if entries.len() != expected as usize {
@@ -212,7 +231,9 @@ pub struct OffsetCheckpointFile {
 
 impl OffsetCheckpointFile {
     pub fn new(path: impl Into<PathBuf>) -> Self {
-        OffsetCheckpointFile { file: CheckpointFile::new(path, CHECKPOINT_VERSION) }
+        OffsetCheckpointFile {
+            file: CheckpointFile::new(path, CHECKPOINT_VERSION),
+        }
     }
 
     /// The named checkpoint (e.g. [`RECOVERY_POINT_CHECKPOINT_FILE`]) in a broker log directory.
@@ -226,7 +247,12 @@ impl OffsetCheckpointFile {
 
     /// Later lines win on a repeated partition, as with Kafka's `HashMap.put`.
     pub fn read(&self) -> Result<OffsetMap> {
-        Ok(self.file.read::<TopicPartitionOffset>()?.into_iter().map(|e| ((e.topic, e.partition), e.offset)).collect())
+        Ok(self
+            .file
+            .read::<TopicPartitionOffset>()?
+            .into_iter()
+            .map(|e| ((e.topic, e.partition), e.offset))
+            .collect())
     }
 
     pub fn write(&self, offsets: &OffsetMap) -> Result<()> {
@@ -310,7 +336,9 @@ impl PartitionMetadataFile {
     pub const CURRENT_VERSION: i32 = 0;
 
     pub fn in_dir(partition_dir: &Path) -> Self {
-        PartitionMetadataFile { path: partition_dir.join(PARTITION_METADATA_FILE) }
+        PartitionMetadataFile {
+            path: partition_dir.join(PARTITION_METADATA_FILE),
+        }
     }
 
     pub fn path(&self) -> &Path {
@@ -327,31 +355,42 @@ impl PartitionMetadataFile {
 
     pub fn write(&self, topic_id: Uuid) -> Result<()> {
         if topic_id == Uuid::ZERO {
-            return Err(Error::InvalidArgument("the zero UUID is not a valid topic id".into()));
+            return Err(Error::InvalidArgument(
+                "the zero UUID is not a valid topic id".into(),
+            ));
         }
         atomic_write(&self.path, Self::render(topic_id).as_bytes())
     }
 
     /// The topic id, `None` when the file does not exist.
     pub fn read(&self) -> Result<Option<Uuid>> {
-        let Some(text) = read_text(&self.path)? else { return Ok(None) };
+        let Some(text) = read_text(&self.path)? else {
+            return Ok(None);
+        };
         Self::parse(&self.path, &text).map(Some)
     }
 
     pub fn parse(path: &Path, text: &str) -> Result<Uuid> {
         let bad = |n: usize, line: &str, why: &str| {
-            Error::corrupt(format!("malformed line {n} in partition metadata file {}: {line:?} ({why})", path.display()))
-                .in_file(path)
+            Error::corrupt(format!(
+                "malformed line {n} in partition metadata file {}: {line:?} ({why})",
+                path.display()
+            ))
+            .in_file(path)
         };
         let mut lines = text.lines();
         let line = lines.next().unwrap_or("");
-        let version = value_after(line, "version").ok_or_else(|| bad(1, line, "expected `version: <n>`"))?;
-        let version: i32 = version.parse().map_err(|_| bad(1, line, "version is not a number"))?;
+        let version =
+            value_after(line, "version").ok_or_else(|| bad(1, line, "expected `version: <n>`"))?;
+        let version: i32 = version
+            .parse()
+            .map_err(|_| bad(1, line, "version is not a number"))?;
         if version != Self::CURRENT_VERSION {
             return Err(bad(1, line, "unrecognized version"));
         }
         let line = lines.next().unwrap_or("");
-        let id = value_after(line, "topic_id").ok_or_else(|| bad(2, line, "expected `topic_id: <uuid>`"))?;
+        let id = value_after(line, "topic_id")
+            .ok_or_else(|| bad(2, line, "expected `topic_id: <uuid>`"))?;
         let id = Uuid::parse(id).ok_or_else(|| bad(2, line, "not a base64url UUID"))?;
         if id == Uuid::ZERO {
             return Err(bad(2, line, "the zero UUID is not a valid topic id"));
@@ -389,7 +428,9 @@ impl CleanShutdownFile {
     pub const CURRENT_VERSION: i32 = 0;
 
     pub fn in_log_dir(log_dir: &Path) -> Self {
-        CleanShutdownFile { path: log_dir.join(CLEAN_SHUTDOWN_FILE) }
+        CleanShutdownFile {
+            path: log_dir.join(CLEAN_SHUTDOWN_FILE),
+        }
     }
 
     pub fn path(&self) -> &Path {
@@ -402,7 +443,10 @@ impl CleanShutdownFile {
 
     /// The current broker's exact bytes (Jackson serializing its `Content` class, field order).
     pub fn render(broker_epoch: i64) -> String {
-        format!("{{\"version\":{},\"brokerEpoch\":{broker_epoch}}}", Self::CURRENT_VERSION)
+        format!(
+            "{{\"version\":{},\"brokerEpoch\":{broker_epoch}}}",
+            Self::CURRENT_VERSION
+        )
     }
 
     pub fn write(&self, broker_epoch: i64) -> Result<()> {
@@ -411,10 +455,18 @@ impl CleanShutdownFile {
 
     /// `None` when there is no marker (an unclean shutdown, or a fresh directory).
     pub fn read(&self) -> Result<Option<CleanShutdown>> {
-        let Some(text) = read_text(&self.path)? else { return Ok(None) };
+        let Some(text) = read_text(&self.path)? else {
+            return Ok(None);
+        };
         let fields = parse_flat_json(&text);
-        let epoch = |key: &str| fields.as_ref().and_then(|m| m.get(key)?.parse::<i64>().ok());
-        Ok(Some(CleanShutdown { broker_epoch: epoch("brokerEpoch").or_else(|| epoch("broker_epoch")) }))
+        let epoch = |key: &str| {
+            fields
+                .as_ref()
+                .and_then(|m| m.get(key)?.parse::<i64>().ok())
+        };
+        Ok(Some(CleanShutdown {
+            broker_epoch: epoch("brokerEpoch").or_else(|| epoch("broker_epoch")),
+        }))
     }
 
     /// Removes the marker; a missing one is fine.
@@ -455,7 +507,9 @@ fn parse_flat_json(text: &str) -> Option<BTreeMap<String, String>> {
         let (value, r) = if r.starts_with('"') {
             string(r)?
         } else {
-            let end = r.find(|c: char| c == ',' || c.is_whitespace()).unwrap_or(r.len());
+            let end = r
+                .find(|c: char| c == ',' || c.is_whitespace())
+                .unwrap_or(r.len());
             let v = &r[..end];
             if v.is_empty() || !v.chars().all(|c| c.is_ascii_digit() || c == '-') {
                 return None;
@@ -502,7 +556,10 @@ pub fn parse_partition_dir(name: &str) -> Option<PartitionDir> {
         (FUTURE_DIR_SUFFIX, PartitionDirKind::Future),
         (STRAY_DIR_SUFFIX, PartitionDirKind::Stray),
     ];
-    let (base, kind) = match suffixed.iter().find_map(|(sfx, k)| Some((name.strip_suffix(sfx)?, *k))) {
+    let (base, kind) = match suffixed
+        .iter()
+        .find_map(|(sfx, k)| Some((name.strip_suffix(sfx)?, *k)))
+    {
         Some((stem, kind)) => {
             // `topic-partition.uniqueId`: the id holds no `.` (32 hex chars, no dashes).
             let (base, id) = stem.rsplit_once('.')?;
@@ -514,17 +571,26 @@ pub fn parse_partition_dir(name: &str) -> Option<PartitionDir> {
         None => (name, PartitionDirKind::Live),
     };
     let (topic, partition) = base.rsplit_once('-')?;
-    if topic.is_empty() || topic.contains(char::is_whitespace) || !partition.bytes().all(|b| b.is_ascii_digit()) {
+    if topic.is_empty()
+        || topic.contains(char::is_whitespace)
+        || !partition.bytes().all(|b| b.is_ascii_digit())
+    {
         return None;
     }
     let partition: i32 = partition.parse().ok()?;
-    Some(PartitionDir { topic: topic.to_string(), partition, kind })
+    Some(PartitionDir {
+        topic: topic.to_string(),
+        partition,
+        kind,
+    })
 }
 
 /// `(topic, partition)` of a live partition directory name such as `my-topic-3`; `None` for
 /// anything else, including `-delete`/`-future`/`-stray` directories (see [`parse_partition_dir`]).
 pub fn parse_topic_partition(dir_name: &str) -> Option<(String, i32)> {
-    parse_partition_dir(dir_name).filter(|d| d.kind == PartitionDirKind::Live).map(|d| (d.topic, d.partition))
+    parse_partition_dir(dir_name)
+        .filter(|d| d.kind == PartitionDirKind::Live)
+        .map(|d| (d.topic, d.partition))
 }
 
 #[cfg(test)]
@@ -547,7 +613,10 @@ mod tests {
         let text = fs::read_to_string(f.path()).unwrap();
         assert_eq!(text, "0\n2\n__consumer_offsets 0 0\nmy-topic 3 120\n");
         assert_eq!(f.read().unwrap(), m);
-        assert!(!dir.path().join("recovery-point-offset-checkpoint.tmp").exists());
+        assert!(!dir
+            .path()
+            .join("recovery-point-offset-checkpoint.tmp")
+            .exists());
 
         f.update("my-topic", 3, Some(200)).unwrap();
         f.update("other", 1, Some(5)).unwrap();
@@ -562,29 +631,57 @@ mod tests {
     fn parses_broker_written_checkpoint() {
         // Verbatim from a Kafka 4.4.0 broker's log dir (HashMap order, '\n' line ends).
         let text = "0\n3\n__transaction_state 0 10\nmy-topic.x 1 2\nmy-topic.x 0 31\n";
-        let got: Vec<TopicPartitionOffset> = CheckpointFile::parse(Path::new("x"), 0, text).unwrap();
-        assert_eq!(got[2], TopicPartitionOffset { topic: "my-topic.x".into(), partition: 0, offset: 31 });
+        let got: Vec<TopicPartitionOffset> =
+            CheckpointFile::parse(Path::new("x"), 0, text).unwrap();
+        assert_eq!(
+            got[2],
+            TopicPartitionOffset {
+                topic: "my-topic.x".into(),
+                partition: 0,
+                offset: 31
+            }
+        );
         let dir = tmp();
         fs::write(dir.path().join(REPLICATION_OFFSET_CHECKPOINT_FILE), text).unwrap();
         let f = OffsetCheckpointFile::in_log_dir(dir.path(), REPLICATION_OFFSET_CHECKPOINT_FILE);
         let map = f.read().unwrap();
         assert_eq!(map[&("__transaction_state".to_string(), 0)], 10);
         // Its log-start-offset-checkpoint with no entries.
-        assert!(CheckpointFile::parse::<TopicPartitionOffset>(Path::new("x"), 0, "0\n0\n").unwrap().is_empty());
+        assert!(
+            CheckpointFile::parse::<TopicPartitionOffset>(Path::new("x"), 0, "0\n0\n")
+                .unwrap()
+                .is_empty()
+        );
         // Kafka's `\s+` split accepts runs of spaces and tabs between fields.
-        let got: Vec<TopicPartitionOffset> = CheckpointFile::parse(Path::new("x"), 0, "0\n1\nt  2\t9\n").unwrap();
+        let got: Vec<TopicPartitionOffset> =
+            CheckpointFile::parse(Path::new("x"), 0, "0\n1\nt  2\t9\n").unwrap();
         assert_eq!(got[0].offset, 9);
         // An empty file and a version-only file are empty, as Kafka reads them.
-        assert!(CheckpointFile::parse::<TopicPartitionOffset>(Path::new("x"), 0, "").unwrap().is_empty());
-        assert!(CheckpointFile::parse::<TopicPartitionOffset>(Path::new("x"), 0, "0\n").unwrap().is_empty());
+        assert!(
+            CheckpointFile::parse::<TopicPartitionOffset>(Path::new("x"), 0, "")
+                .unwrap()
+                .is_empty()
+        );
+        assert!(
+            CheckpointFile::parse::<TopicPartitionOffset>(Path::new("x"), 0, "0\n")
+                .unwrap()
+                .is_empty()
+        );
     }
 
     #[test]
     fn malformed_checkpoints_name_file_and_line() {
         let p = Path::new("/logs/recovery-point-offset-checkpoint");
-        let err = |text: &str| CheckpointFile::parse::<TopicPartitionOffset>(p, 0, text).unwrap_err().to_string();
+        let err = |text: &str| {
+            CheckpointFile::parse::<TopicPartitionOffset>(p, 0, text)
+                .unwrap_err()
+                .to_string()
+        };
         let e = err("1\n0\n");
-        assert!(e.contains("unrecognised version 1") && e.contains("recovery-point-offset-checkpoint"), "{e}");
+        assert!(
+            e.contains("unrecognised version 1") && e.contains("recovery-point-offset-checkpoint"),
+            "{e}"
+        );
         assert!(err("x\n").contains("line 1"));
         assert!(err("0\nzz\n").contains("line 2"));
         assert!(err("0\n-1\n").contains("line 2"));
@@ -594,7 +691,10 @@ mod tests {
         assert!(err("0\n1\nt x 1\n").contains("line 3"));
         assert!(err("0\n1\n\n").contains("line 3"));
         let e = err("0\n3\nt 0 1\n");
-        assert!(e.contains("expected 3 entries") && e.contains("found 1"), "{e}");
+        assert!(
+            e.contains("expected 3 entries") && e.contains("found 1"),
+            "{e}"
+        );
         // A huge count is just a mismatch, never an allocation.
         assert!(err("0\n2147483647\nt 0 1\n").contains("expected 2147483647"));
     }
@@ -606,9 +706,17 @@ mod tests {
         assert_eq!(id.to_string(), "ASNFZ4mrze_-3LqYdlQyEA");
         assert_eq!(Uuid::parse("ASNFZ4mrze_-3LqYdlQyEA"), Some(id));
         assert_eq!(Uuid::parse("AAAAAAAAAAAAAAAAAAAAAA"), Some(Uuid::ZERO));
-        assert_eq!(Uuid::parse("ASNFZ4mrze_-3LqYdlQyEB"), None, "non-zero pad bits");
+        assert_eq!(
+            Uuid::parse("ASNFZ4mrze_-3LqYdlQyEB"),
+            None,
+            "non-zero pad bits"
+        );
         assert_eq!(Uuid::parse("ASNFZ4mrze_-3LqYdlQyE"), None);
-        assert_eq!(Uuid::parse("ASNFZ4mrze+/3LqYdlQyEA"), None, "standard alphabet");
+        assert_eq!(
+            Uuid::parse("ASNFZ4mrze+/3LqYdlQyEA"),
+            None,
+            "standard alphabet"
+        );
         for v in [1u128, u128::MAX, 0xdead_beef << 64] {
             assert_eq!(Uuid::parse(&Uuid(v).to_string()), Some(Uuid(v)));
         }
@@ -621,14 +729,25 @@ mod tests {
         assert_eq!(f.read().unwrap(), None);
         let id = Uuid::parse("ASNFZ4mrze_-3LqYdlQyEA").unwrap();
         f.write(id).unwrap();
-        assert_eq!(fs::read_to_string(f.path()).unwrap(), "version: 0\ntopic_id: ASNFZ4mrze_-3LqYdlQyEA");
+        assert_eq!(
+            fs::read_to_string(f.path()).unwrap(),
+            "version: 0\ntopic_id: ASNFZ4mrze_-3LqYdlQyEA"
+        );
         assert_eq!(f.read().unwrap(), Some(id));
         assert!(f.write(Uuid::ZERO).is_err());
         // Verbatim from a Kafka 4.4.0 broker, and with a trailing newline some tools add.
         let p = Path::new("partition.metadata");
-        let real = PartitionMetadataFile::parse(p, "version: 0\ntopic_id: JwtkD3LKRbeUc4ol_YRygA").unwrap();
-        assert_eq!(PartitionMetadataFile::render(real), "version: 0\ntopic_id: JwtkD3LKRbeUc4ol_YRygA");
-        assert_eq!(PartitionMetadataFile::parse(p, "version: 0\ntopic_id: ASNFZ4mrze_-3LqYdlQyEA\n").unwrap(), id);
+        let real = PartitionMetadataFile::parse(p, "version: 0\ntopic_id: JwtkD3LKRbeUc4ol_YRygA")
+            .unwrap();
+        assert_eq!(
+            PartitionMetadataFile::render(real),
+            "version: 0\ntopic_id: JwtkD3LKRbeUc4ol_YRygA"
+        );
+        assert_eq!(
+            PartitionMetadataFile::parse(p, "version: 0\ntopic_id: ASNFZ4mrze_-3LqYdlQyEA\n")
+                .unwrap(),
+            id
+        );
         for (text, line) in [
             ("version: 1\ntopic_id: ASNFZ4mrze_-3LqYdlQyEA", "line 1"),
             ("version:0\ntopic_id: ASNFZ4mrze_-3LqYdlQyEA", "line 1"),
@@ -637,8 +756,13 @@ mod tests {
             ("version: 0\ntopic_id: AAAAAAAAAAAAAAAAAAAAAA", "line 2"),
             ("version: 0\ntopic_id: nope", "line 2"),
         ] {
-            let e = PartitionMetadataFile::parse(p, text).unwrap_err().to_string();
-            assert!(e.contains(line) && e.contains("partition.metadata"), "{text:?}: {e}");
+            let e = PartitionMetadataFile::parse(p, text)
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.contains(line) && e.contains("partition.metadata"),
+                "{text:?}: {e}"
+            );
         }
     }
 
@@ -649,19 +773,46 @@ mod tests {
         assert_eq!(f.read().unwrap(), None);
         f.write(42).unwrap();
         // Byte for byte what a Kafka 4.4 broker left on clean shutdown (epoch 12 there).
-        assert_eq!(fs::read_to_string(f.path()).unwrap(), r#"{"version":0,"brokerEpoch":42}"#);
-        assert_eq!(CleanShutdownFile::render(12), r#"{"version":0,"brokerEpoch":12}"#);
-        assert_eq!(f.read().unwrap(), Some(CleanShutdown { broker_epoch: Some(42) }));
+        assert_eq!(
+            fs::read_to_string(f.path()).unwrap(),
+            r#"{"version":0,"brokerEpoch":42}"#
+        );
+        assert_eq!(
+            CleanShutdownFile::render(12),
+            r#"{"version":0,"brokerEpoch":12}"#
+        );
+        assert_eq!(
+            f.read().unwrap(),
+            Some(CleanShutdown {
+                broker_epoch: Some(42)
+            })
+        );
         // The 3.5-era string map.
         fs::write(f.path(), r#"{"broker_epoch":"9","version":"0"}"#).unwrap();
-        assert_eq!(f.read().unwrap(), Some(CleanShutdown { broker_epoch: Some(9) }));
+        assert_eq!(
+            f.read().unwrap(),
+            Some(CleanShutdown {
+                broker_epoch: Some(9)
+            })
+        );
         // Pre-3.5 brokers leave an empty marker: still a clean shutdown, epoch unknown.
         fs::write(f.path(), "").unwrap();
-        assert_eq!(f.read().unwrap(), Some(CleanShutdown { broker_epoch: None }));
+        assert_eq!(
+            f.read().unwrap(),
+            Some(CleanShutdown { broker_epoch: None })
+        );
         fs::write(f.path(), "{ \"version\" : \"0\", \"broker_epoch\": 7 }").unwrap();
-        assert_eq!(f.read().unwrap(), Some(CleanShutdown { broker_epoch: Some(7) }));
+        assert_eq!(
+            f.read().unwrap(),
+            Some(CleanShutdown {
+                broker_epoch: Some(7)
+            })
+        );
         fs::write(f.path(), "{garbage").unwrap();
-        assert_eq!(f.read().unwrap(), Some(CleanShutdown { broker_epoch: None }));
+        assert_eq!(
+            f.read().unwrap(),
+            Some(CleanShutdown { broker_epoch: None })
+        );
         f.remove().unwrap();
         assert!(!f.exists());
         f.remove().unwrap();
@@ -669,18 +820,48 @@ mod tests {
 
     #[test]
     fn partition_dir_names() {
-        assert_eq!(parse_topic_partition("my-topic-3"), Some(("my-topic".into(), 3)));
-        assert_eq!(parse_topic_partition("a.b-c-12"), Some(("a.b-c".into(), 12)));
-        assert_eq!(parse_topic_partition("topic--1"), Some(("topic-".into(), 1)), "a topic may end in -");
-        assert_eq!(parse_topic_partition("__consumer_offsets-49"), Some(("__consumer_offsets".into(), 49)));
-        for bad in ["topic", "-3", "topic-", "topic-x", "topic-+1", "recovery-point-offset-checkpoint", "t-99999999999"] {
+        assert_eq!(
+            parse_topic_partition("my-topic-3"),
+            Some(("my-topic".into(), 3))
+        );
+        assert_eq!(
+            parse_topic_partition("a.b-c-12"),
+            Some(("a.b-c".into(), 12))
+        );
+        assert_eq!(
+            parse_topic_partition("topic--1"),
+            Some(("topic-".into(), 1)),
+            "a topic may end in -"
+        );
+        assert_eq!(
+            parse_topic_partition("__consumer_offsets-49"),
+            Some(("__consumer_offsets".into(), 49))
+        );
+        for bad in [
+            "topic",
+            "-3",
+            "topic-",
+            "topic-x",
+            "topic-+1",
+            "recovery-point-offset-checkpoint",
+            "t-99999999999",
+        ] {
             assert_eq!(parse_topic_partition(bad), None, "{bad}");
         }
         let d = parse_partition_dir("my-topic-3.0123456789abcdef0123456789abcdef-delete").unwrap();
-        assert_eq!((d.topic.as_str(), d.partition, d.kind), ("my-topic", 3, PartitionDirKind::Delete));
+        assert_eq!(
+            (d.topic.as_str(), d.partition, d.kind),
+            ("my-topic", 3, PartitionDirKind::Delete)
+        );
         let d = parse_partition_dir("a.b-0.0123456789abcdef0123456789abcdef-future").unwrap();
-        assert_eq!((d.topic.as_str(), d.partition, d.kind), ("a.b", 0, PartitionDirKind::Future));
-        assert_eq!(parse_partition_dir("t-1.abc-stray").unwrap().kind, PartitionDirKind::Stray);
+        assert_eq!(
+            (d.topic.as_str(), d.partition, d.kind),
+            ("a.b", 0, PartitionDirKind::Future)
+        );
+        assert_eq!(
+            parse_partition_dir("t-1.abc-stray").unwrap().kind,
+            PartitionDirKind::Stray
+        );
         assert_eq!(parse_topic_partition("t-1.abc-stray"), None);
         assert_eq!(parse_partition_dir("t-1-delete"), None, "no unique id");
     }

@@ -30,7 +30,10 @@ impl CheckpointEntry for EpochEntry {
         }
         let mut it = line.split_whitespace();
         let (epoch, start_offset) = (it.next()?.parse().ok()?, it.next()?.parse().ok()?);
-        it.next().is_none().then_some(EpochEntry { epoch, start_offset })
+        it.next().is_none().then_some(EpochEntry {
+            epoch,
+            start_offset,
+        })
     }
 }
 
@@ -56,10 +59,15 @@ impl LeaderEpochFileCache {
         if !read_only {
             checkpoint.create_if_missing()?;
         }
-        let mut cache = LeaderEpochFileCache { checkpoint, read_only, epochs: BTreeMap::new() };
+        let mut cache = LeaderEpochFileCache {
+            checkpoint,
+            read_only,
+            epochs: BTreeMap::new(),
+        };
         for e in cache.checkpoint.read::<EpochEntry>()? {
             cache.assign_in_memory(e).map_err(|err| {
-                Error::corrupt(format!("{err} in {}", cache.checkpoint.path().display())).in_file(cache.checkpoint.path())
+                Error::corrupt(format!("{err} in {}", cache.checkpoint.path().display()))
+                    .in_file(cache.checkpoint.path())
             })?;
         }
         Ok(cache)
@@ -79,7 +87,10 @@ impl LeaderEpochFileCache {
     /// with an epoch >= `epoch` or a start offset >= `start_offset` are dropped first. Returns
     /// whether the cache changed.
     pub fn assign(&mut self, epoch: i32, start_offset: i64) -> Result<bool> {
-        let changed = self.assign_in_memory(EpochEntry { epoch, start_offset })?;
+        let changed = self.assign_in_memory(EpochEntry {
+            epoch,
+            start_offset,
+        })?;
         if changed {
             self.write_through()?;
         }
@@ -128,15 +139,31 @@ impl LeaderEpochFileCache {
     }
 
     pub fn entries(&self) -> Vec<EpochEntry> {
-        self.epochs.iter().map(|(&epoch, &start_offset)| EpochEntry { epoch, start_offset }).collect()
+        self.epochs
+            .iter()
+            .map(|(&epoch, &start_offset)| EpochEntry {
+                epoch,
+                start_offset,
+            })
+            .collect()
     }
 
     pub fn latest_entry(&self) -> Option<EpochEntry> {
-        self.epochs.last_key_value().map(|(&epoch, &start_offset)| EpochEntry { epoch, start_offset })
+        self.epochs
+            .last_key_value()
+            .map(|(&epoch, &start_offset)| EpochEntry {
+                epoch,
+                start_offset,
+            })
     }
 
     pub fn earliest_entry(&self) -> Option<EpochEntry> {
-        self.epochs.first_key_value().map(|(&epoch, &start_offset)| EpochEntry { epoch, start_offset })
+        self.epochs
+            .first_key_value()
+            .map(|(&epoch, &start_offset)| EpochEntry {
+                epoch,
+                start_offset,
+            })
     }
 
     pub fn latest_epoch(&self) -> Option<i32> {
@@ -150,7 +177,10 @@ impl LeaderEpochFileCache {
     }
 
     pub fn epoch_entry(&self, epoch: i32) -> Option<EpochEntry> {
-        self.epochs.get(&epoch).map(|&start_offset| EpochEntry { epoch, start_offset })
+        self.epochs.get(&epoch).map(|&start_offset| EpochEntry {
+            epoch,
+            start_offset,
+        })
     }
 
     /// Kafka's `endOffsetFor`: `(epoch, end offset)` for a requested epoch. The latest epoch ends
@@ -165,8 +195,12 @@ impl LeaderEpochFileCache {
         if self.latest_epoch() == Some(requested_epoch) {
             return (requested_epoch, log_end_offset);
         }
-        let higher = requested_epoch.checked_add(1).and_then(|from| self.epochs.range(from..).next());
-        let Some((_, &higher_start)) = higher else { return (UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET) };
+        let higher = requested_epoch
+            .checked_add(1)
+            .and_then(|from| self.epochs.range(from..).next());
+        let Some((_, &higher_start)) = higher else {
+            return (UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET);
+        };
         match self.epochs.range(..=requested_epoch).next_back() {
             None => (requested_epoch, higher_start),
             Some((&floor_epoch, _)) => (floor_epoch, higher_start),
@@ -217,7 +251,12 @@ impl LeaderEpochFileCache {
             truncate_from_start(&mut copy, start_offset);
         }
         truncate_from_end(&mut copy, end_offset);
-        copy.into_iter().map(|(epoch, start_offset)| EpochEntry { epoch, start_offset }).collect()
+        copy.into_iter()
+            .map(|(epoch, start_offset)| EpochEntry {
+                epoch,
+                start_offset,
+            })
+            .collect()
     }
 
     /// Empties the cache and the checkpoint (Kafka's `clearAndFlush`).
@@ -234,7 +273,10 @@ impl LeaderEpochFileCache {
     /// Writes the checkpoint atomically. `ReadOnly` in read-only mode.
     pub fn flush(&self) -> Result<()> {
         if self.read_only {
-            return Err(Error::ReadOnly(format!("cannot write {}", self.checkpoint.path().display())));
+            return Err(Error::ReadOnly(format!(
+                "cannot write {}",
+                self.checkpoint.path().display()
+            )));
         }
         self.checkpoint.write(&self.entries())
     }
@@ -294,7 +336,10 @@ mod tests {
     }
 
     fn pairs(c: &LeaderEpochFileCache) -> Vec<(i32, i64)> {
-        c.entries().iter().map(|e| (e.epoch, e.start_offset)).collect()
+        c.entries()
+            .iter()
+            .map(|e| (e.epoch, e.start_offset))
+            .collect()
     }
 
     #[test]
@@ -307,7 +352,10 @@ mod tests {
         assert_eq!(fs::read_to_string(&path).unwrap(), "0\n2\n0 0\n2 10\n");
         // A broker's file after its first leader election: "0\n1\n0 0\n".
         fs::write(&path, "0\n1\n0 0\n").unwrap();
-        assert_eq!(pairs(&LeaderEpochFileCache::open(dir.path(), true).unwrap()), vec![(0, 0)]);
+        assert_eq!(
+            pairs(&LeaderEpochFileCache::open(dir.path(), true).unwrap()),
+            vec![(0, 0)]
+        );
         c.flush().unwrap();
         let again = LeaderEpochFileCache::open(dir.path(), false).unwrap();
         assert_eq!(pairs(&again), vec![(0, 0), (2, 10)]);
@@ -338,33 +386,85 @@ mod tests {
     #[test]
     fn end_offset_for_rules() {
         let (_d, mut c) = cache();
-        assert_eq!(c.end_offset_for(0, 100), (UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET));
+        assert_eq!(
+            c.end_offset_for(0, 100),
+            (UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET)
+        );
         c.assign(2, 6).unwrap();
         c.assign(4, 11).unwrap();
         c.assign(7, 20).unwrap();
-        assert_eq!(c.end_offset_for(UNDEFINED_EPOCH, 100), (UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET));
-        assert_eq!(c.end_offset_for(7, 100), (7, 100), "latest epoch ends at the LEO");
+        assert_eq!(
+            c.end_offset_for(UNDEFINED_EPOCH, 100),
+            (UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET)
+        );
+        assert_eq!(
+            c.end_offset_for(7, 100),
+            (7, 100),
+            "latest epoch ends at the LEO"
+        );
         assert_eq!(c.end_offset_for(4, 100), (4, 20));
-        assert_eq!(c.end_offset_for(5, 100), (4, 20), "missing epoch reports the floor epoch");
-        assert_eq!(c.end_offset_for(1, 100), (1, 6), "epoch before the cache ends at the first start");
-        assert_eq!(c.end_offset_for(8, 100), (UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET));
-        assert_eq!(c.end_offset_for(i32::MAX, 100), (UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET));
+        assert_eq!(
+            c.end_offset_for(5, 100),
+            (4, 20),
+            "missing epoch reports the floor epoch"
+        );
+        assert_eq!(
+            c.end_offset_for(1, 100),
+            (1, 6),
+            "epoch before the cache ends at the first start"
+        );
+        assert_eq!(
+            c.end_offset_for(8, 100),
+            (UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET)
+        );
+        assert_eq!(
+            c.end_offset_for(i32::MAX, 100),
+            (UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET)
+        );
     }
 
     #[test]
     fn truncation_and_epoch_for_offset() {
         let (dir, mut c) = cache();
-        c.assign_all(&[EpochEntry { epoch: 2, start_offset: 6 }, EpochEntry { epoch: 3, start_offset: 8 }, EpochEntry { epoch: 4, start_offset: 11 }])
-            .unwrap();
+        c.assign_all(&[
+            EpochEntry {
+                epoch: 2,
+                start_offset: 6,
+            },
+            EpochEntry {
+                epoch: 3,
+                start_offset: 8,
+            },
+            EpochEntry {
+                epoch: 4,
+                start_offset: 11,
+            },
+        ])
+        .unwrap();
         assert_eq!(c.epoch_for_offset(5), None);
         assert_eq!(c.epoch_for_offset(6), Some(2));
         assert_eq!(c.epoch_for_offset(10), Some(3));
         assert_eq!(c.epoch_for_offset(1000), Some(4));
         assert_eq!(c.previous_epoch(), Some(3));
-        assert_eq!(c.epoch_entries_in_range(7, 11), vec![EpochEntry { epoch: 2, start_offset: 7 }, EpochEntry { epoch: 3, start_offset: 8 }]);
+        assert_eq!(
+            c.epoch_entries_in_range(7, 11),
+            vec![
+                EpochEntry {
+                    epoch: 2,
+                    start_offset: 7
+                },
+                EpochEntry {
+                    epoch: 3,
+                    start_offset: 8
+                }
+            ]
+        );
 
         assert!(!c.truncate_from_end(12).unwrap());
-        assert!(c.truncate_from_end(8).unwrap(), "removes entries starting at or after 8");
+        assert!(
+            c.truncate_from_end(8).unwrap(),
+            "removes entries starting at or after 8"
+        );
         assert_eq!(pairs(&c), vec![(2, 6)]);
         c.assign(3, 8).unwrap();
         c.assign(4, 11).unwrap();
@@ -376,7 +476,10 @@ mod tests {
         let on_disk = fs::read_to_string(dir.path().join(LEADER_EPOCH_CHECKPOINT_FILE)).unwrap();
         assert_eq!(on_disk, "0\n1\n4 11\n");
         c.clear_and_flush().unwrap();
-        assert_eq!(fs::read_to_string(dir.path().join(LEADER_EPOCH_CHECKPOINT_FILE)).unwrap(), "0\n0\n");
+        assert_eq!(
+            fs::read_to_string(dir.path().join(LEADER_EPOCH_CHECKPOINT_FILE)).unwrap(),
+            "0\n0\n"
+        );
     }
 
     #[test]
@@ -389,19 +492,34 @@ mod tests {
         assert!(matches!(c.flush(), Err(Error::ReadOnly(_))));
         assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 0);
 
-        fs::write(dir.path().join(LEADER_EPOCH_CHECKPOINT_FILE), "0\n1\n5 100\n").unwrap();
+        fs::write(
+            dir.path().join(LEADER_EPOCH_CHECKPOINT_FILE),
+            "0\n1\n5 100\n",
+        )
+        .unwrap();
         let mut c = LeaderEpochFileCache::open(dir.path(), true).unwrap();
         c.assign(6, 200).unwrap();
-        assert_eq!(fs::read_to_string(dir.path().join(LEADER_EPOCH_CHECKPOINT_FILE)).unwrap(), "0\n1\n5 100\n");
+        assert_eq!(
+            fs::read_to_string(dir.path().join(LEADER_EPOCH_CHECKPOINT_FILE)).unwrap(),
+            "0\n1\n5 100\n"
+        );
     }
 
     #[test]
     fn bad_checkpoints_are_rejected() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join(LEADER_EPOCH_CHECKPOINT_FILE);
-        for text in ["0\n1\n5\n", "0\n1\n5 1 2\n", "1\n0\n", "0\n2\n5 100\n", "0\n1\n-3 0\n"] {
+        for text in [
+            "0\n1\n5\n",
+            "0\n1\n5 1 2\n",
+            "1\n0\n",
+            "0\n2\n5 100\n",
+            "0\n1\n-3 0\n",
+        ] {
             fs::write(&path, text).unwrap();
-            let e = LeaderEpochFileCache::open(dir.path(), true).unwrap_err().to_string();
+            let e = LeaderEpochFileCache::open(dir.path(), true)
+                .unwrap_err()
+                .to_string();
             assert!(e.contains("leader-epoch-checkpoint"), "{text:?}: {e}");
         }
         // A non-monotonic file is repaired through assign's rules, as Kafka loads it.

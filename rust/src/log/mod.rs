@@ -1,3 +1,986 @@
+//! The partition log (Kafka's `UnifiedLog` with `LogLoader`): an ordered set of segments with the
+//! log start offset, log end offset, high watermark and last stable offset; leader and follower
+//! appends, isolation-aware reads, rolling, retention, truncation and recovery.
+
+pub mod loader;
+pub mod reader;
+pub mod retention;
+pub mod segments;
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+use crate::config::LogConfig;
+use crate::error::{Error, Result};
+use crate::index::txn::AbortedTxn;
+use crate::record::batch::{
+    set_base_offset, set_max_timestamp, set_partition_leader_epoch, Batch, MAGIC_V2,
+};
+use crate::record::record::TimestampType;
+use crate::segment::{FetchDataInfo, LogOffsetMetadata, LogSegment, RollParams};
+use segments::LogSegments;
+
+/// Kafka's `FetchIsolation`: how far a read may go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FetchIsolation {
+    LogEnd,
+    HighWatermark,
+    TxnCommitted,
+}
+
+impl FetchIsolation {
+    pub fn from_name(name: &str) -> Result<Self> {
+        match name {
+            "log_end" => Ok(FetchIsolation::LogEnd),
+            "high_watermark" | "read_uncommitted" => Ok(FetchIsolation::HighWatermark),
+            "committed" | "txn_committed" | "read_committed" => Ok(FetchIsolation::TxnCommitted),
+            other => Err(Error::InvalidArgument(format!(
+                "isolation '{other}' (log_end, high_watermark/read_uncommitted, committed/read_committed)"
+            ))),
+        }
+    }
+}
+
+pub use producer_state::AppendOrigin;
+
+/// Kafka's `LogAppendInfo`, trimmed to what a caller of this library uses.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogAppendInfo {
+    pub first_offset: i64,
+    pub last_offset: i64,
+    pub max_timestamp: i64,
+    pub offset_of_max_timestamp: i64,
+    /// -1 unless the topic stamps LogAppendTime.
+    pub log_append_time: i64,
+    pub log_start_offset: i64,
+    pub record_count: usize,
+    pub valid_bytes: usize,
+    /// True when an idempotent producer retried a batch the log already has: nothing was written
+    /// and the offsets are those of the original append.
+    pub duplicate: bool,
+}
+
+/// Kafka's ListOffsets special timestamps.
+pub const EARLIEST_TIMESTAMP: i64 = -2;
+pub const LATEST_TIMESTAMP: i64 = -1;
+pub const MAX_TIMESTAMP: i64 = -3;
+pub const EARLIEST_LOCAL_TIMESTAMP: i64 = -4;
+
+/// How the log learns the time; tests and simulations substitute their own clock.
+pub type Clock = Arc<dyn Fn() -> i64 + Send + Sync>;
+
+pub fn system_clock() -> Clock {
+    Arc::new(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as i64)
+    })
+}
+
+/// Options of `Log::open` beyond the topic config.
+#[derive(Clone)]
+pub struct LogOptions {
+    pub config: LogConfig,
+    pub read_only: bool,
+    /// Create the directory and an empty log when it does not exist.
+    pub create: bool,
+    /// A lone leader's high watermark follows its log end offset, as Kafka's does with a
+    /// replication factor of 1; turn off to drive the high watermark by hand.
+    pub single_replica: bool,
+    pub clock: Clock,
+}
+
+impl Default for LogOptions {
+    fn default() -> Self {
+        LogOptions {
+            config: LogConfig::default(),
+            read_only: true,
+            create: false,
+            single_replica: true,
+            clock: system_clock(),
+        }
+    }
+}
+
+/// Everything behind the log's lock.
+#[derive(Debug)]
+pub(crate) struct LogState {
+    pub(crate) segments: LogSegments,
+    pub(crate) log_start_offset: i64,
+    pub(crate) log_end_offset: LogOffsetMetadata,
+    pub(crate) high_watermark: LogOffsetMetadata,
+    pub(crate) recovery_point: i64,
+    pub(crate) producer_state: producer_state::ProducerStateManager,
+    pub(crate) leader_epoch_cache: epoch::LeaderEpochFileCache,
+    pub(crate) unflushed_messages: i64,
+    pub(crate) closed: bool,
+}
+
 pub mod checkpoint;
 pub mod epoch;
 pub mod producer_state;
+
+/// A partition log over one `<topic>-<partition>` directory.
+pub struct Log {
+    dir: PathBuf,
+    config: LogConfig,
+    read_only: bool,
+    single_replica: bool,
+    clock: Clock,
+    state: RwLock<LogState>,
+    /// Bytes truncated from torn tails when the log was opened (recovery or the read-only view).
+    recovered_bytes_truncated: u64,
+}
+
+impl std::fmt::Debug for Log {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Log")
+            .field("dir", &self.dir)
+            .field("read_only", &self.read_only)
+            .finish()
+    }
+}
+
+impl Log {
+    /// Opens the log in `dir` (see `loader`): read-only opens change nothing on disk.
+    pub fn open(dir: impl AsRef<Path>, options: LogOptions) -> Result<Log> {
+        loader::load(dir.as_ref(), options)
+    }
+
+    pub(crate) fn from_parts(
+        dir: PathBuf,
+        options: &LogOptions,
+        state: LogState,
+        recovered_bytes_truncated: u64,
+    ) -> Log {
+        Log {
+            dir,
+            config: options.config.clone(),
+            read_only: options.read_only,
+            single_replica: options.single_replica,
+            clock: options.clock.clone(),
+            state: RwLock::new(state),
+            recovered_bytes_truncated,
+        }
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+    pub fn config(&self) -> &LogConfig {
+        &self.config
+    }
+    pub fn is_read_only(&self) -> bool {
+        self.read_only
+    }
+    pub fn now(&self) -> i64 {
+        (self.clock)()
+    }
+    pub fn recovered_bytes_truncated(&self) -> u64 {
+        self.recovered_bytes_truncated
+    }
+
+    pub(crate) fn read_state(&self) -> RwLockReadGuard<'_, LogState> {
+        self.state.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub(crate) fn write_state(&self) -> Result<RwLockWriteGuard<'_, LogState>> {
+        if self.read_only {
+            return Err(Error::ReadOnly(format!(
+                "log {} is opened read-only",
+                self.dir.display()
+            )));
+        }
+        let st = self.state.write().unwrap_or_else(|p| p.into_inner());
+        if st.closed {
+            return Err(Error::IllegalState(format!(
+                "log {} is closed",
+                self.dir.display()
+            )));
+        }
+        Ok(st)
+    }
+
+    // ----- offsets -----
+
+    pub fn log_start_offset(&self) -> i64 {
+        self.read_state().log_start_offset
+    }
+    pub fn log_end_offset(&self) -> i64 {
+        self.read_state().log_end_offset.message_offset
+    }
+    pub fn log_end_offset_metadata(&self) -> LogOffsetMetadata {
+        self.read_state().log_end_offset
+    }
+    pub fn high_watermark(&self) -> i64 {
+        self.read_state().high_watermark.message_offset
+    }
+    pub fn high_watermark_metadata(&self) -> LogOffsetMetadata {
+        self.read_state().high_watermark
+    }
+    pub fn recovery_point(&self) -> i64 {
+        self.read_state().recovery_point
+    }
+    /// Kafka's `lastStableOffset`: the first offset of the earliest open transaction if it is
+    /// below the high watermark, else the high watermark.
+    pub fn last_stable_offset(&self) -> i64 {
+        let st = self.read_state();
+        Self::last_stable_offset_of(&st)
+    }
+    fn last_stable_offset_of(st: &LogState) -> i64 {
+        let hw = st.high_watermark.message_offset;
+        match st.producer_state.first_unstable_offset() {
+            Some(first) if first < hw => first,
+            _ => hw,
+        }
+    }
+    pub fn first_unstable_offset(&self) -> Option<i64> {
+        self.read_state().producer_state.first_unstable_offset()
+    }
+    pub fn segment_base_offsets(&self) -> Vec<i64> {
+        self.read_state().segments.base_offsets()
+    }
+    pub fn number_of_segments(&self) -> usize {
+        self.read_state().segments.len()
+    }
+    pub fn size_in_bytes(&self) -> u64 {
+        self.read_state().segments.size_in_bytes()
+    }
+    pub fn latest_epoch(&self) -> Option<i32> {
+        self.read_state().leader_epoch_cache.latest_epoch()
+    }
+
+    /// Kafka's `updateHighWatermark`: sets it, clamped to [log start offset, log end offset].
+    pub fn update_high_watermark(&self, hw: i64) -> Result<i64> {
+        let mut st = self.write_state()?;
+        Ok(Self::update_high_watermark_in(&mut st, hw))
+    }
+
+    fn update_high_watermark_in(st: &mut LogState, hw: i64) -> i64 {
+        let leo = st.log_end_offset;
+        let new = if hw >= leo.message_offset {
+            leo
+        } else if hw <= st.log_start_offset {
+            LogOffsetMetadata::offset_only(st.log_start_offset)
+        } else {
+            Self::offset_metadata_in(st, hw)
+        };
+        st.high_watermark = new;
+        st.producer_state
+            .on_high_watermark_updated(new.message_offset);
+        new.message_offset
+    }
+
+    /// Kafka's `maybeIncrementHighWatermark`: moves it forward only; returns the old value when it
+    /// moved. A new value beyond the log end offset is an error, as in Kafka.
+    pub fn maybe_increment_high_watermark(&self, hw: i64) -> Result<Option<i64>> {
+        let mut st = self.write_state()?;
+        Self::maybe_increment_high_watermark_in(&mut st, hw)
+    }
+
+    fn maybe_increment_high_watermark_in(st: &mut LogState, hw: i64) -> Result<Option<i64>> {
+        if hw > st.log_end_offset.message_offset {
+            return Err(Error::IllegalState(format!(
+                "high watermark {hw} update exceeds the log end offset {}",
+                st.log_end_offset.message_offset
+            )));
+        }
+        let old = st.high_watermark;
+        if hw > old.message_offset || (hw == old.message_offset && old.message_offset_only()) {
+            st.high_watermark = Self::offset_metadata_in(st, hw);
+            st.producer_state.on_high_watermark_updated(hw);
+            Ok(Some(old.message_offset))
+        } else {
+            Ok(None)
+        }
+    }
+
+    /// Kafka's `convertToOffsetMetadataOrThrow`: the segment and byte position of `offset`.
+    fn offset_metadata_in(st: &LogState, offset: i64) -> LogOffsetMetadata {
+        if offset == st.log_end_offset.message_offset {
+            return st.log_end_offset;
+        }
+        match st
+            .segments
+            .floor(offset)
+            .map(|s| (s.base_offset(), s.translate_offset(offset, 0)))
+        {
+            Some((base, Ok(Some(pos)))) => LogOffsetMetadata {
+                message_offset: offset,
+                segment_base_offset: base,
+                relative_position_in_segment: pos.position as i64,
+            },
+            _ => LogOffsetMetadata::offset_only(offset),
+        }
+    }
+
+    // ----- append -----
+
+    /// Kafka's `appendAsLeader`: validates the batches, assigns offsets (and LogAppendTime),
+    /// checks idempotent/transactional producer state, rolls if needed, writes, moves the log
+    /// end offset. `records` holds whole v2 batches back to back.
+    pub fn append_as_leader(&self, records: &[u8], leader_epoch: i32) -> Result<LogAppendInfo> {
+        self.append(records, AppendOrigin::Client, Some(leader_epoch), true)
+    }
+
+    /// Kafka's `appendAsFollower`: batches keep their offsets, which must follow the log end offset.
+    pub fn append_as_follower(&self, records: &[u8]) -> Result<LogAppendInfo> {
+        self.append(records, AppendOrigin::Replication, None, false)
+    }
+
+    /// A COMMIT/ABORT control batch written as the transaction coordinator does.
+    pub fn append_txn_marker(&self, records: &[u8], leader_epoch: i32) -> Result<LogAppendInfo> {
+        self.append(records, AppendOrigin::Coordinator, Some(leader_epoch), true)
+    }
+
+    fn append(
+        &self,
+        records: &[u8],
+        origin: AppendOrigin,
+        leader_epoch: Option<i32>,
+        assign_offsets: bool,
+    ) -> Result<LogAppendInfo> {
+        let mut st = self.write_state()?;
+        let now = self.now();
+        let config = &self.config;
+        // 1. Validate every batch: framing, CRC, size, records, timestamps.
+        let mut batches: Vec<(usize, usize)> = Vec::new();
+        let mut pos = 0usize;
+        while pos < records.len() {
+            let batch = Batch::parse(&records[pos..]).map_err(|e| e.at(None, pos as u64))?;
+            let size = batch.size_in_bytes();
+            if batch.magic() != MAGIC_V2 {
+                return Err(Error::InvalidRecord(format!(
+                    "batch at {pos} has magic {}; only magic 2 can be appended",
+                    batch.magic()
+                )));
+            }
+            if size > config.max_message_bytes {
+                return Err(Error::RecordTooLarge(format!(
+                    "batch of {size} bytes at {pos} is larger than max.message.bytes ({})",
+                    config.max_message_bytes
+                )));
+            }
+            batch.ensure_valid().map_err(|e| e.at(None, pos as u64))?;
+            self.validate_records(&batch, origin, now)
+                .map_err(|e| match e {
+                    Error::CorruptRecord { .. } => e.at(None, pos as u64),
+                    other => other,
+                })?;
+            batches.push((pos, size));
+            pos += size;
+        }
+        if batches.is_empty() {
+            return Err(Error::InvalidArgument("nothing to append".into()));
+        }
+        let mut buf = records.to_vec();
+        let stamp_log_append_time = config.message_timestamp_type == TimestampType::LogAppendTime;
+
+        // 3. Offsets (and the leader epoch, LogAppendTime) stamped into each batch.
+        let leo = st.log_end_offset.message_offset;
+        let mut next_offset = leo;
+        let mut first_offset = -1;
+        let mut max_timestamp = -1;
+        let mut offset_of_max_timestamp = -1;
+        let mut record_count = 0usize;
+        for &(pos, size) in &batches {
+            let bytes = &mut buf[pos..pos + size];
+            let (count, last_delta) = {
+                let Batch::V2(b) = Batch::parse(bytes)? else {
+                    unreachable!()
+                };
+                (b.records_count() as i64, b.last_offset_delta() as i64)
+            };
+            if assign_offsets {
+                set_base_offset(bytes, next_offset);
+                if let Some(epoch) = leader_epoch {
+                    set_partition_leader_epoch(bytes, epoch);
+                }
+                if stamp_log_append_time {
+                    set_max_timestamp(bytes, TimestampType::LogAppendTime, now);
+                }
+            }
+            let Batch::V2(b) = Batch::parse(bytes)? else {
+                unreachable!()
+            };
+            if !assign_offsets && b.base_offset() < next_offset {
+                return Err(Error::InvalidOffset(format!(
+                    "follower append at offset {} is not after the log end offset {next_offset}",
+                    b.base_offset()
+                )));
+            }
+            if first_offset < 0 {
+                first_offset = b.base_offset();
+            }
+            if b.max_timestamp() > max_timestamp {
+                max_timestamp = b.max_timestamp();
+                offset_of_max_timestamp = b.last_offset();
+            }
+            record_count += count as usize;
+            let _ = last_delta;
+            next_offset = b.last_offset() + 1;
+        }
+        let last_offset = next_offset - 1;
+
+        // 4. Idempotent and transactional producers: sequences and epochs checked; a retried
+        //    batch is answered with its original offsets and nothing is written.
+        let pending = {
+            let views: Vec<_> = batches
+                .iter()
+                .map(|&(pos, size)| match Batch::parse(&buf[pos..pos + size]) {
+                    Ok(Batch::V2(b)) => Ok(b),
+                    Ok(_) => Err(Error::InvalidRecord(
+                        "only magic 2 batches can be appended".into(),
+                    )),
+                    Err(e) => Err(e),
+                })
+                .collect::<Result<_>>()?;
+            match st.producer_state.check_and_prepare(&views, origin)? {
+                producer_state::AppendCheck::Duplicate(meta) => {
+                    return Ok(LogAppendInfo {
+                        first_offset: meta.first_offset(),
+                        last_offset: meta.last_offset,
+                        max_timestamp: meta.timestamp,
+                        offset_of_max_timestamp: meta.last_offset,
+                        log_append_time: -1,
+                        log_start_offset: st.log_start_offset,
+                        record_count: (meta.offset_delta + 1) as usize,
+                        valid_bytes: 0,
+                        duplicate: true,
+                    });
+                }
+                producer_state::AppendCheck::Append(pending) => pending,
+            }
+        };
+
+        // 5. Roll if the active segment cannot take these batches.
+        self.maybe_roll(&mut st, buf.len(), max_timestamp, last_offset, now)?;
+
+        // 6. Write; then leader epochs, producer state, and the aborted-transaction index.
+        for &(pos, size) in &batches {
+            let Batch::V2(b) = Batch::parse(&buf[pos..pos + size])? else {
+                unreachable!()
+            };
+            let epoch = leader_epoch
+                .filter(|e| *e >= 0)
+                .unwrap_or(b.partition_leader_epoch());
+            if epoch >= 0 {
+                st.leader_epoch_cache.assign(epoch, b.base_offset())?;
+            }
+        }
+        let mut aborted = Vec::new();
+        let active = st
+            .segments
+            .active_mut()
+            .ok_or_else(|| Error::IllegalState("log has no active segment".into()))?;
+        active.append(last_offset, &buf)?;
+        let active_base = active.base_offset();
+        let active_size = active.size();
+        for completed in st.producer_state.apply(pending)? {
+            let lso = st.producer_state.last_stable_offset(&completed);
+            aborted.extend(completed.to_aborted_txn(lso));
+            st.producer_state.complete_txn(&completed)?;
+        }
+        st.producer_state.update_map_end_offset(last_offset + 1);
+        if !aborted.is_empty() {
+            let active = st.segments.active_mut().expect("active segment");
+            for txn in aborted {
+                active.append_aborted_txn(txn)?;
+            }
+        }
+
+        // 7. Publish the new log end offset; a lone leader's high watermark follows it.
+        st.log_end_offset = LogOffsetMetadata {
+            message_offset: last_offset + 1,
+            segment_base_offset: active_base,
+            relative_position_in_segment: active_size as i64,
+        };
+        if self.single_replica {
+            Self::maybe_increment_high_watermark_in(&mut st, last_offset + 1)?;
+        }
+        st.unflushed_messages += record_count as i64;
+        if st.unflushed_messages >= config.flush_messages {
+            Self::flush_in(&mut st, last_offset + 1)?;
+        }
+        Ok(LogAppendInfo {
+            first_offset,
+            last_offset,
+            max_timestamp,
+            offset_of_max_timestamp,
+            log_append_time: if stamp_log_append_time { now } else { -1 },
+            log_start_offset: st.log_start_offset,
+            record_count,
+            valid_bytes: buf.len(),
+            duplicate: false,
+        })
+    }
+
+    /// Kafka's `LogValidator` checks that need the records: sequential offset deltas, record
+    /// count, and CreateTime timestamps within the allowed skew of the broker's clock.
+    fn validate_records(&self, batch: &Batch<'_>, origin: AppendOrigin, now: i64) -> Result<()> {
+        let Batch::V2(b) = batch else { return Ok(()) };
+        let mut scratch = Vec::new();
+        let payload = b.records_payload(&mut scratch, self.config.max_decompressed_batch_bytes)?;
+        let mut count = 0i64;
+        let check_timestamps = origin == AppendOrigin::Client
+            && self.config.message_timestamp_type == TimestampType::CreateTime
+            && !b.is_control();
+        for record in b.records_in(payload) {
+            let record = record?;
+            if origin == AppendOrigin::Client && record.offset - b.base_offset() != count {
+                return Err(Error::InvalidRecord(format!(
+                    "record {} of batch at offset {} has offset delta {}; deltas must be consecutive from 0",
+                    count,
+                    b.base_offset(),
+                    record.offset - b.base_offset()
+                )));
+            }
+            if check_timestamps {
+                let ts = record.timestamp;
+                if ts < now.saturating_sub(self.config.message_timestamp_before_max_ms)
+                    || ts > now.saturating_add(self.config.message_timestamp_after_max_ms)
+                {
+                    return Err(Error::InvalidRecord(format!(
+                        "timestamp {ts} of record at offset delta {count} is out of the allowed range \
+                         [now - message.timestamp.before.max.ms, now + message.timestamp.after.max.ms] (now = {now})"
+                    )));
+                }
+            }
+            count += 1;
+        }
+        if count == 0 {
+            return Err(Error::InvalidRecord(format!(
+                "batch at offset {} holds no records",
+                b.base_offset()
+            )));
+        }
+        if origin == AppendOrigin::Client && b.last_offset_delta() as i64 != count - 1 {
+            return Err(Error::InvalidRecord(format!(
+                "batch at offset {} declares last offset delta {} for {count} records",
+                b.base_offset(),
+                b.last_offset_delta()
+            )));
+        }
+        if b.is_control() && origin == AppendOrigin::Client {
+            return Err(Error::InvalidRecord(
+                "clients cannot append control batches; use write_txn_marker".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    fn maybe_roll(
+        &self,
+        st: &mut LogState,
+        messages_size: usize,
+        max_timestamp: i64,
+        max_offset: i64,
+        now: i64,
+    ) -> Result<()> {
+        let params = RollParams {
+            max_segment_ms: self.config.segment_ms,
+            max_segment_bytes: self.config.segment_bytes,
+            max_timestamp_in_messages: max_timestamp,
+            max_offset_in_messages: max_offset,
+            messages_size,
+            now,
+        };
+        let active = st
+            .segments
+            .active_mut()
+            .ok_or_else(|| Error::IllegalState("log has no active segment".into()))?;
+        if active.should_roll(&params)? {
+            // Kafka rolls at the log end offset; a batch whose offsets would overflow the
+            // segment's 32-bit relative range starts a segment at its own first offset instead.
+            self.roll_in(st, None)?;
+        }
+        Ok(())
+    }
+
+    /// Kafka's `roll`: a new active segment starting at the log end offset.
+    pub fn roll(&self) -> Result<i64> {
+        let mut st = self.write_state()?;
+        self.roll_in(&mut st, None)
+    }
+
+    pub(crate) fn roll_in(&self, st: &mut LogState, expected_base: Option<i64>) -> Result<i64> {
+        let new_base = expected_base.unwrap_or(st.log_end_offset.message_offset);
+        if let Some(active) = st.segments.active() {
+            if active.base_offset() == new_base && active.size() == 0 {
+                // The empty active segment already starts here (Kafka replaces it the same way).
+                return Ok(new_base);
+            }
+            if active.base_offset() >= new_base {
+                return Err(Error::IllegalState(format!(
+                    "cannot roll to offset {new_base}: the active segment starts at {}",
+                    active.base_offset()
+                )));
+            }
+        }
+        if let Some(active) = st.segments.active_mut() {
+            active.on_become_inactive_segment()?;
+        }
+        let mut segment =
+            LogSegment::open(&self.dir, new_base, &self.config, true, "", self.now())?;
+        segment.set_rolling_jitter_ms(self.config.segment_jitter_ms);
+        st.segments.add(segment);
+        st.producer_state.update_map_end_offset(new_base);
+        st.producer_state.take_snapshot()?;
+        // Kafka flushes the finished segment in the background; this library does it in line.
+        Self::flush_in(st, new_base)?;
+        Ok(new_base)
+    }
+
+    // ----- read -----
+
+    pub(crate) fn max_offset_metadata(
+        st: &LogState,
+        isolation: FetchIsolation,
+    ) -> LogOffsetMetadata {
+        match isolation {
+            FetchIsolation::LogEnd => st.log_end_offset,
+            FetchIsolation::HighWatermark => st.high_watermark,
+            FetchIsolation::TxnCommitted => {
+                let lso = Self::last_stable_offset_of(st);
+                if lso == st.high_watermark.message_offset {
+                    st.high_watermark
+                } else {
+                    Self::offset_metadata_in(st, lso)
+                }
+            }
+        }
+    }
+
+    /// Kafka's `UnifiedLog.read`: whole batches from the one holding `start_offset`, up to
+    /// `max_length` bytes (at least one batch when `min_one_message`), bounded by the isolation's
+    /// offset; with `TxnCommitted` also the aborted transactions the fetch overlaps.
+    pub fn read(
+        &self,
+        start_offset: i64,
+        max_length: usize,
+        isolation: FetchIsolation,
+        min_one_message: bool,
+    ) -> Result<FetchDataInfo> {
+        let st = self.read_state();
+        let leo = st.log_end_offset;
+        if start_offset > leo.message_offset || start_offset < st.log_start_offset {
+            return Err(Error::OffsetOutOfRange {
+                offset: start_offset,
+                start: st.log_start_offset,
+                end: leo.message_offset,
+            });
+        }
+        let max_offset = Self::max_offset_metadata(&st, isolation);
+        let empty = |offset: LogOffsetMetadata| FetchDataInfo {
+            fetch_offset_metadata: offset,
+            records: Vec::new(),
+            first_entry_incomplete: false,
+            aborted_transactions: (isolation == FetchIsolation::TxnCommitted).then(Vec::new),
+        };
+        if start_offset >= max_offset.message_offset {
+            return Ok(empty(Self::offset_metadata_in(&st, start_offset)));
+        }
+        for segment in st.segments.from_offset(start_offset) {
+            let max_position = if segment.base_offset() == max_offset.segment_base_offset {
+                Some(max_offset.relative_position_in_segment as u64)
+            } else if segment.base_offset() > max_offset.message_offset {
+                break;
+            } else if max_offset.message_offset_only() {
+                // Unknown position (e.g. a high watermark loaded from a checkpoint): cut by offset below.
+                None
+            } else {
+                Some(segment.size())
+            };
+            if let Some(mut info) =
+                segment.read(start_offset, max_length, max_position, min_one_message)?
+            {
+                if max_offset.message_offset_only() {
+                    info.records = cut_at_offset(&info.records, max_offset.message_offset)?;
+                }
+                if info.records.is_empty() && !info.first_entry_incomplete {
+                    continue;
+                }
+                if isolation == FetchIsolation::TxnCommitted {
+                    let upper = last_offset_of(&info.records)?.map_or(start_offset, |o| o + 1);
+                    info.aborted_transactions =
+                        Some(Self::collect_aborted(&st, start_offset, upper)?);
+                }
+                return Ok(info);
+            }
+        }
+        Ok(empty(Self::offset_metadata_in(&st, start_offset)))
+    }
+
+    /// Kafka's `collectAbortedTransactions`: every aborted transaction overlapping
+    /// [start_offset, upper_bound_offset), from the segment holding `start_offset` on.
+    pub(crate) fn collect_aborted(
+        st: &LogState,
+        start_offset: i64,
+        upper_bound_offset: i64,
+    ) -> Result<Vec<AbortedTxn>> {
+        let mut out = Vec::new();
+        for segment in st.segments.from_offset(start_offset) {
+            if segment.base_offset() >= upper_bound_offset {
+                break;
+            }
+            let result = segment.collect_aborted_txns(start_offset, upper_bound_offset)?;
+            out.extend(result.aborted);
+            if result.is_complete {
+                break;
+            }
+        }
+        Ok(out)
+    }
+
+    pub fn collect_aborted_transactions(
+        &self,
+        start_offset: i64,
+        upper_bound_offset: i64,
+    ) -> Result<Vec<AbortedTxn>> {
+        let st = self.read_state();
+        Self::collect_aborted(&st, start_offset, upper_bound_offset)
+    }
+
+    /// Kafka's `fetchOffsetByTimestamp` (ListOffsets): EARLIEST (-2), LATEST (-1), MAX_TIMESTAMP
+    /// (-3), EARLIEST_LOCAL (-4), or the first offset whose timestamp is >= `timestamp`.
+    /// Returns (timestamp, offset, leader epoch); None when no record is that late.
+    pub fn offset_for_timestamp(&self, timestamp: i64) -> Result<Option<(i64, i64, Option<i32>)>> {
+        let st = self.read_state();
+        let epoch_at = |offset: i64| st.leader_epoch_cache.epoch_for_offset(offset);
+        match timestamp {
+            EARLIEST_TIMESTAMP | EARLIEST_LOCAL_TIMESTAMP => {
+                let o = st.log_start_offset;
+                Ok(Some((-1, o, epoch_at(o))))
+            }
+            LATEST_TIMESTAMP => {
+                let o = st.log_end_offset.message_offset;
+                Ok(Some((-1, o, st.leader_epoch_cache.latest_epoch())))
+            }
+            MAX_TIMESTAMP => {
+                let mut best: Option<(i64, i64)> = None; // (max timestamp, segment base)
+                for s in st.segments.iter() {
+                    let ts = s.max_timestamp_so_far_ro();
+                    if ts >= 0 && best.is_none_or(|(b, _)| ts > b) {
+                        best = Some((ts, s.base_offset()));
+                    }
+                }
+                let Some((ts, base)) = best else {
+                    return Ok(None);
+                };
+                let seg = st.segments.get(base).expect("segment just seen");
+                let found = seg.find_offset_by_timestamp(ts, st.log_start_offset)?;
+                Ok(found.map(|t| {
+                    (
+                        t.timestamp,
+                        t.offset,
+                        t.leader_epoch.or_else(|| epoch_at(t.offset)),
+                    )
+                }))
+            }
+            ts if ts < 0 => Err(Error::InvalidArgument(format!(
+                "unknown special timestamp {ts}"
+            ))),
+            ts => {
+                for s in st.segments.iter() {
+                    if s.base_offset() < st.log_start_offset
+                        && st
+                            .segments
+                            .higher(s.base_offset())
+                            .is_some_and(|n| n.base_offset() <= st.log_start_offset)
+                    {
+                        continue;
+                    }
+                    if s.max_timestamp_so_far_ro() < ts {
+                        continue;
+                    }
+                    if let Some(t) = s.find_offset_by_timestamp(ts, st.log_start_offset)? {
+                        return Ok(Some((
+                            t.timestamp,
+                            t.offset,
+                            t.leader_epoch.or_else(|| epoch_at(t.offset)),
+                        )));
+                    }
+                }
+                Ok(None)
+            }
+        }
+    }
+
+    // ----- truncation -----
+
+    /// Kafka's `truncateTo`: removes every record at or after `target_offset`. Returns whether
+    /// anything was removed.
+    pub fn truncate_to(&self, target_offset: i64) -> Result<bool> {
+        if target_offset < 0 {
+            return Err(Error::InvalidArgument(format!(
+                "cannot truncate to a negative offset ({target_offset})"
+            )));
+        }
+        let mut st = self.write_state()?;
+        if target_offset >= st.log_end_offset.message_offset {
+            return Ok(false);
+        }
+        let first_base = st.segments.first().map_or(0, LogSegment::base_offset);
+        if first_base > target_offset {
+            drop(st);
+            self.truncate_fully_and_start_at(target_offset)?;
+            return Ok(true);
+        }
+        for base in st
+            .segments
+            .base_offsets()
+            .into_iter()
+            .filter(|b| *b > target_offset)
+        {
+            if let Some(seg) = st.segments.remove(base) {
+                self.delete_segment_files(seg, true)?;
+            }
+        }
+        let active = st
+            .segments
+            .active_mut()
+            .expect("a segment at or below the target offset");
+        active.truncate_to(target_offset)?;
+        active.offset_index_resize(self.config.max_index_size)?;
+        let next = active.read_next_offset()?;
+        let (base, size) = (active.base_offset(), active.size());
+        st.log_end_offset = LogOffsetMetadata {
+            message_offset: next,
+            segment_base_offset: base,
+            relative_position_in_segment: size as i64,
+        };
+        st.recovery_point = st.recovery_point.min(next);
+        if st.high_watermark.message_offset > next {
+            Self::update_high_watermark_in(&mut st, next);
+        }
+        st.leader_epoch_cache.truncate_from_end(next)?;
+        let start = st.log_start_offset;
+        let now = self.now();
+        loader::rebuild_producer_state(&mut st, start, next, now, false)?;
+        Ok(true)
+    }
+
+    /// Kafka's `truncateFullyAndStartAt`: deletes every segment and starts empty at `new_offset`.
+    pub fn truncate_fully_and_start_at(&self, new_offset: i64) -> Result<()> {
+        let mut st = self.write_state()?;
+        for base in st.segments.base_offsets() {
+            if let Some(seg) = st.segments.remove(base) {
+                self.delete_segment_files(seg, true)?;
+            }
+        }
+        let segment = LogSegment::open(&self.dir, new_offset, &self.config, true, "", self.now())?;
+        st.segments.add(segment);
+        st.log_start_offset = new_offset;
+        st.log_end_offset = LogOffsetMetadata {
+            message_offset: new_offset,
+            segment_base_offset: new_offset,
+            relative_position_in_segment: 0,
+        };
+        st.high_watermark = st.log_end_offset;
+        st.recovery_point = new_offset;
+        st.leader_epoch_cache.clear_and_flush()?;
+        st.producer_state.truncate_fully_and_start_at(new_offset)?;
+        Ok(())
+    }
+
+    // ----- flush and close -----
+
+    /// Kafka's `flush`: fsyncs segments up to the log end offset and moves the recovery point.
+    pub fn flush(&self) -> Result<()> {
+        let mut st = self.write_state()?;
+        let leo = st.log_end_offset.message_offset;
+        Self::flush_in(&mut st, leo)
+    }
+
+    fn flush_in(st: &mut LogState, offset: i64) -> Result<()> {
+        if offset <= st.recovery_point {
+            return Ok(());
+        }
+        let from = st.recovery_point;
+        for segment in st.segments.from_offset(from) {
+            if segment.base_offset() >= offset {
+                break;
+            }
+            segment.flush()?;
+        }
+        st.leader_epoch_cache.flush()?;
+        st.recovery_point = offset;
+        st.unflushed_messages = 0;
+        Ok(())
+    }
+
+    /// Flushes everything, writes the producer snapshot, the checkpoints and trims the indexes.
+    pub fn close(&self) -> Result<()> {
+        if self.read_only {
+            self.state.write().unwrap_or_else(|p| p.into_inner()).closed = true;
+            return Ok(());
+        }
+        let mut st = self.state.write().unwrap_or_else(|p| p.into_inner());
+        if st.closed {
+            return Ok(());
+        }
+        let leo = st.log_end_offset.message_offset;
+        Self::flush_in(&mut st, leo)?;
+        st.producer_state.update_map_end_offset(leo);
+        st.producer_state.take_snapshot()?;
+        for segment in st.segments.iter_mut() {
+            segment.close()?;
+        }
+        loader::write_checkpoints(&self.dir, &st)?;
+        st.closed = true;
+        Ok(())
+    }
+
+    /// Removes a segment's files: renamed `.deleted` first, then deleted now or after
+    /// `file.delete.delay.ms` in the background, as Kafka's `deleteSegmentFiles`.
+    pub(crate) fn delete_segment_files(
+        &self,
+        mut segment: LogSegment,
+        immediately: bool,
+    ) -> Result<()> {
+        segment.change_file_suffixes("", crate::segment::DELETED_FILE_SUFFIX)?;
+        let delay = self.config.file_delete_delay_ms;
+        if immediately || delay <= 0 {
+            return segment.delete();
+        }
+        std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(delay as u64));
+            let _ = segment.delete();
+        });
+        Ok(())
+    }
+}
+
+impl Drop for Log {
+    fn drop(&mut self) {
+        let _ = self.close();
+    }
+}
+
+/// Keeps only the whole batches of `records` whose offsets are below `end_offset`.
+fn cut_at_offset(records: &[u8], end_offset: i64) -> Result<Vec<u8>> {
+    let mut keep = 0usize;
+    for h in crate::record::file_records::headers_in(records) {
+        let h = match h {
+            Ok(h) => h,
+            // A fetch may end in a partial batch; it is dropped like everything past the limit.
+            Err(_) => break,
+        };
+        if h.last_offset >= end_offset {
+            break;
+        }
+        keep = h.position as usize + h.size;
+    }
+    Ok(records[..keep].to_vec())
+}
+
+fn last_offset_of(records: &[u8]) -> Result<Option<i64>> {
+    let mut last = None;
+    for h in crate::record::file_records::headers_in(records) {
+        match h {
+            Ok(h) => last = Some(h.last_offset),
+            Err(_) => break,
+        }
+    }
+    Ok(last)
+}

@@ -15,7 +15,9 @@ use std::path::{Path, PathBuf};
 use crate::error::{Error, Result};
 use crate::index::txn::AbortedTxn;
 use crate::log::checkpoint::atomic_write;
-use crate::record::batch::{Batch, DefaultBatch, NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE, NO_TIMESTAMP};
+use crate::record::batch::{
+    Batch, DefaultBatch, NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE, NO_TIMESTAMP,
+};
 use crate::record::control::{ControlRecordType, EndTransactionMarker};
 
 /// How many of a producer's latest batches are remembered for duplicate detection (the most a
@@ -129,13 +131,19 @@ impl ProducerStateEntry {
         self.batch_metadata.is_empty()
     }
     pub fn first_seq(&self) -> i32 {
-        self.batch_metadata.front().map_or(NO_SEQUENCE, BatchMetadata::first_seq)
+        self.batch_metadata
+            .front()
+            .map_or(NO_SEQUENCE, BatchMetadata::first_seq)
     }
     pub fn last_seq(&self) -> i32 {
-        self.batch_metadata.back().map_or(NO_SEQUENCE, |b| b.last_seq)
+        self.batch_metadata
+            .back()
+            .map_or(NO_SEQUENCE, |b| b.last_seq)
     }
     pub fn first_data_offset(&self) -> i64 {
-        self.batch_metadata.front().map_or(-1, BatchMetadata::first_offset)
+        self.batch_metadata
+            .front()
+            .map_or(-1, BatchMetadata::first_offset)
     }
     pub fn last_data_offset(&self) -> i64 {
         self.batch_metadata.back().map_or(-1, |b| b.last_offset)
@@ -145,16 +153,36 @@ impl ProducerStateEntry {
     }
 
     /// The cached batch with exactly this epoch and sequence range: a retried batch.
-    pub fn find_duplicate_batch(&self, producer_epoch: i16, first_seq: i32, last_seq: i32) -> Option<BatchMetadata> {
+    pub fn find_duplicate_batch(
+        &self,
+        producer_epoch: i16,
+        first_seq: i32,
+        last_seq: i32,
+    ) -> Option<BatchMetadata> {
         if producer_epoch != self.producer_epoch {
             return None;
         }
-        self.batch_metadata.iter().find(|b| b.first_seq() == first_seq && b.last_seq == last_seq).copied()
+        self.batch_metadata
+            .iter()
+            .find(|b| b.first_seq() == first_seq && b.last_seq == last_seq)
+            .copied()
     }
 
-    fn add_batch(&mut self, producer_epoch: i16, last_seq: i32, last_offset: i64, offset_delta: i32, timestamp: i64) {
+    fn add_batch(
+        &mut self,
+        producer_epoch: i16,
+        last_seq: i32,
+        last_offset: i64,
+        offset_delta: i32,
+        timestamp: i64,
+    ) {
         self.maybe_update_producer_epoch(producer_epoch);
-        self.add_batch_metadata(BatchMetadata { last_seq, last_offset, offset_delta, timestamp });
+        self.add_batch_metadata(BatchMetadata {
+            last_seq,
+            last_offset,
+            offset_delta,
+            timestamp,
+        });
         self.last_timestamp = timestamp;
     }
 
@@ -215,7 +243,14 @@ impl CompletedTxn {
     /// The transaction index entry for this transaction, given the LSO from
     /// [`ProducerStateManager::last_stable_offset`]; only aborted transactions are indexed.
     pub fn to_aborted_txn(&self, last_stable_offset: i64) -> Option<AbortedTxn> {
-        self.is_aborted.then(|| AbortedTxn::new(self.producer_id, self.first_offset, self.last_offset, last_stable_offset))
+        self.is_aborted.then(|| {
+            AbortedTxn::new(
+                self.producer_id,
+                self.first_offset,
+                self.last_offset,
+                last_stable_offset,
+            )
+        })
     }
 }
 
@@ -235,8 +270,18 @@ pub struct ProducerAppendInfo {
 
 impl ProducerAppendInfo {
     pub fn new(producer_id: i64, current: ProducerStateEntry, origin: AppendOrigin) -> Self {
-        let updated = ProducerStateEntry { producer_id, batch_metadata: VecDeque::new(), ..current.clone() };
-        ProducerAppendInfo { producer_id, origin, current, updated, started_txns: Vec::new() }
+        let updated = ProducerStateEntry {
+            producer_id,
+            batch_metadata: VecDeque::new(),
+            ..current.clone()
+        };
+        ProducerAppendInfo {
+            producer_id,
+            origin,
+            current,
+            updated,
+            started_txns: Vec::new(),
+        }
     }
 
     pub fn producer_id(&self) -> i64 {
@@ -257,10 +302,17 @@ impl ProducerAppendInfo {
     pub fn append(&mut self, batch: &DefaultBatch) -> Result<Option<CompletedTxn>> {
         if batch.is_control() {
             // An empty control batch is a marker whose transaction was cleaned away: nothing to do.
-            let Some(marker) = Batch::V2(*batch).end_txn_marker()? else { return Ok(None) };
+            let Some(marker) = Batch::V2(*batch).end_txn_marker()? else {
+                return Ok(None);
+            };
             // The marker record's timestamp: a single-record batch's max timestamp is that record's
             // timestamp (or the log append time, which Kafka reports for the record too).
-            self.append_end_txn_marker(marker, batch.producer_epoch(), batch.base_offset(), batch.max_timestamp())
+            self.append_end_txn_marker(
+                marker,
+                batch.producer_epoch(),
+                batch.base_offset(),
+                batch.max_timestamp(),
+            )
         } else {
             self.append_data_batch(
                 batch.producer_epoch(),
@@ -292,9 +344,13 @@ impl ProducerAppendInfo {
         }
         let delta = last_offset.checked_sub(first_offset).filter(|d| *d >= 0);
         let offset_delta = delta.and_then(|d| i32::try_from(d).ok()).ok_or_else(|| {
-            Error::InvalidArgument(format!("batch offsets {first_offset}..{last_offset} of producer {} are invalid", self.producer_id))
+            Error::InvalidArgument(format!(
+                "batch offsets {first_offset}..{last_offset} of producer {} are invalid",
+                self.producer_id
+            ))
         })?;
-        self.updated.add_batch(epoch, last_seq, last_offset, offset_delta, last_timestamp);
+        self.updated
+            .add_batch(epoch, last_seq, last_offset, offset_delta, last_timestamp);
         match (self.updated.current_txn_first_offset, is_transactional) {
             (Some(_), false) => Err(Error::ProducerState(format!(
                 "InvalidTxnState: expected a transactional write from producer {} at offset {first_offset}",
@@ -319,7 +375,9 @@ impl ProducerAppendInfo {
         timestamp: i64,
     ) -> Result<Option<CompletedTxn>> {
         self.check_producer_epoch(producer_epoch, offset)?;
-        if self.updated.coordinator_epoch > marker.coordinator_epoch && self.origin != AppendOrigin::Replication {
+        if self.updated.coordinator_epoch > marker.coordinator_epoch
+            && self.origin != AppendOrigin::Replication
+        {
             return Err(Error::ProducerState(format!(
                 "TransactionCoordinatorFenced: coordinator epoch {} of the marker for producer {} at offset {offset} \
                  is older than the current {}",
@@ -327,13 +385,17 @@ impl ProducerAppendInfo {
             )));
         }
         // A marker without data in the transaction changes no LSO and needs no index entry.
-        let completed = self.updated.current_txn_first_offset.map(|first_offset| CompletedTxn {
-            producer_id: self.producer_id,
-            first_offset,
-            last_offset: offset,
-            is_aborted: marker.control_type == ControlRecordType::Abort,
-        });
-        self.updated.update_for_marker(producer_epoch, marker.coordinator_epoch, timestamp);
+        let completed = self
+            .updated
+            .current_txn_first_offset
+            .map(|first_offset| CompletedTxn {
+                producer_id: self.producer_id,
+                first_offset,
+                last_offset: offset,
+                is_aborted: marker.control_type == ControlRecordType::Abort,
+            });
+        self.updated
+            .update_for_marker(producer_epoch, marker.coordinator_epoch, timestamp);
         Ok(completed)
     }
 
@@ -370,7 +432,9 @@ impl ProducerAppendInfo {
             NO_SEQUENCE
         };
         // With no known epoch (all of the producer's records are gone) any sequence is accepted.
-        if !(self.current.producer_epoch == NO_PRODUCER_EPOCH || in_sequence(current_last_seq, first_seq)) {
+        if !(self.current.producer_epoch == NO_PRODUCER_EPOCH
+            || in_sequence(current_last_seq, first_seq))
+        {
             return Err(Error::ProducerState(format!(
                 "OutOfOrderSequence: sequence {first_seq} of producer {} at offset {offset} does not follow its last \
                  sequence {current_last_seq}",
@@ -552,7 +616,11 @@ impl ProducerStateManager {
     // ---- appends ----
 
     pub fn prepare_update(&self, producer_id: i64, origin: AppendOrigin) -> ProducerAppendInfo {
-        let current = self.producers.get(&producer_id).cloned().unwrap_or_else(|| ProducerStateEntry::empty(producer_id));
+        let current = self
+            .producers
+            .get(&producer_id)
+            .cloned()
+            .unwrap_or_else(|| ProducerStateEntry::empty(producer_id));
         ProducerAppendInfo::new(producer_id, current, origin)
     }
 
@@ -561,7 +629,11 @@ impl ProducerStateManager {
     /// `Append`, write the batches, then [`apply`](Self::apply) the result. For a client append a
     /// batch matching one of its producer's last 5 batches (same epoch and sequence range) makes
     /// the whole append a `Duplicate`. Batches without a producer id are ignored.
-    pub fn check_and_prepare(&self, batches: &[DefaultBatch], origin: AppendOrigin) -> Result<AppendCheck> {
+    pub fn check_and_prepare(
+        &self,
+        batches: &[DefaultBatch],
+        origin: AppendOrigin,
+    ) -> Result<AppendCheck> {
         let mut pending = PendingAppend::default();
         for batch in batches {
             let producer_id = batch.producer_id();
@@ -570,13 +642,20 @@ impl ProducerStateManager {
             }
             if origin == AppendOrigin::Client {
                 let dup = self.producers.get(&producer_id).and_then(|e| {
-                    e.find_duplicate_batch(batch.producer_epoch(), batch.base_sequence(), batch.last_sequence())
+                    e.find_duplicate_batch(
+                        batch.producer_epoch(),
+                        batch.base_sequence(),
+                        batch.last_sequence(),
+                    )
                 });
                 if let Some(dup) = dup {
                     return Ok(AppendCheck::Duplicate(dup));
                 }
             }
-            let info = pending.infos.entry(producer_id).or_insert_with(|| self.prepare_update(producer_id, origin));
+            let info = pending
+                .infos
+                .entry(producer_id)
+                .or_insert_with(|| self.prepare_update(producer_id, origin));
             if let Some(completed) = info.append(batch)? {
                 pending.completed_txns.push(completed);
             }
@@ -598,7 +677,9 @@ impl ProducerStateManager {
     /// Folds one producer's validated append into the map (Kafka's `update`).
     pub fn update(&mut self, info: ProducerAppendInfo) -> Result<()> {
         if info.producer_id == NO_PRODUCER_ID {
-            return Err(Error::InvalidArgument("producer state update for the null producer id -1".into()));
+            return Err(Error::InvalidArgument(
+                "producer state update for the null producer id -1".into(),
+            ));
         }
         for txn in &info.started_txns {
             self.ongoing_txns.insert(txn.first_offset, *txn);
@@ -630,7 +711,10 @@ impl ProducerStateManager {
                 }
             }
         }
-        let end = batch.last_offset().checked_add(1).ok_or_else(|| Error::corrupt("batch last offset is i64::MAX"))?;
+        let end = batch
+            .last_offset()
+            .checked_add(1)
+            .ok_or_else(|| Error::corrupt("batch last offset is i64::MAX"))?;
         self.update_map_end_offset(end);
         Ok(result)
     }
@@ -662,12 +746,17 @@ impl ProducerStateManager {
     // ---- expiry and truncation ----
 
     fn is_producer_expired(&self, now_ms: i64, entry: &ProducerStateEntry) -> bool {
-        entry.current_txn_first_offset.is_none() && now_ms.saturating_sub(entry.last_timestamp) >= self.producer_id_expiration_ms
+        entry.current_txn_first_offset.is_none()
+            && now_ms.saturating_sub(entry.last_timestamp) >= self.producer_id_expiration_ms
     }
 
     pub fn remove_expired_producers(&mut self, now_ms: i64) {
-        let expired: Vec<i64> =
-            self.producers.iter().filter(|(_, e)| self.is_producer_expired(now_ms, e)).map(|(&id, _)| id).collect();
+        let expired: Vec<i64> = self
+            .producers
+            .iter()
+            .filter(|(_, e)| self.is_producer_expired(now_ms, e))
+            .map(|(&id, _)| id)
+            .collect();
         for id in expired {
             self.producers.remove(&id);
         }
@@ -676,14 +765,25 @@ impl ProducerStateManager {
     /// Adds an entry, and its open transaction (Kafka's `loadProducerEntry`).
     pub fn load_producer_entry(&mut self, entry: ProducerStateEntry) {
         if let Some(first) = entry.current_txn_first_offset {
-            self.ongoing_txns.insert(first, TxnMetadata { producer_id: entry.producer_id, first_offset: first, last_offset: None });
+            self.ongoing_txns.insert(
+                first,
+                TxnMetadata {
+                    producer_id: entry.producer_id,
+                    first_offset: first,
+                    last_offset: None,
+                },
+            );
         }
         self.producers.insert(entry.producer_id, entry);
     }
 
     /// Loads the latest snapshot, passing over (and, when writable, deleting) corrupt ones.
     /// Expired producers are dropped. With no usable snapshot the map restarts at `log_start_offset`.
-    pub fn load_from_snapshot(&mut self, log_start_offset: i64, now_ms: i64) -> Result<SnapshotLoad> {
+    pub fn load_from_snapshot(
+        &mut self,
+        log_start_offset: i64,
+        now_ms: i64,
+    ) -> Result<SnapshotLoad> {
         let mut report = SnapshotLoad::default();
         while let Some((&offset, path)) = self.snapshots.last_key_value() {
             let path = path.clone();
@@ -717,9 +817,18 @@ impl ProducerStateManager {
     /// state is dropped and reloaded from the latest remaining snapshot, after which the log
     /// replays batches from [`map_end_offset`](Self::map_end_offset) with
     /// [`replay_batch`](Self::replay_batch). Assumes `log_end_offset` <= the high watermark.
-    pub fn truncate_and_reload(&mut self, log_start_offset: i64, log_end_offset: i64, now_ms: i64) -> Result<SnapshotLoad> {
-        let out_of_range: Vec<i64> =
-            self.snapshots.keys().copied().filter(|&o| o > log_end_offset || o <= log_start_offset).collect();
+    pub fn truncate_and_reload(
+        &mut self,
+        log_start_offset: i64,
+        log_end_offset: i64,
+        now_ms: i64,
+    ) -> Result<SnapshotLoad> {
+        let out_of_range: Vec<i64> = self
+            .snapshots
+            .keys()
+            .copied()
+            .filter(|&o| o > log_end_offset || o <= log_start_offset)
+            .collect();
         for offset in out_of_range {
             self.remove_and_delete_snapshot(offset)?;
         }
@@ -745,7 +854,8 @@ impl ProducerStateManager {
     }
 
     fn remove_unreplicated_transactions(&mut self, offset: i64) {
-        self.unreplicated_txns.retain(|_, t| !matches!(t.last_offset, Some(last) if last < offset));
+        self.unreplicated_txns
+            .retain(|_, t| !matches!(t.last_offset, Some(last) if last < offset));
     }
 
     /// Drops all state and every snapshot, restarting the map at `offset`.
@@ -817,7 +927,12 @@ impl ProducerStateManager {
     pub fn remove_stray_snapshots(&mut self, segment_base_offsets: &[i64]) -> Result<()> {
         self.snapshots = list_snapshot_files(&self.dir)?;
         let max_base = segment_base_offsets.iter().copied().max();
-        let strays: Vec<i64> = self.snapshots.keys().copied().filter(|o| !segment_base_offsets.contains(o)).collect();
+        let strays: Vec<i64> = self
+            .snapshots
+            .keys()
+            .copied()
+            .filter(|o| !segment_base_offsets.contains(o))
+            .collect();
         if let Some((&latest, older)) = strays.split_last() {
             for &o in older {
                 self.remove_and_delete_snapshot(o)?;
@@ -853,8 +968,18 @@ fn list_snapshot_files(dir: &Path) -> Result<BTreeMap<i64, PathBuf>> {
     };
     for entry in rd {
         let entry = entry.map_err(|e| Error::io(dir, e))?;
-        let Some(offset) = entry.file_name().to_str().and_then(offset_from_snapshot_name) else { continue };
-        if entry.file_type().map_err(|e| Error::io(entry.path(), e))?.is_file() {
+        let Some(offset) = entry
+            .file_name()
+            .to_str()
+            .and_then(offset_from_snapshot_name)
+        else {
+            continue;
+        };
+        if entry
+            .file_type()
+            .map_err(|e| Error::io(entry.path(), e))?
+            .is_file()
+        {
             out.insert(offset, entry.path());
         }
     }
@@ -896,19 +1021,31 @@ pub fn decode_snapshot(bytes: &[u8]) -> Result<Vec<ProducerStateEntry>> {
     }
     let version = i16::from_be_bytes([bytes[0], bytes[1]]);
     if version != PRODUCER_SNAPSHOT_VERSION {
-        return Err(Error::corrupt(format!("producer snapshot has unknown version {version}")));
+        return Err(Error::corrupt(format!(
+            "producer snapshot has unknown version {version}"
+        )));
     }
-    let stored = u32::from_be_bytes(bytes[SNAPSHOT_CRC_OFFSET..SNAPSHOT_ENTRIES_OFFSET].try_into().unwrap());
+    let stored = u32::from_be_bytes(
+        bytes[SNAPSHOT_CRC_OFFSET..SNAPSHOT_ENTRIES_OFFSET]
+            .try_into()
+            .unwrap(),
+    );
     let computed = crc32c::crc32c(&bytes[SNAPSHOT_ENTRIES_OFFSET..]);
     if stored != computed {
         return Err(Error::corrupt(format!(
             "producer snapshot CRC mismatch: stored {stored:#010x}, computed {computed:#010x}"
         )));
     }
-    let count = i32::from_be_bytes(bytes[SNAPSHOT_ENTRIES_OFFSET..SNAPSHOT_HEADER_SIZE].try_into().unwrap());
+    let count = i32::from_be_bytes(
+        bytes[SNAPSHOT_ENTRIES_OFFSET..SNAPSHOT_HEADER_SIZE]
+            .try_into()
+            .unwrap(),
+    );
     let body = &bytes[SNAPSHOT_HEADER_SIZE..];
     if count < 0 {
-        return Err(Error::corrupt(format!("producer snapshot has a negative entry count {count}")));
+        return Err(Error::corrupt(format!(
+            "producer snapshot has a negative entry count {count}"
+        )));
     }
     let needed = count as u64 * SNAPSHOT_ENTRY_SIZE as u64;
     if needed != body.len() as u64 {
@@ -930,7 +1067,12 @@ pub fn decode_snapshot(bytes: &[u8]) -> Result<Vec<ProducerStateEntry>> {
         let coordinator_epoch = i32_at(e, 34);
         let txn_first = i64_at(e, 38);
         // Kafka writes last_offset -1 for a producer with no batch (one known only by markers).
-        let last_batch = (last_offset >= 0).then_some(BatchMetadata { last_seq, last_offset, offset_delta, timestamp });
+        let last_batch = (last_offset >= 0).then_some(BatchMetadata {
+            last_seq,
+            last_offset,
+            offset_delta,
+            timestamp,
+        });
         entries.push(ProducerStateEntry::new(
             producer_id,
             producer_epoch,
@@ -949,7 +1091,10 @@ pub fn read_snapshot(path: &Path) -> Result<Vec<ProducerStateEntry>> {
     decode_snapshot(&bytes).map_err(|e| e.in_file(path))
 }
 
-pub fn write_snapshot<'a>(path: &Path, entries: impl IntoIterator<Item = &'a ProducerStateEntry>) -> Result<()> {
+pub fn write_snapshot<'a>(
+    path: &Path,
+    entries: impl IntoIterator<Item = &'a ProducerStateEntry>,
+) -> Result<()> {
     atomic_write(path, &encode_snapshot(entries))
 }
 
@@ -976,8 +1121,23 @@ mod tests {
     }
 
     fn marker(offset: i64, pid: i64, epoch: i16, commit: bool, coordinator_epoch: i32) -> Vec<u8> {
-        let control_type = if commit { ControlRecordType::Commit } else { ControlRecordType::Abort };
-        end_txn_marker_batch(offset, 2_000, 0, pid, epoch, EndTransactionMarker { control_type, coordinator_epoch }).unwrap()
+        let control_type = if commit {
+            ControlRecordType::Commit
+        } else {
+            ControlRecordType::Abort
+        };
+        end_txn_marker_batch(
+            offset,
+            2_000,
+            0,
+            pid,
+            epoch,
+            EndTransactionMarker {
+                control_type,
+                coordinator_epoch,
+            },
+        )
+        .unwrap()
     }
 
     fn manager() -> (tempfile::TempDir, ProducerStateManager) {
@@ -987,7 +1147,11 @@ mod tests {
     }
 
     /// Client append of one batch: check, "write", apply; returns the completed txns.
-    fn append(m: &mut ProducerStateManager, bytes: &[u8], origin: AppendOrigin) -> Result<Vec<CompletedTxn>> {
+    fn append(
+        m: &mut ProducerStateManager,
+        bytes: &[u8],
+        origin: AppendOrigin,
+    ) -> Result<Vec<CompletedTxn>> {
         let b = DefaultBatch::new(bytes).unwrap();
         match m.check_and_prepare(&[b], origin)? {
             AppendCheck::Duplicate(d) => panic!("unexpected duplicate {d:?}"),
@@ -1012,20 +1176,41 @@ mod tests {
         append(&mut m, &data(0, PID, 0, 0, 3, false), AppendOrigin::Client).unwrap();
         append(&mut m, &data(3, PID, 0, 3, 2, false), AppendOrigin::Client).unwrap();
         let e = m.last_entry(PID).unwrap();
-        assert_eq!((e.first_seq(), e.last_seq(), e.first_data_offset(), e.last_data_offset()), (0, 4, 0, 4));
+        assert_eq!(
+            (
+                e.first_seq(),
+                e.last_seq(),
+                e.first_data_offset(),
+                e.last_data_offset()
+            ),
+            (0, 4, 0, 4)
+        );
         // A gap is an out-of-order error.
         let err = check(&m, &data(5, PID, 0, 6, 1, false)).unwrap_err();
-        assert!(matches!(&err, Error::ProducerState(s) if s.contains("OutOfOrderSequence")), "{err}");
+        assert!(
+            matches!(&err, Error::ProducerState(s) if s.contains("OutOfOrderSequence")),
+            "{err}"
+        );
         // So is going back to a sequence that is not a cached batch.
         assert!(check(&m, &data(5, PID, 0, 4, 1, false)).is_err());
         // Sequences wrap from i32::MAX to 0.
         let (_d2, mut m2) = manager();
-        append(&mut m2, &data(0, PID, 0, i32::MAX - 1, 2, false), AppendOrigin::Client).unwrap();
+        append(
+            &mut m2,
+            &data(0, PID, 0, i32::MAX - 1, 2, false),
+            AppendOrigin::Client,
+        )
+        .unwrap();
         assert_eq!(m2.last_entry(PID).unwrap().last_seq(), i32::MAX);
         append(&mut m2, &data(2, PID, 0, 0, 1, false), AppendOrigin::Client).unwrap();
         // A batch straddling the wrap: base MAX-1, 4 records -> last seq 1.
         let (_d3, mut m3) = manager();
-        append(&mut m3, &data(0, PID, 0, i32::MAX - 1, 4, false), AppendOrigin::Client).unwrap();
+        append(
+            &mut m3,
+            &data(0, PID, 0, i32::MAX - 1, 4, false),
+            AppendOrigin::Client,
+        )
+        .unwrap();
         let e = m3.last_entry(PID).unwrap();
         assert_eq!((e.first_seq(), e.last_seq()), (i32::MAX - 1, 1));
         append(&mut m3, &data(4, PID, 0, 2, 1, false), AppendOrigin::Client).unwrap();
@@ -1036,15 +1221,22 @@ mod tests {
     #[test]
     fn duplicates_of_the_last_five_batches() {
         let (_d, mut m) = manager();
-        let batches: Vec<Vec<u8>> = (0..6).map(|i| data(i * 2, PID, 0, i as i32 * 2, 2, false)).collect();
+        let batches: Vec<Vec<u8>> = (0..6)
+            .map(|i| data(i * 2, PID, 0, i as i32 * 2, 2, false))
+            .collect();
         for b in &batches {
             append(&mut m, b, AppendOrigin::Client).unwrap();
         }
-        assert_eq!(m.last_entry(PID).unwrap().batch_metadata().count(), NUM_BATCHES_TO_RETAIN);
+        assert_eq!(
+            m.last_entry(PID).unwrap().batch_metadata().count(),
+            NUM_BATCHES_TO_RETAIN
+        );
         for i in 1..6i64 {
             // The retry arrives with new offsets; the cached ones are reported.
             match check(&m, &data(100 + i, PID, 0, i as i32 * 2, 2, false)).unwrap() {
-                AppendCheck::Duplicate(d) => assert_eq!((d.first_offset(), d.last_offset), (i * 2, i * 2 + 1)),
+                AppendCheck::Duplicate(d) => {
+                    assert_eq!((d.first_offset(), d.last_offset), (i * 2, i * 2 + 1))
+                }
                 AppendCheck::Append(_) => panic!("batch {i} should be a duplicate"),
             }
         }
@@ -1055,7 +1247,8 @@ mod tests {
         // Replication never dedupes.
         let b = data(100, PID, 0, 10, 2, false);
         assert!(matches!(
-            m.check_and_prepare(&[DefaultBatch::new(&b).unwrap()], AppendOrigin::Replication).unwrap(),
+            m.check_and_prepare(&[DefaultBatch::new(&b).unwrap()], AppendOrigin::Replication)
+                .unwrap(),
             AppendCheck::Append(_)
         ));
     }
@@ -1065,18 +1258,43 @@ mod tests {
         let (_d, mut m) = manager();
         append(&mut m, &data(0, PID, 5, 0, 2, false), AppendOrigin::Client).unwrap();
         let err = check(&m, &data(2, PID, 4, 2, 1, false)).unwrap_err();
-        assert!(matches!(&err, Error::ProducerState(s) if s.contains("InvalidProducerEpoch")), "{err}");
+        assert!(
+            matches!(&err, Error::ProducerState(s) if s.contains("InvalidProducerEpoch")),
+            "{err}"
+        );
         // A new epoch must restart at sequence 0.
         let err = check(&m, &data(2, PID, 6, 2, 1, false)).unwrap_err();
-        assert!(matches!(&err, Error::ProducerState(s) if s.contains("must be 0")), "{err}");
+        assert!(
+            matches!(&err, Error::ProducerState(s) if s.contains("must be 0")),
+            "{err}"
+        );
         append(&mut m, &data(2, PID, 6, 0, 1, false), AppendOrigin::Client).unwrap();
         let e = m.last_entry(PID).unwrap();
-        assert_eq!((e.producer_epoch, e.batch_metadata().count()), (6, 1), "new epoch clears old batches");
+        assert_eq!(
+            (e.producer_epoch, e.batch_metadata().count()),
+            (6, 1),
+            "new epoch clears old batches"
+        );
         // The coordinator is checked for epochs but not sequences.
-        assert!(m.check_and_prepare(&[DefaultBatch::new(&data(3, PID, 6, 9, 1, false)).unwrap()], AppendOrigin::Coordinator).is_ok());
-        assert!(m.check_and_prepare(&[DefaultBatch::new(&data(3, PID, 5, 9, 1, false)).unwrap()], AppendOrigin::Coordinator).is_err());
+        assert!(m
+            .check_and_prepare(
+                &[DefaultBatch::new(&data(3, PID, 6, 9, 1, false)).unwrap()],
+                AppendOrigin::Coordinator
+            )
+            .is_ok());
+        assert!(m
+            .check_and_prepare(
+                &[DefaultBatch::new(&data(3, PID, 5, 9, 1, false)).unwrap()],
+                AppendOrigin::Coordinator
+            )
+            .is_err());
         // Replication accepts an older epoch.
-        append(&mut m, &data(3, PID, 5, 9, 1, false), AppendOrigin::Replication).unwrap();
+        append(
+            &mut m,
+            &data(3, PID, 5, 9, 1, false),
+            AppendOrigin::Replication,
+        )
+        .unwrap();
     }
 
     #[test]
@@ -1093,11 +1311,25 @@ mod tests {
 
         // Commit a's transaction at offset 4: LSO is b's first offset, which is still open.
         let mk = marker(4, a, 0, true, 3);
-        let AppendCheck::Append(p) = m.check_and_prepare(&[DefaultBatch::new(&mk).unwrap()], AppendOrigin::Coordinator).unwrap() else {
+        let AppendCheck::Append(p) = m
+            .check_and_prepare(
+                &[DefaultBatch::new(&mk).unwrap()],
+                AppendOrigin::Coordinator,
+            )
+            .unwrap()
+        else {
             panic!()
         };
         let done = m.apply(p).unwrap();
-        assert_eq!(done, vec![CompletedTxn { producer_id: a, first_offset: 0, last_offset: 4, is_aborted: false }]);
+        assert_eq!(
+            done,
+            vec![CompletedTxn {
+                producer_id: a,
+                first_offset: 0,
+                last_offset: 4,
+                is_aborted: false
+            }]
+        );
         assert_eq!(m.last_stable_offset(&done[0]), 2);
         assert_eq!(done[0].to_aborted_txn(2), None, "commits are not indexed");
         m.complete_txn(&done[0]).unwrap();
@@ -1105,13 +1337,30 @@ mod tests {
         assert_eq!(m.last_entry(a).unwrap().current_txn_first_offset, None);
         assert_eq!(m.last_entry(a).unwrap().coordinator_epoch, 3);
         assert_eq!(m.first_undecided_offset(), Some(2));
-        assert_eq!(m.first_unstable_offset(), Some(0), "a's marker is not yet under the high watermark");
+        assert_eq!(
+            m.first_unstable_offset(),
+            Some(0),
+            "a's marker is not yet under the high watermark"
+        );
         m.on_high_watermark_updated(5);
         assert_eq!(m.first_unstable_offset(), Some(2));
 
         // Abort b's at 5: nothing else open, so LSO is just past the marker.
-        let done = append(&mut m, &marker(5, b, 0, false, 3), AppendOrigin::Coordinator).unwrap();
-        assert_eq!(done, vec![CompletedTxn { producer_id: b, first_offset: 2, last_offset: 5, is_aborted: true }]);
+        let done = append(
+            &mut m,
+            &marker(5, b, 0, false, 3),
+            AppendOrigin::Coordinator,
+        )
+        .unwrap();
+        assert_eq!(
+            done,
+            vec![CompletedTxn {
+                producer_id: b,
+                first_offset: 2,
+                last_offset: 5,
+                is_aborted: true
+            }]
+        );
         assert_eq!(done[0].to_aborted_txn(6), Some(AbortedTxn::new(b, 2, 5, 6)));
         assert_eq!(m.first_undecided_offset(), None);
         m.on_high_watermark_updated(6);
@@ -1119,7 +1368,10 @@ mod tests {
 
         // A zombie coordinator's marker is fenced; a marker with no open transaction completes nothing.
         assert!(check(&m, &marker(6, a, 0, true, 2)).is_err());
-        assert_eq!(append(&mut m, &marker(6, a, 0, true, 3), AppendOrigin::Coordinator).unwrap(), vec![]);
+        assert_eq!(
+            append(&mut m, &marker(6, a, 0, true, 3), AppendOrigin::Coordinator).unwrap(),
+            vec![]
+        );
     }
 
     #[test]
@@ -1143,11 +1395,21 @@ mod tests {
                 aborted.extend(c.to_aborted_txn(lso));
             }
         }
-        assert_eq!(aborted, vec![AbortedTxn::new(2, 2, 7, 6)], "LSO is producer 3's open txn");
+        assert_eq!(
+            aborted,
+            vec![AbortedTxn::new(2, 2, 7, 6)],
+            "LSO is producer 3's open txn"
+        );
         assert_eq!(live.active_producers(), replayed.active_producers());
         assert_eq!(replayed.map_end_offset(), 9);
         assert_eq!(replayed.first_undecided_offset(), Some(6));
-        assert_eq!(replayed.ongoing_txns().map(|t| t.first_offset).collect::<Vec<_>>(), vec![6, 8]);
+        assert_eq!(
+            replayed
+                .ongoing_txns()
+                .map(|t| t.first_offset)
+                .collect::<Vec<_>>(),
+            vec![6, 8]
+        );
     }
 
     #[test]
@@ -1165,7 +1427,9 @@ mod tests {
         assert_eq!(entries[0].first_seq(), 0);
         assert_eq!(entries[1].current_txn_first_offset, Some(3));
 
-        let mut fresh = ProducerStateManager::new(dir.path(), false).unwrap().with_producer_id_expiration_ms(i64::MAX);
+        let mut fresh = ProducerStateManager::new(dir.path(), false)
+            .unwrap()
+            .with_producer_id_expiration_ms(i64::MAX);
         assert_eq!(fresh.latest_snapshot_offset(), Some(4));
         let load = fresh.truncate_and_reload(0, 4, 5_000).unwrap();
         assert_eq!(load.loaded_offset, Some(4));
@@ -1173,13 +1437,30 @@ mod tests {
         assert_eq!(fresh.first_unstable_offset(), Some(3));
         assert_eq!(fresh.last_entry(1).unwrap().last_seq(), 2);
         // The next in-order batch is accepted, and a retry of the snapshotted batch is a duplicate.
-        assert!(matches!(check(&fresh, &data(4, 1, 2, 0, 3, false)).unwrap(), AppendCheck::Duplicate(_)));
-        append(&mut fresh, &data(4, 1, 2, 3, 1, false), AppendOrigin::Client).unwrap();
+        assert!(matches!(
+            check(&fresh, &data(4, 1, 2, 0, 3, false)).unwrap(),
+            AppendCheck::Duplicate(_)
+        ));
+        append(
+            &mut fresh,
+            &data(4, 1, 2, 3, 1, false),
+            AppendOrigin::Client,
+        )
+        .unwrap();
 
         // Expiry drops idle producers without open transactions when loading.
-        let mut expiring = ProducerStateManager::new(dir.path(), true).unwrap().with_producer_id_expiration_ms(10);
+        let mut expiring = ProducerStateManager::new(dir.path(), true)
+            .unwrap()
+            .with_producer_id_expiration_ms(10);
         expiring.truncate_and_reload(0, 4, 1_000_000).unwrap();
-        assert_eq!(expiring.active_producers().keys().copied().collect::<Vec<_>>(), vec![2]);
+        assert_eq!(
+            expiring
+                .active_producers()
+                .keys()
+                .copied()
+                .collect::<Vec<_>>(),
+            vec![2]
+        );
 
         // Truncating below the snapshot removes it and restarts from the log start.
         let load = fresh.truncate_and_reload(0, 3, 5_000).unwrap();
@@ -1199,10 +1480,17 @@ mod tests {
         let bytes = encode_snapshot([&e, &empty]);
         assert_eq!(bytes.len(), 10 + 2 * 46);
         assert_eq!(&bytes[0..2], &[0, 1], "version 1");
-        assert_eq!(u32::from_be_bytes(bytes[2..6].try_into().unwrap()), crc32c::crc32c(&bytes[6..]));
+        assert_eq!(
+            u32::from_be_bytes(bytes[2..6].try_into().unwrap()),
+            crc32c::crc32c(&bytes[6..])
+        );
         assert_eq!(&bytes[6..10], &2i32.to_be_bytes(), "array count");
         let r = &bytes[10..56];
-        assert_eq!(&r[0..8], &0x0102030405060708i64.to_be_bytes(), "producer_id");
+        assert_eq!(
+            &r[0..8],
+            &0x0102030405060708i64.to_be_bytes(),
+            "producer_id"
+        );
         assert_eq!(&r[8..10], &0x0a0bi16.to_be_bytes(), "epoch");
         assert_eq!(&r[10..14], &0x11223344i32.to_be_bytes(), "last_sequence");
         assert_eq!(&r[14..22], &100i64.to_be_bytes(), "last_offset");
@@ -1211,8 +1499,16 @@ mod tests {
         assert_eq!(&r[34..38], &7i32.to_be_bytes(), "coordinator_epoch");
         assert_eq!(&r[38..46], &96i64.to_be_bytes(), "current_txn_first_offset");
         let r = &bytes[56..];
-        assert_eq!(&r[10..14], &(-1i32).to_be_bytes(), "no batch: last_sequence -1");
-        assert_eq!(&r[14..22], &(-1i64).to_be_bytes(), "no batch: last_offset -1");
+        assert_eq!(
+            &r[10..14],
+            &(-1i32).to_be_bytes(),
+            "no batch: last_sequence -1"
+        );
+        assert_eq!(
+            &r[14..22],
+            &(-1i64).to_be_bytes(),
+            "no batch: last_offset -1"
+        );
         assert_eq!(&r[22..26], &0i32.to_be_bytes(), "no batch: offset_delta 0");
         assert_eq!(&r[38..46], &(-1i64).to_be_bytes(), "no txn: -1");
         let back = decode_snapshot(&bytes).unwrap();
@@ -1225,7 +1521,19 @@ mod tests {
 
     #[test]
     fn corrupt_snapshots_are_clear_errors() {
-        let e = ProducerStateEntry::new(1, 0, -1, 5, None, Some(BatchMetadata { last_seq: 0, last_offset: 0, offset_delta: 0, timestamp: 5 }));
+        let e = ProducerStateEntry::new(
+            1,
+            0,
+            -1,
+            5,
+            None,
+            Some(BatchMetadata {
+                last_seq: 0,
+                last_offset: 0,
+                offset_delta: 0,
+                timestamp: 5,
+            }),
+        );
         let good = encode_snapshot([&e]);
         let msg = |b: &[u8]| decode_snapshot(b).unwrap_err().to_string();
         assert!(msg(&good[..5]).contains("fewer than"));
@@ -1241,7 +1549,11 @@ mod tests {
         huge[6..10].copy_from_slice(&i32::MAX.to_be_bytes());
         let crc = crc32c::crc32c(&huge[6..]);
         huge[2..6].copy_from_slice(&crc.to_be_bytes());
-        assert!(msg(&huge).contains("claims 2147483647 entries"), "{}", msg(&huge));
+        assert!(
+            msg(&huge).contains("claims 2147483647 entries"),
+            "{}",
+            msg(&huge)
+        );
         let mut neg = good.clone();
         neg[6..10].copy_from_slice(&(-1i32).to_be_bytes());
         let crc = crc32c::crc32c(&neg[6..]);
@@ -1252,15 +1564,31 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         fs::write(dir.path().join(snapshot_file_name(1)), &good).unwrap();
         fs::write(dir.path().join(snapshot_file_name(5)), &bad).unwrap();
-        let mut ro = ProducerStateManager::new(dir.path(), true).unwrap().with_producer_id_expiration_ms(i64::MAX);
+        let mut ro = ProducerStateManager::new(dir.path(), true)
+            .unwrap()
+            .with_producer_id_expiration_ms(i64::MAX);
         let load = ro.truncate_and_reload(0, 10, 0).unwrap();
         assert_eq!(load.loaded_offset, Some(1));
         assert_eq!(load.skipped.len(), 1);
-        assert!(load.skipped[0].error.to_string().contains("00000000000000000005.snapshot"));
-        assert!(dir.path().join(snapshot_file_name(5)).exists(), "read-only leaves it");
-        let mut rw = ProducerStateManager::new(dir.path(), false).unwrap().with_producer_id_expiration_ms(i64::MAX);
-        assert_eq!(rw.truncate_and_reload(0, 10, 0).unwrap().loaded_offset, Some(1));
-        assert!(!dir.path().join(snapshot_file_name(5)).exists(), "writable deletes it, as Kafka does");
+        assert!(load.skipped[0]
+            .error
+            .to_string()
+            .contains("00000000000000000005.snapshot"));
+        assert!(
+            dir.path().join(snapshot_file_name(5)).exists(),
+            "read-only leaves it"
+        );
+        let mut rw = ProducerStateManager::new(dir.path(), false)
+            .unwrap()
+            .with_producer_id_expiration_ms(i64::MAX);
+        assert_eq!(
+            rw.truncate_and_reload(0, 10, 0).unwrap().loaded_offset,
+            Some(1)
+        );
+        assert!(
+            !dir.path().join(snapshot_file_name(5)).exists(),
+            "writable deletes it, as Kafka does"
+        );
     }
 
     #[test]
@@ -1269,7 +1597,11 @@ mod tests {
         for o in [0, 10, 20, 30, 45] {
             fs::write(dir.path().join(snapshot_file_name(o)), encode_snapshot([])).unwrap();
         }
-        fs::write(dir.path().join("00000000000000000099.snapshot.deleted"), b"").unwrap();
+        fs::write(
+            dir.path().join("00000000000000000099.snapshot.deleted"),
+            b"",
+        )
+        .unwrap();
         fs::write(dir.path().join("junk.snapshot"), b"").unwrap();
         let mut ro = ProducerStateManager::new(dir.path(), true).unwrap();
         assert_eq!(ro.snapshot_offsets(), vec![0, 10, 20, 30, 45]);
@@ -1277,7 +1609,11 @@ mod tests {
         ro.update_map_end_offset(100);
         assert_eq!(ro.take_snapshot().unwrap(), None, "read-only never writes");
         assert_eq!(ro.oldest_snapshot_offset(), Some(20));
-        assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 7, "read-only deleted nothing");
+        assert_eq!(
+            fs::read_dir(dir.path()).unwrap().count(),
+            7,
+            "read-only deleted nothing"
+        );
 
         let mut m = ProducerStateManager::new(dir.path(), false).unwrap();
         m.delete_snapshots_before(10).unwrap();
@@ -1329,7 +1665,10 @@ mod tests {
         let _ = decrement_sequence(i32::MAX, -1);
         let _ = decrement_sequence(i32::MIN, i32::MIN);
         assert!(in_sequence(i32::MAX, 0) && in_sequence(4, 5) && !in_sequence(4, 4));
-        assert_eq!(offset_from_snapshot_name("00000000000000000042.snapshot"), Some(42));
+        assert_eq!(
+            offset_from_snapshot_name("00000000000000000042.snapshot"),
+            Some(42)
+        );
         assert_eq!(offset_from_snapshot_name("42.snapshot.deleted"), None);
         assert_eq!(offset_from_snapshot_name("-1.snapshot"), None);
     }
@@ -1365,7 +1704,10 @@ mod tests {
 
     fn unhex(parts: &[&str]) -> Vec<u8> {
         let h: String = parts.concat();
-        (0..h.len()).step_by(2).map(|i| u8::from_str_radix(&h[i..i + 2], 16).unwrap()).collect()
+        (0..h.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&h[i..i + 2], 16).unwrap())
+            .collect()
     }
 
     #[test]
@@ -1391,7 +1733,8 @@ mod tests {
         assert_eq!(fs::read(&path).unwrap(), broker_snapshot);
 
         let entries = decode_snapshot(&broker_snapshot).unwrap();
-        let mut replayed: Vec<ProducerStateEntry> = m.active_producers().values().cloned().collect();
+        let mut replayed: Vec<ProducerStateEntry> =
+            m.active_producers().values().cloned().collect();
         replayed.sort_by_key(|e| e.producer_id);
         assert_eq!(entries.len(), 3);
         for (disk, mem) in entries.iter().zip(&replayed) {
@@ -1402,6 +1745,13 @@ mod tests {
             assert_eq!(disk.last_data_offset(), mem.last_data_offset());
             assert_eq!(disk.current_txn_first_offset, mem.current_txn_first_offset);
         }
-        assert_eq!((entries[1].last_seq(), entries[1].last_data_offset(), entries[1].coordinator_epoch), (2, 24, 0));
+        assert_eq!(
+            (
+                entries[1].last_seq(),
+                entries[1].last_data_offset(),
+                entries[1].coordinator_epoch
+            ),
+            (2, 24, 0)
+        );
     }
 }

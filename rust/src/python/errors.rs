@@ -6,22 +6,70 @@ use pyo3::prelude::*;
 
 use crate::error::Error;
 
-create_exception!(kafkalog, KafkaLogError, PyException, "Base class of every kafkalog error.");
-create_exception!(kafkalog, CorruptRecordError, KafkaLogError, "Bytes that are not valid Kafka records (CRC mismatch, truncated or oversized lengths).");
-create_exception!(kafkalog, CorruptIndexError, KafkaLogError, "An index file that breaks Kafka's invariants.");
-create_exception!(kafkalog, OffsetOutOfRangeError, KafkaLogError, "An offset outside [log start offset, log end offset].");
-create_exception!(kafkalog, InvalidOffsetError, KafkaLogError, "A non-monotonic or overflowing offset given to an index or log.");
-create_exception!(kafkalog, RecordTooLargeError, KafkaLogError, "A record or batch over the configured maximum size.");
-create_exception!(kafkalog, InvalidRecordError, KafkaLogError, "A batch that breaks a rule of the log (timestamps, sequence, epoch).");
-create_exception!(kafkalog, ReadOnlyError, KafkaLogError, "A write to a log, segment or index opened read-only.");
-create_exception!(kafkalog, ProducerStateError, KafkaLogError, "An idempotent or transactional producer protocol violation.");
+create_exception!(
+    kafkalog,
+    KafkaLogError,
+    PyException,
+    "Base class of every kafkalog error."
+);
+create_exception!(
+    kafkalog,
+    CorruptRecordError,
+    KafkaLogError,
+    "Bytes that are not valid Kafka records (CRC mismatch, truncated or oversized lengths)."
+);
+create_exception!(
+    kafkalog,
+    CorruptIndexError,
+    KafkaLogError,
+    "An index file that breaks Kafka's invariants."
+);
+create_exception!(
+    kafkalog,
+    OffsetOutOfRangeError,
+    KafkaLogError,
+    "An offset outside [log start offset, log end offset]."
+);
+create_exception!(
+    kafkalog,
+    InvalidOffsetError,
+    KafkaLogError,
+    "A non-monotonic or overflowing offset given to an index or log."
+);
+create_exception!(
+    kafkalog,
+    RecordTooLargeError,
+    KafkaLogError,
+    "A record or batch over the configured maximum size."
+);
+create_exception!(
+    kafkalog,
+    InvalidRecordError,
+    KafkaLogError,
+    "A batch that breaks a rule of the log (timestamps, sequence, epoch)."
+);
+create_exception!(
+    kafkalog,
+    ReadOnlyError,
+    KafkaLogError,
+    "A write to a log, segment or index opened read-only."
+);
+create_exception!(
+    kafkalog,
+    ProducerStateError,
+    KafkaLogError,
+    "An idempotent or transactional producer protocol violation."
+);
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
     m.add("KafkaLogError", py.get_type::<KafkaLogError>())?;
     m.add("CorruptRecordError", py.get_type::<CorruptRecordError>())?;
     m.add("CorruptIndexError", py.get_type::<CorruptIndexError>())?;
-    m.add("OffsetOutOfRangeError", py.get_type::<OffsetOutOfRangeError>())?;
+    m.add(
+        "OffsetOutOfRangeError",
+        py.get_type::<OffsetOutOfRangeError>(),
+    )?;
     m.add("InvalidOffsetError", py.get_type::<InvalidOffsetError>())?;
     m.add("RecordTooLargeError", py.get_type::<RecordTooLargeError>())?;
     m.add("InvalidRecordError", py.get_type::<InvalidRecordError>())?;

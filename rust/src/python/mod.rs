@@ -2,6 +2,7 @@
 //! lives in the crate. The GIL is released around file I/O and decoding.
 
 mod errors;
+mod log;
 mod records;
 mod segment;
 
@@ -12,6 +13,7 @@ fn _kafkalog(m: &Bound<'_, PyModule>) -> PyResult<()> {
     errors::register(m)?;
     records::register(m)?;
     segment::register(m)?;
+    log::register(m)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -45,10 +45,20 @@ impl Record {
             None => "None".to_string(),
             Some(b) => {
                 let s = b.as_bytes(py);
-                if s.len() > 32 { format!("<{} bytes>", s.len()) } else { format!("{:?}", String::from_utf8_lossy(s)) }
+                if s.len() > 32 {
+                    format!("<{} bytes>", s.len())
+                } else {
+                    format!("{:?}", String::from_utf8_lossy(s))
+                }
             }
         };
-        format!("Record(offset={}, timestamp={}, key={}, value={})", self.offset, self.timestamp, show(&self.key), show(&self.value))
+        format!(
+            "Record(offset={}, timestamp={}, key={}, value={})",
+            self.offset,
+            self.timestamp,
+            show(&self.key),
+            show(&self.value)
+        )
     }
 }
 
@@ -64,7 +74,13 @@ pub fn record_to_py(py: Python<'_>, r: &OwnedRecord) -> PyResult<Record> {
     let headers = PyList::empty(py);
     for (k, v) in &r.headers {
         let v = v.as_ref().map(|v| PyBytes::new(py, v));
-        headers.append(PyTuple::new(py, [k.into_pyobject(py)?.into_any(), v.into_pyobject(py)?.into_any()])?)?;
+        headers.append(PyTuple::new(
+            py,
+            [
+                k.into_pyobject(py)?.into_any(),
+                v.into_pyobject(py)?.into_any(),
+            ],
+        )?)?;
     }
     Ok(Record {
         offset: r.offset,
@@ -106,14 +122,25 @@ pub struct DecodedBatch {
 }
 
 /// Decodes one batch fully (CRC checked, records inflated) into owned data.
-pub fn decode_batch(batch: &Batch<'_>, position: u64, max_decompressed: usize) -> Result<DecodedBatch> {
+pub fn decode_batch(
+    batch: &Batch<'_>,
+    position: u64,
+    max_decompressed: usize,
+) -> Result<DecodedBatch> {
     batch.ensure_valid()?;
     let mut scratch = Vec::new();
-    let records: Vec<OwnedRecord> = batch.records(&mut scratch, max_decompressed)?.iter().map(|r| r.to_owned_record()).collect();
+    let records: Vec<OwnedRecord> = batch
+        .records(&mut scratch, max_decompressed)?
+        .iter()
+        .map(|r| r.to_owned_record())
+        .collect();
     let (control_type, coordinator_epoch) = match batch.end_txn_marker()? {
         Some(m) => (Some(m.control_type), Some(m.coordinator_epoch)),
         None if batch.is_control() => {
-            let t = records.first().map(|r| ControlRecordType::parse_key(r.key.as_deref())).transpose()?;
+            let t = records
+                .first()
+                .map(|r| ControlRecordType::parse_key(r.key.as_deref()))
+                .transpose()?;
             (t, None)
         }
         None => (None, None),
@@ -155,7 +182,9 @@ pub fn decode_batch(batch: &Batch<'_>, position: u64, max_decompressed: usize) -
             crc: e.crc,
             is_valid: true,
             attributes: i16::from(e.attributes),
-            last_offset_delta: records.last().map_or(0, |r| (r.offset - records[0].offset) as i32),
+            last_offset_delta: records
+                .last()
+                .map_or(0, |r| (r.offset - records[0].offset) as i32),
             base_timestamp: e.timestamp,
             max_timestamp: e.timestamp,
             producer_id: -1,
@@ -270,7 +299,11 @@ pub fn batches_to_py(py: Python<'_>, batches: Vec<DecodedBatch>) -> PyResult<Py<
 /// Decodes every batch in `data` (magic 0, 1 or 2, any codec), checking CRCs.
 #[pyfunction]
 #[pyo3(signature = (data, *, max_decompressed_bytes = DEFAULT_MAX_DECOMPRESSED_BYTES))]
-fn decode_batches(py: Python<'_>, data: &[u8], max_decompressed_bytes: usize) -> PyResult<Py<PyList>> {
+fn decode_batches(
+    py: Python<'_>,
+    data: &[u8],
+    max_decompressed_bytes: usize,
+) -> PyResult<Py<PyList>> {
     let decoded = py.allow_threads(|| -> Result<Vec<DecodedBatch>> {
         let mut iter = BatchIter::new(data);
         let mut out = Vec::new();
@@ -278,7 +311,10 @@ fn decode_batches(py: Python<'_>, data: &[u8], max_decompressed_bytes: usize) ->
             let position = iter.position() as u64;
             match iter.next() {
                 None => break,
-                Some(batch) => out.push(decode_batch(&batch?, position, max_decompressed_bytes).map_err(|e| e.at(None, position))?),
+                Some(batch) => out.push(
+                    decode_batch(&batch?, position, max_decompressed_bytes)
+                        .map_err(|e| e.at(None, position))?,
+                ),
             }
         }
         Ok(out)
@@ -301,9 +337,12 @@ fn bytes_like(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Option<Vec<u8>>> {
     if let Ok(s) = obj.extract::<String>() {
         return Ok(Some(s.into_bytes()));
     }
-    obj.extract::<Vec<u8>>()
-        .map(Some)
-        .map_err(|_| pyo3::exceptions::PyTypeError::new_err(format!("{what} must be bytes, str or None, not {}", obj.get_type())))
+    obj.extract::<Vec<u8>>().map(Some).map_err(|_| {
+        pyo3::exceptions::PyTypeError::new_err(format!(
+            "{what} must be bytes, str or None, not {}",
+            obj.get_type()
+        ))
+    })
 }
 
 pub fn extract_records(records: &Bound<'_, PyAny>) -> PyResult<Vec<InputRecord>> {
@@ -314,7 +353,11 @@ pub fn extract_records(records: &Bound<'_, PyAny>) -> PyResult<Vec<InputRecord>>
         let get = |k: &str| dict.get_item(k);
         let value = match get("value")? {
             Some(v) => bytes_like(&v, "value")?,
-            None => return Err(pyo3::exceptions::PyValueError::new_err("a record needs a 'value' (None for a tombstone)")),
+            None => {
+                return Err(pyo3::exceptions::PyValueError::new_err(
+                    "a record needs a 'value' (None for a tombstone)",
+                ))
+            }
         };
         let key = match get("key")? {
             Some(k) => bytes_like(&k, "key")?,
@@ -327,7 +370,11 @@ pub fn extract_records(records: &Bound<'_, PyAny>) -> PyResult<Vec<InputRecord>>
         let mut headers = Vec::new();
         if let Some(h) = get("headers")? {
             if !h.is_none() {
-                let pairs: Bound<'_, PyAny> = if let Ok(d) = h.downcast::<PyDict>() { d.items().into_any() } else { h };
+                let pairs: Bound<'_, PyAny> = if let Ok(d) = h.downcast::<PyDict>() {
+                    d.items().into_any()
+                } else {
+                    h
+                };
                 for pair in pairs.try_iter()? {
                     let pair = pair?;
                     let (k, v): (String, Bound<'_, PyAny>) = pair.extract()?;
@@ -335,20 +382,29 @@ pub fn extract_records(records: &Bound<'_, PyAny>) -> PyResult<Vec<InputRecord>>
                 }
             }
         }
-        out.push(InputRecord { timestamp, key, value, headers });
+        out.push(InputRecord {
+            timestamp,
+            key,
+            value,
+            headers,
+        });
     }
     Ok(out)
 }
 
 pub fn now_ms() -> i64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
 }
 
 pub fn parse_timestamp_type(name: &str) -> Result<TimestampType> {
     match name {
         "create_time" | "CreateTime" => Ok(TimestampType::CreateTime),
         "log_append_time" | "LogAppendTime" => Ok(TimestampType::LogAppendTime),
-        other => Err(Error::InvalidArgument(format!("timestamp_type '{other}' (create_time or log_append_time)"))),
+        other => Err(Error::InvalidArgument(format!(
+            "timestamp_type '{other}' (create_time or log_append_time)"
+        ))),
     }
 }
 
@@ -356,8 +412,17 @@ pub fn build_v2(records: &[InputRecord], options: BatchOptions) -> Result<Vec<u8
     let now = now_ms();
     let mut builder = BatchBuilder::new(options);
     for r in records {
-        let headers: Vec<(&str, Option<&[u8]>)> = r.headers.iter().map(|(k, v)| (k.as_str(), v.as_deref())).collect();
-        builder.append(r.timestamp.unwrap_or(now), r.key.as_deref(), r.value.as_deref(), &headers)?;
+        let headers: Vec<(&str, Option<&[u8]>)> = r
+            .headers
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_deref()))
+            .collect();
+        builder.append(
+            r.timestamp.unwrap_or(now),
+            r.key.as_deref(),
+            r.value.as_deref(),
+            &headers,
+        )?;
     }
     builder.build()
 }
@@ -385,7 +450,9 @@ fn encode_batch(
 ) -> PyResult<Py<PyBytes>> {
     let input = extract_records(records)?;
     if input.is_empty() {
-        return Err(pyo3::exceptions::PyValueError::new_err("cannot encode an empty batch"));
+        return Err(pyo3::exceptions::PyValueError::new_err(
+            "cannot encode an empty batch",
+        ));
     }
     let compression = Compression::from_name(compression)?;
     let timestamp_type = parse_timestamp_type(timestamp_type)?;
@@ -396,11 +463,34 @@ fn encode_batch(
                     TimestampType::LogAppendTime => Some(log_append_time.unwrap_or_else(now_ms)),
                     _ => None,
                 };
-                build_v2(&input, BatchOptions { base_offset, compression, timestamp_type, producer_id, producer_epoch, base_sequence, is_transactional: transactional, partition_leader_epoch, log_append_time, ..Default::default() })
+                build_v2(
+                    &input,
+                    BatchOptions {
+                        base_offset,
+                        compression,
+                        timestamp_type,
+                        producer_id,
+                        producer_epoch,
+                        base_sequence,
+                        is_transactional: transactional,
+                        partition_leader_epoch,
+                        log_append_time,
+                        ..Default::default()
+                    },
+                )
             }
             0 | 1 => {
                 let now = now_ms();
-                let recs: Vec<(i64, Option<&[u8]>, Option<&[u8]>)> = input.iter().map(|r| (r.timestamp.unwrap_or(now), r.key.as_deref(), r.value.as_deref())).collect();
+                let recs: Vec<(i64, Option<&[u8]>, Option<&[u8]>)> = input
+                    .iter()
+                    .map(|r| {
+                        (
+                            r.timestamp.unwrap_or(now),
+                            r.key.as_deref(),
+                            r.value.as_deref(),
+                        )
+                    })
+                    .collect();
                 legacy::build_message_set(magic, base_offset, &recs, compression, timestamp_type)
             }
             other => Err(Error::InvalidArgument(format!("magic {other} (0, 1 or 2)"))),

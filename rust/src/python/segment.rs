@@ -26,7 +26,11 @@ pub fn config_from(config: Option<&Bound<'_, PyDict>>) -> PyResult<LogConfig> {
     if let Some(d) = config {
         for (k, v) in d.iter() {
             let key: String = k.extract()?;
-            let value: String = if let Ok(b) = v.extract::<bool>() { b.to_string() } else { v.str()?.to_string() };
+            let value: String = if let Ok(b) = v.extract::<bool>() {
+                b.to_string()
+            } else {
+                v.str()?.to_string()
+            };
             c.set(&key, &value)?;
         }
     }
@@ -56,8 +60,15 @@ pub struct OffsetIndex {
 impl OffsetIndex {
     #[new]
     #[pyo3(signature = (path, base_offset, *, max_index_size = DEFAULT_MAX_INDEX_SIZE, writable = false))]
-    fn new(path: PathBuf, base_offset: i64, max_index_size: usize, writable: bool) -> PyResult<Self> {
-        Ok(OffsetIndex { inner: RsOffsetIndex::open(path, base_offset, max_index_size, writable)? })
+    fn new(
+        path: PathBuf,
+        base_offset: i64,
+        max_index_size: usize,
+        writable: bool,
+    ) -> PyResult<Self> {
+        Ok(OffsetIndex {
+            inner: RsOffsetIndex::open(path, base_offset, max_index_size, writable)?,
+        })
     }
     /// Floor lookup: the largest entry with offset <= target as (offset, position).
     fn lookup(&self, target_offset: i64) -> (i64, i32) {
@@ -69,7 +80,14 @@ impl OffsetIndex {
         Ok((p.offset, p.position))
     }
     fn entries_list(&self) -> PyResult<Vec<(i64, i32)>> {
-        (0..self.inner.entries()).map(|n| self.inner.entry(n).map(|p| (p.offset, p.position)).map_err(PyErr::from)).collect()
+        (0..self.inner.entries())
+            .map(|n| {
+                self.inner
+                    .entry(n)
+                    .map(|p| (p.offset, p.position))
+                    .map_err(PyErr::from)
+            })
+            .collect()
     }
     fn append(&mut self, offset: i64, position: i32) -> PyResult<()> {
         Ok(self.inner.append(offset, position)?)
@@ -121,8 +139,15 @@ pub struct TimeIndex {
 impl TimeIndex {
     #[new]
     #[pyo3(signature = (path, base_offset, *, max_index_size = DEFAULT_MAX_INDEX_SIZE, writable = false))]
-    fn new(path: PathBuf, base_offset: i64, max_index_size: usize, writable: bool) -> PyResult<Self> {
-        Ok(TimeIndex { inner: RsTimeIndex::open(path, base_offset, max_index_size, writable)? })
+    fn new(
+        path: PathBuf,
+        base_offset: i64,
+        max_index_size: usize,
+        writable: bool,
+    ) -> PyResult<Self> {
+        Ok(TimeIndex {
+            inner: RsTimeIndex::open(path, base_offset, max_index_size, writable)?,
+        })
     }
     /// Floor lookup on timestamps: (timestamp, offset); (-1, base_offset) when none.
     fn lookup(&self, target_timestamp: i64) -> (i64, i64) {
@@ -134,11 +159,20 @@ impl TimeIndex {
         Ok((t.timestamp, t.offset))
     }
     fn entries_list(&self) -> PyResult<Vec<(i64, i64)>> {
-        (0..self.inner.entries()).map(|n| self.inner.entry(n).map(|t| (t.timestamp, t.offset)).map_err(PyErr::from)).collect()
+        (0..self.inner.entries())
+            .map(|n| {
+                self.inner
+                    .entry(n)
+                    .map(|t| (t.timestamp, t.offset))
+                    .map_err(PyErr::from)
+            })
+            .collect()
     }
     #[pyo3(signature = (timestamp, offset, skip_full_check = false))]
     fn maybe_append(&mut self, timestamp: i64, offset: i64, skip_full_check: bool) -> PyResult<()> {
-        Ok(self.inner.maybe_append(timestamp, offset, skip_full_check)?)
+        Ok(self
+            .inner
+            .maybe_append(timestamp, offset, skip_full_check)?)
     }
     fn truncate_to(&mut self, offset: i64) -> PyResult<()> {
         Ok(self.inner.truncate_to(offset)?)
@@ -185,17 +219,37 @@ impl TransactionIndex {
     #[new]
     #[pyo3(signature = (path, start_offset, *, writable = false))]
     fn new(path: PathBuf, start_offset: i64, writable: bool) -> PyResult<Self> {
-        Ok(TransactionIndex { inner: RsTransactionIndex::open(start_offset, path, writable)? })
+        Ok(TransactionIndex {
+            inner: RsTransactionIndex::open(start_offset, path, writable)?,
+        })
     }
-    fn append(&mut self, producer_id: i64, first_offset: i64, last_offset: i64, last_stable_offset: i64) -> PyResult<()> {
-        Ok(self.inner.append(AbortedTxn::new(producer_id, first_offset, last_offset, last_stable_offset))?)
+    fn append(
+        &mut self,
+        producer_id: i64,
+        first_offset: i64,
+        last_offset: i64,
+        last_stable_offset: i64,
+    ) -> PyResult<()> {
+        Ok(self.inner.append(AbortedTxn::new(
+            producer_id,
+            first_offset,
+            last_offset,
+            last_stable_offset,
+        ))?)
     }
     fn all_aborted_txns<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
         aborted_to_py(py, &self.inner.all_aborted_txns()?)
     }
     /// Aborted transactions overlapping [fetch_offset, upper_bound_offset): (list, is_complete).
-    fn collect_aborted_txns<'py>(&self, py: Python<'py>, fetch_offset: i64, upper_bound_offset: i64) -> PyResult<(Bound<'py, PyList>, bool)> {
-        let r = self.inner.collect_aborted_txns(fetch_offset, upper_bound_offset)?;
+    fn collect_aborted_txns<'py>(
+        &self,
+        py: Python<'py>,
+        fetch_offset: i64,
+        upper_bound_offset: i64,
+    ) -> PyResult<(Bound<'py, PyList>, bool)> {
+        let r = self
+            .inner
+            .collect_aborted_txns(fetch_offset, upper_bound_offset)?;
         Ok((aborted_to_py(py, &r.aborted)?, r.is_complete))
     }
     fn truncate_to(&mut self, offset: i64) -> PyResult<()> {
@@ -224,10 +278,26 @@ impl Segment {
     /// `config` takes Kafka topic-config names: `segment.index.bytes`, `index.interval.bytes`, ...
     #[new]
     #[pyo3(signature = (directory, base_offset, *, writable = false, config = None, suffix = ""))]
-    fn new(py: Python<'_>, directory: PathBuf, base_offset: i64, writable: bool, config: Option<&Bound<'_, PyDict>>, suffix: &str) -> PyResult<Self> {
+    fn new(
+        py: Python<'_>,
+        directory: PathBuf,
+        base_offset: i64,
+        writable: bool,
+        config: Option<&Bound<'_, PyDict>>,
+        suffix: &str,
+    ) -> PyResult<Self> {
         let config = config_from(config)?;
         let suffix = suffix.to_string();
-        let inner = py.allow_threads(|| LogSegment::open(&directory, base_offset, &config, writable, &suffix, now_ms()))?;
+        let inner = py.allow_threads(|| {
+            LogSegment::open(
+                &directory,
+                base_offset,
+                &config,
+                writable,
+                &suffix,
+                now_ms(),
+            )
+        })?;
         Ok(Segment { inner })
     }
 
@@ -239,7 +309,8 @@ impl Segment {
             for h in headers_in(records) {
                 largest = Some(h?.last_offset);
             }
-            let largest = largest.ok_or_else(|| Error::InvalidArgument("no batch to append".into()))?;
+            let largest =
+                largest.ok_or_else(|| Error::InvalidArgument("no batch to append".into()))?;
             inner.append(largest, records)
         })?;
         Ok(())
@@ -249,15 +320,29 @@ impl Segment {
     /// or None past the end. Returns a dict with `records` (bytes), `position`,
     /// `first_entry_incomplete`.
     #[pyo3(signature = (start_offset, max_size, max_position = None, min_one_message = true))]
-    fn read<'py>(&self, py: Python<'py>, start_offset: i64, max_size: usize, max_position: Option<u64>, min_one_message: bool) -> PyResult<Option<Bound<'py, PyDict>>> {
+    fn read<'py>(
+        &self,
+        py: Python<'py>,
+        start_offset: i64,
+        max_size: usize,
+        max_position: Option<u64>,
+        min_one_message: bool,
+    ) -> PyResult<Option<Bound<'py, PyDict>>> {
         let inner = &self.inner;
-        let info = py.allow_threads(|| inner.read(start_offset, max_size, max_position, min_one_message))?;
+        let info =
+            py.allow_threads(|| inner.read(start_offset, max_size, max_position, min_one_message))?;
         let Some(info) = info else { return Ok(None) };
         let d = PyDict::new(py);
         d.set_item("records", PyBytes::new(py, &info.records))?;
         d.set_item("offset", info.fetch_offset_metadata.message_offset)?;
-        d.set_item("segment_base_offset", info.fetch_offset_metadata.segment_base_offset)?;
-        d.set_item("position", info.fetch_offset_metadata.relative_position_in_segment)?;
+        d.set_item(
+            "segment_base_offset",
+            info.fetch_offset_metadata.segment_base_offset,
+        )?;
+        d.set_item(
+            "position",
+            info.fetch_offset_metadata.relative_position_in_segment,
+        )?;
         d.set_item("first_entry_incomplete", info.first_entry_incomplete)?;
         Ok(Some(d))
     }
@@ -271,7 +356,10 @@ impl Segment {
             let mut out = Vec::new();
             while let Some((position, bytes)) = reader.next_batch()? {
                 let batch = Batch::parse(bytes).map_err(|e| e.at(Some(log.path()), position))?;
-                out.push(decode_batch(&batch, position, inner.max_decompressed()).map_err(|e| e.at(Some(log.path()), position))?);
+                out.push(
+                    decode_batch(&batch, position, inner.max_decompressed())
+                        .map_err(|e| e.at(Some(log.path()), position))?,
+                );
             }
             Ok(out)
         })?;
@@ -280,15 +368,29 @@ impl Segment {
 
     /// (offset, position, size) of the first batch whose last offset is >= offset, or None.
     #[pyo3(signature = (offset, starting_position = 0))]
-    fn translate_offset(&self, offset: i64, starting_position: u64) -> PyResult<Option<(i64, u64, usize)>> {
-        Ok(self.inner.translate_offset(offset, starting_position)?.map(|p| (p.offset, p.position, p.size)))
+    fn translate_offset(
+        &self,
+        offset: i64,
+        starting_position: u64,
+    ) -> PyResult<Option<(i64, u64, usize)>> {
+        Ok(self
+            .inner
+            .translate_offset(offset, starting_position)?
+            .map(|p| (p.offset, p.position, p.size)))
     }
 
     /// (timestamp, offset) of the first record with timestamp >= `timestamp`, or None.
     #[pyo3(signature = (timestamp, starting_offset = None))]
-    fn find_offset_by_timestamp(&self, timestamp: i64, starting_offset: Option<i64>) -> PyResult<Option<(i64, i64)>> {
+    fn find_offset_by_timestamp(
+        &self,
+        timestamp: i64,
+        starting_offset: Option<i64>,
+    ) -> PyResult<Option<(i64, i64)>> {
         let start = starting_offset.unwrap_or(self.inner.base_offset());
-        Ok(self.inner.find_offset_by_timestamp(timestamp, start)?.map(|t| (t.timestamp, t.offset)))
+        Ok(self
+            .inner
+            .find_offset_by_timestamp(timestamp, start)?
+            .map(|t| (t.timestamp, t.offset)))
     }
 
     /// Validates every batch, rebuilds the indexes and truncates an invalid tail; returns the
@@ -308,7 +410,15 @@ impl Segment {
 
     /// Kafka's shouldRoll for a pending append.
     #[pyo3(signature = (*, messages_size, max_timestamp_in_messages, max_offset_in_messages, max_segment_bytes, max_segment_ms, now = None))]
-    fn should_roll(&mut self, messages_size: usize, max_timestamp_in_messages: i64, max_offset_in_messages: i64, max_segment_bytes: u64, max_segment_ms: i64, now: Option<i64>) -> PyResult<bool> {
+    fn should_roll(
+        &mut self,
+        messages_size: usize,
+        max_timestamp_in_messages: i64,
+        max_offset_in_messages: i64,
+        max_segment_bytes: u64,
+        max_segment_ms: i64,
+        now: Option<i64>,
+    ) -> PyResult<bool> {
         Ok(self.inner.should_roll(&crate::segment::RollParams {
             max_segment_ms,
             max_segment_bytes,
@@ -354,17 +464,34 @@ impl Segment {
     }
     fn offset_index_entries(&self) -> PyResult<Vec<(i64, i32)>> {
         let idx = self.inner.offset_index();
-        (0..idx.entries()).map(|n| idx.entry(n).map(|p| (p.offset, p.position)).map_err(PyErr::from)).collect()
+        (0..idx.entries())
+            .map(|n| {
+                idx.entry(n)
+                    .map(|p| (p.offset, p.position))
+                    .map_err(PyErr::from)
+            })
+            .collect()
     }
     fn time_index_entries(&self) -> PyResult<Vec<(i64, i64)>> {
         let idx = self.inner.time_index();
-        (0..idx.entries()).map(|n| idx.entry(n).map(|t| (t.timestamp, t.offset)).map_err(PyErr::from)).collect()
+        (0..idx.entries())
+            .map(|n| {
+                idx.entry(n)
+                    .map(|t| (t.timestamp, t.offset))
+                    .map_err(PyErr::from)
+            })
+            .collect()
     }
     fn aborted_txns<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
         aborted_to_py(py, &self.inner.txn_index().all_aborted_txns()?)
     }
     fn __repr__(&self) -> String {
-        format!("Segment(base_offset={}, size={}, path={:?})", self.inner.base_offset(), self.inner.size(), self.inner.log().path())
+        format!(
+            "Segment(base_offset={}, size={}, path={:?})",
+            self.inner.base_offset(),
+            self.inner.size(),
+            self.inner.log().path()
+        )
     }
 }
 

@@ -82,7 +82,10 @@ impl BatchPrefix {
     /// (what is left of the file, or a configured maximum), never trusting it to allocate.
     pub fn parse(buf: &[u8], max_size: usize) -> Result<BatchPrefix> {
         if buf.len() < HEADER_SIZE_UP_TO_MAGIC {
-            return Err(Error::corrupt(format!("{} bytes are too few for a batch header", buf.len())));
+            return Err(Error::corrupt(format!(
+                "{} bytes are too few for a batch header",
+                buf.len()
+            )));
         }
         let offset = be_i64(buf, BASE_OFFSET_OFFSET);
         let length = be_i32(buf, LENGTH_OFFSET);
@@ -99,14 +102,20 @@ impl BatchPrefix {
         }
         let magic = buf[MAGIC_OFFSET];
         if magic > MAGIC_V2 {
-            return Err(Error::corrupt(format!("unknown magic {magic} in batch at offset {offset}")));
+            return Err(Error::corrupt(format!(
+                "unknown magic {magic} in batch at offset {offset}"
+            )));
         }
         if magic == MAGIC_V2 && size_in_bytes < RECORD_BATCH_OVERHEAD {
             return Err(Error::corrupt(format!(
                 "v2 batch size {size_in_bytes} is smaller than its header ({RECORD_BATCH_OVERHEAD})"
             )));
         }
-        Ok(BatchPrefix { offset, size_in_bytes, magic })
+        Ok(BatchPrefix {
+            offset,
+            size_in_bytes,
+            magic,
+        })
     }
 }
 
@@ -121,9 +130,14 @@ impl<'a> DefaultBatch<'a> {
     pub fn new(bytes: &'a [u8]) -> Result<Self> {
         let prefix = BatchPrefix::parse(bytes, bytes.len())?;
         if prefix.magic != MAGIC_V2 {
-            return Err(Error::corrupt(format!("expected magic 2, found {}", prefix.magic)));
+            return Err(Error::corrupt(format!(
+                "expected magic 2, found {}",
+                prefix.magic
+            )));
         }
-        Ok(DefaultBatch { bytes: &bytes[..prefix.size_in_bytes] })
+        Ok(DefaultBatch {
+            bytes: &bytes[..prefix.size_in_bytes],
+        })
     }
 
     pub fn bytes(&self) -> &'a [u8] {
@@ -154,7 +168,8 @@ impl<'a> DefaultBatch<'a> {
         be_i32(self.bytes, LAST_OFFSET_DELTA_OFFSET)
     }
     pub fn last_offset(&self) -> i64 {
-        self.base_offset().wrapping_add(i64::from(self.last_offset_delta()))
+        self.base_offset()
+            .wrapping_add(i64::from(self.last_offset_delta()))
     }
     pub fn next_offset(&self) -> i64 {
         self.last_offset() + 1
@@ -242,7 +257,11 @@ impl<'a> DefaultBatch<'a> {
     }
 
     /// The uncompressed records section: borrowed as is, or inflated into `scratch`.
-    pub fn records_payload<'s>(&self, scratch: &'s mut Vec<u8>, max_decompressed: usize) -> Result<&'s [u8]>
+    pub fn records_payload<'s>(
+        &self,
+        scratch: &'s mut Vec<u8>,
+        max_decompressed: usize,
+    ) -> Result<&'s [u8]>
     where
         'a: 's,
     {
@@ -302,7 +321,13 @@ impl<'s> Iterator for RecordIter<'s> {
             return None;
         }
         self.remaining -= 1;
-        match read_default_record(self.buf, &mut self.pos, self.base_offset, self.base_timestamp, self.log_append_time) {
+        match read_default_record(
+            self.buf,
+            &mut self.pos,
+            self.base_offset,
+            self.base_timestamp,
+            self.log_append_time,
+        ) {
             Ok(r) => Some(Ok(r)),
             Err(e) => {
                 self.remaining = 0;
@@ -396,7 +421,11 @@ impl<'a> Batch<'a> {
     }
 
     /// Decodes every record ("deep iteration"), inflating into `scratch` when compressed.
-    pub fn records<'s>(&self, scratch: &'s mut Vec<u8>, max_decompressed: usize) -> Result<Vec<Record<'s>>>
+    pub fn records<'s>(
+        &self,
+        scratch: &'s mut Vec<u8>,
+        max_decompressed: usize,
+    ) -> Result<Vec<Record<'s>>>
     where
         'a: 's,
     {
@@ -417,13 +446,15 @@ impl<'a> Batch<'a> {
         }
         let mut scratch = Vec::new();
         let payload = b.records_payload(&mut scratch, DEFAULT_MAX_DECOMPRESSED_BYTES)?;
-        let Some(first) = b.records_in(payload).next() else { return Ok(None) };
+        let Some(first) = b.records_in(payload).next() else {
+            return Ok(None);
+        };
         let record = first?;
         let control_type = ControlRecordType::parse_key(record.key)?;
         match control_type {
-            ControlRecordType::Abort | ControlRecordType::Commit => {
-                Ok(Some(EndTransactionMarker::parse(control_type, record.value)?))
-            }
+            ControlRecordType::Abort | ControlRecordType::Commit => Ok(Some(
+                EndTransactionMarker::parse(control_type, record.value)?,
+            )),
             _ => Ok(None),
         }
     }
@@ -472,7 +503,8 @@ pub fn set_base_offset(batch: &mut [u8], base_offset: i64) {
 
 /// Stamps the partition leader epoch in place (not covered by the CRC).
 pub fn set_partition_leader_epoch(batch: &mut [u8], epoch: i32) {
-    batch[PARTITION_LEADER_EPOCH_OFFSET..PARTITION_LEADER_EPOCH_OFFSET + 4].copy_from_slice(&epoch.to_be_bytes());
+    batch[PARTITION_LEADER_EPOCH_OFFSET..PARTITION_LEADER_EPOCH_OFFSET + 4]
+        .copy_from_slice(&epoch.to_be_bytes());
 }
 
 /// Kafka's `setMaxTimestamp`: sets the timestamp type and max timestamp, then recomputes the CRC.
@@ -484,13 +516,20 @@ pub fn set_max_timestamp(batch: &mut [u8], timestamp_type: TimestampType, max_ti
         attributes &= !TIMESTAMP_TYPE_MASK;
     }
     batch[ATTRIBUTES_OFFSET..ATTRIBUTES_OFFSET + 2].copy_from_slice(&attributes.to_be_bytes());
-    batch[MAX_TIMESTAMP_OFFSET..MAX_TIMESTAMP_OFFSET + 8].copy_from_slice(&max_timestamp.to_be_bytes());
+    batch[MAX_TIMESTAMP_OFFSET..MAX_TIMESTAMP_OFFSET + 8]
+        .copy_from_slice(&max_timestamp.to_be_bytes());
     let crc = crc32c::crc32c(&batch[ATTRIBUTES_OFFSET..]);
     batch[CRC_OFFSET..CRC_OFFSET + 4].copy_from_slice(&crc.to_be_bytes());
 }
 
 /// Attributes word for a new batch.
-pub fn attributes(compression: Compression, timestamp_type: TimestampType, transactional: bool, control: bool, delete_horizon: bool) -> i16 {
+pub fn attributes(
+    compression: Compression,
+    timestamp_type: TimestampType,
+    transactional: bool,
+    control: bool,
+    delete_horizon: bool,
+) -> i16 {
     let mut a = i16::from(compression.id());
     if timestamp_type == TimestampType::LogAppendTime {
         a |= TIMESTAMP_TYPE_MASK;

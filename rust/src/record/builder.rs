@@ -3,8 +3,8 @@
 
 use crate::error::{Error, Result};
 use crate::record::batch::{
-    attributes, RECORD_BATCH_OVERHEAD, MAGIC_V2, NO_PARTITION_LEADER_EPOCH, NO_PRODUCER_EPOCH, NO_PRODUCER_ID,
-    NO_SEQUENCE, NO_TIMESTAMP, ATTRIBUTES_OFFSET, CRC_OFFSET,
+    attributes, ATTRIBUTES_OFFSET, CRC_OFFSET, MAGIC_V2, NO_PARTITION_LEADER_EPOCH,
+    NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE, NO_TIMESTAMP, RECORD_BATCH_OVERHEAD,
 };
 use crate::record::codec::{self, Compression};
 use crate::record::control::{ControlRecordType, EndTransactionMarker};
@@ -58,7 +58,14 @@ pub struct BatchBuilder {
 
 impl BatchBuilder {
     pub fn new(options: BatchOptions) -> Self {
-        BatchBuilder { options, records: Vec::new(), count: 0, first_timestamp: None, max_timestamp: NO_TIMESTAMP, last_offset_delta: -1 }
+        BatchBuilder {
+            options,
+            records: Vec::new(),
+            count: 0,
+            first_timestamp: None,
+            max_timestamp: NO_TIMESTAMP,
+            last_offset_delta: -1,
+        }
     }
 
     pub fn is_empty(&self) -> bool {
@@ -75,7 +82,13 @@ impl BatchBuilder {
     }
 
     /// Appends a record at the next offset.
-    pub fn append(&mut self, timestamp: i64, key: Option<&[u8]>, value: Option<&[u8]>, headers: &[(&str, Option<&[u8]>)]) -> Result<()> {
+    pub fn append(
+        &mut self,
+        timestamp: i64,
+        key: Option<&[u8]>,
+        value: Option<&[u8]>,
+        headers: &[(&str, Option<&[u8]>)],
+    ) -> Result<()> {
         let next_delta = self.last_offset_delta + 1;
         self.append_with_offset_delta(next_delta, timestamp, key, value, headers)
     }
@@ -97,7 +110,9 @@ impl BatchBuilder {
             )));
         }
         if self.count == i32::MAX {
-            return Err(Error::InvalidArgument("a batch holds at most 2^31-1 records".into()));
+            return Err(Error::InvalidArgument(
+                "a batch holds at most 2^31-1 records".into(),
+            ));
         }
         let base_timestamp = *self.first_timestamp.get_or_insert(timestamp);
         let timestamp_delta = timestamp.wrapping_sub(base_timestamp);
@@ -109,9 +124,11 @@ impl BatchBuilder {
         body_size += size_of_varint(headers.len() as i32);
         for (hk, hv) in headers {
             body_size += size_of_varint(hk.len() as i32) + hk.len();
-            body_size += size_of_varint(hv.map_or(-1, |v| v.len() as i32)) + hv.map_or(0, <[u8]>::len);
+            body_size +=
+                size_of_varint(hv.map_or(-1, |v| v.len() as i32)) + hv.map_or(0, <[u8]>::len);
         }
-        let body_size = i32::try_from(body_size).map_err(|_| Error::RecordTooLarge(format!("record of {body_size} bytes")))?;
+        let body_size = i32::try_from(body_size)
+            .map_err(|_| Error::RecordTooLarge(format!("record of {body_size} bytes")))?;
         let out = &mut self.records;
         out.reserve(body_size as usize + 5);
         write_varint(out, body_size);
@@ -149,7 +166,8 @@ impl BatchBuilder {
         let o = &self.options;
         let payload = codec::compress(o.compression, &self.records)?;
         let size = RECORD_BATCH_OVERHEAD + payload.len();
-        let batch_length = i32::try_from(size - 12).map_err(|_| Error::RecordTooLarge(format!("batch of {size} bytes")))?;
+        let batch_length = i32::try_from(size - 12)
+            .map_err(|_| Error::RecordTooLarge(format!("batch of {size} bytes")))?;
         let base_timestamp = match o.delete_horizon_ms {
             Some(h) => h,
             None => self.first_timestamp.unwrap_or(NO_TIMESTAMP),
@@ -164,7 +182,13 @@ impl BatchBuilder {
         out.extend_from_slice(&o.partition_leader_epoch.to_be_bytes());
         out.push(MAGIC_V2);
         out.extend_from_slice(&[0; 4]); // CRC, filled in below
-        let attrs = attributes(o.compression, o.timestamp_type, o.is_transactional, o.is_control, o.delete_horizon_ms.is_some());
+        let attrs = attributes(
+            o.compression,
+            o.timestamp_type,
+            o.is_transactional,
+            o.is_control,
+            o.delete_horizon_ms.is_some(),
+        );
         out.extend_from_slice(&attrs.to_be_bytes());
         out.extend_from_slice(&self.last_offset_delta.to_be_bytes());
         out.extend_from_slice(&base_timestamp.to_be_bytes());
@@ -189,8 +213,13 @@ pub fn end_txn_marker_batch(
     producer_epoch: i16,
     marker: EndTransactionMarker,
 ) -> Result<Vec<u8>> {
-    if !matches!(marker.control_type, ControlRecordType::Abort | ControlRecordType::Commit) {
-        return Err(Error::InvalidArgument("an end transaction marker is COMMIT or ABORT".into()));
+    if !matches!(
+        marker.control_type,
+        ControlRecordType::Abort | ControlRecordType::Commit
+    ) {
+        return Err(Error::InvalidArgument(
+            "an end transaction marker is COMMIT or ABORT".into(),
+        ));
     }
     let mut b = BatchBuilder::new(BatchOptions {
         base_offset,
@@ -201,7 +230,12 @@ pub fn end_txn_marker_batch(
         partition_leader_epoch,
         ..Default::default()
     });
-    b.append(timestamp, Some(&marker.control_type.key_bytes()), Some(&marker.value_bytes()), &[])?;
+    b.append(
+        timestamp,
+        Some(&marker.control_type.key_bytes()),
+        Some(&marker.value_bytes()),
+        &[],
+    )?;
     b.build()
 }
 
@@ -212,7 +246,13 @@ mod tests {
 
     fn sample(options: BatchOptions) -> Vec<u8> {
         let mut b = BatchBuilder::new(options);
-        b.append(1000, Some(b"k1"), Some(b"v1"), &[("h", Some(b"x")), ("n", None)]).unwrap();
+        b.append(
+            1000,
+            Some(b"k1"),
+            Some(b"v1"),
+            &[("h", Some(b"x")), ("n", None)],
+        )
+        .unwrap();
         b.append(1005, None, None, &[]).unwrap();
         b.append(999, Some(b""), Some(&[7u8; 300]), &[]).unwrap();
         b.build().unwrap()
@@ -220,7 +260,15 @@ mod tests {
 
     #[test]
     fn header_fields_round_trip() {
-        let bytes = sample(BatchOptions { base_offset: 42, producer_id: 7, producer_epoch: 3, base_sequence: 10, is_transactional: true, partition_leader_epoch: 5, ..Default::default() });
+        let bytes = sample(BatchOptions {
+            base_offset: 42,
+            producer_id: 7,
+            producer_epoch: 3,
+            base_sequence: 10,
+            is_transactional: true,
+            partition_leader_epoch: 5,
+            ..Default::default()
+        });
         let b = DefaultBatch::new(&bytes).unwrap();
         b.ensure_valid().unwrap();
         assert_eq!(b.base_offset(), 42);
@@ -228,7 +276,15 @@ mod tests {
         assert_eq!(b.records_count(), 3);
         assert_eq!(b.base_timestamp(), 1000);
         assert_eq!(b.max_timestamp(), 1005);
-        assert_eq!((b.producer_id(), b.producer_epoch(), b.base_sequence(), b.last_sequence()), (7, 3, 10, 12));
+        assert_eq!(
+            (
+                b.producer_id(),
+                b.producer_epoch(),
+                b.base_sequence(),
+                b.last_sequence()
+            ),
+            (7, 3, 10, 12)
+        );
         assert!(b.is_transactional() && !b.is_control());
         assert_eq!(b.partition_leader_epoch(), 5);
         assert_eq!(b.batch_length() as usize + 12, bytes.len());
@@ -238,8 +294,14 @@ mod tests {
         assert_eq!(recs[0].offset, 42);
         assert_eq!(recs[0].key, Some(&b"k1"[..]));
         assert_eq!(recs[0].headers[1].value, None);
-        assert_eq!((recs[1].key, recs[1].value, recs[1].timestamp), (None, None, 1005));
-        assert_eq!((recs[2].offset, recs[2].timestamp, recs[2].key), (44, 999, Some(&b""[..])));
+        assert_eq!(
+            (recs[1].key, recs[1].value, recs[1].timestamp),
+            (None, None, 1005)
+        );
+        assert_eq!(
+            (recs[2].offset, recs[2].timestamp, recs[2].key),
+            (44, 999, Some(&b""[..]))
+        );
     }
 
     #[test]
@@ -303,7 +365,18 @@ mod tests {
 
     #[test]
     fn control_marker_batch() {
-        let bytes = end_txn_marker_batch(10, 5, 0, 99, 1, EndTransactionMarker { control_type: ControlRecordType::Abort, coordinator_epoch: 4 }).unwrap();
+        let bytes = end_txn_marker_batch(
+            10,
+            5,
+            0,
+            99,
+            1,
+            EndTransactionMarker {
+                control_type: ControlRecordType::Abort,
+                coordinator_epoch: 4,
+            },
+        )
+        .unwrap();
         let b = Batch::parse(&bytes).unwrap();
         assert!(b.is_control() && b.is_transactional());
         let m = b.end_txn_marker().unwrap().unwrap();
@@ -313,12 +386,19 @@ mod tests {
 
     #[test]
     fn log_append_time_overrides_record_timestamps() {
-        let bytes = sample(BatchOptions { timestamp_type: TimestampType::LogAppendTime, log_append_time: Some(77), ..Default::default() });
+        let bytes = sample(BatchOptions {
+            timestamp_type: TimestampType::LogAppendTime,
+            log_append_time: Some(77),
+            ..Default::default()
+        });
         let b = Batch::parse(&bytes).unwrap();
         b.ensure_valid().unwrap();
         let mut scratch = Vec::new();
         for r in b.records(&mut scratch, 1 << 20).unwrap() {
-            assert_eq!((r.timestamp, r.timestamp_type), (77, TimestampType::LogAppendTime));
+            assert_eq!(
+                (r.timestamp, r.timestamp_type),
+                (77, TimestampType::LogAppendTime)
+            );
         }
     }
 }

@@ -24,7 +24,11 @@ impl Compression {
             2 => Compression::Snappy,
             3 => Compression::Lz4,
             4 => Compression::Zstd,
-            other => return Err(Error::corrupt(format!("unknown compression codec id {other}"))),
+            other => {
+                return Err(Error::corrupt(format!(
+                    "unknown compression codec id {other}"
+                )))
+            }
         })
     }
 
@@ -127,14 +131,18 @@ pub fn decompress(codec: Compression, data: &[u8], max_size: usize, magic: u8) -
         Compression::Snappy => snappy_decompress(data, max_size),
         Compression::Lz4 => lz4_decompress(data, max_size, magic),
         Compression::Zstd => {
-            let decoder = zstd::stream::read::Decoder::with_buffer(data).map_err(|e| codec_error(codec, e))?;
+            let decoder = zstd::stream::read::Decoder::with_buffer(data)
+                .map_err(|e| codec_error(codec, e))?;
             read_bounded(codec, decoder, max_size)
         }
     }
 }
 
 fn exceeds(codec: Compression, max_size: usize) -> Error {
-    Error::corrupt(format!("{} decompressed size exceeds the maximum of {max_size} bytes", codec.name()))
+    Error::corrupt(format!(
+        "{} decompressed size exceeds the maximum of {max_size} bytes",
+        codec.name()
+    ))
 }
 
 fn codec_error(codec: Compression, e: impl std::fmt::Display) -> Error {
@@ -145,7 +153,10 @@ fn codec_error(codec: Compression, e: impl std::fmt::Display) -> Error {
 /// bomb costs at most `max_size` of memory.
 fn read_bounded(codec: Compression, reader: impl Read, max_size: usize) -> Result<Vec<u8>> {
     let mut out = Vec::new();
-    reader.take((max_size as u64).saturating_add(1)).read_to_end(&mut out).map_err(|e| codec_error(codec, e))?;
+    reader
+        .take((max_size as u64).saturating_add(1))
+        .read_to_end(&mut out)
+        .map_err(|e| codec_error(codec, e))?;
     if out.len() > max_size {
         return Err(exceeds(codec, max_size));
     }
@@ -157,9 +168,10 @@ fn read_bounded(codec: Compression, reader: impl Read, max_size: usize) -> Resul
 fn gzip_compress(data: &[u8]) -> Result<Vec<u8>> {
     // OS byte 0 and mtime 0, as Java's GZIPOutputStream writes the header; default level 6 is
     // Java's Deflater.DEFAULT_COMPRESSION, which Kafka uses unless configured.
-    let mut enc = flate2::GzBuilder::new()
-        .operating_system(0)
-        .write(Vec::with_capacity(data.len() / 2 + 32), flate2::Compression::default());
+    let mut enc = flate2::GzBuilder::new().operating_system(0).write(
+        Vec::with_capacity(data.len() / 2 + 32),
+        flate2::Compression::default(),
+    );
     enc.write_all(data)
         .and_then(|_| enc.finish())
         .map_err(|e| Error::InvalidArgument(format!("gzip compression failed: {e}")))
@@ -170,7 +182,8 @@ fn gzip_compress(data: &[u8]) -> Result<Vec<u8>> {
 fn xerial_snappy_compress(data: &[u8]) -> Vec<u8> {
     let chunks = data.len().div_ceil(XERIAL_BLOCK_SIZE);
     let mut out = Vec::with_capacity(
-        XERIAL_HEADER_LEN + chunks * (4 + snap::raw::max_compress_len(XERIAL_BLOCK_SIZE.min(data.len()))),
+        XERIAL_HEADER_LEN
+            + chunks * (4 + snap::raw::max_compress_len(XERIAL_BLOCK_SIZE.min(data.len()))),
     );
     out.extend_from_slice(&XERIAL_MAGIC);
     out.extend_from_slice(&XERIAL_VERSION.to_be_bytes());
@@ -182,7 +195,9 @@ fn xerial_snappy_compress(data: &[u8]) -> Vec<u8> {
         let start = out.len();
         out.resize(start + snap::raw::max_compress_len(chunk.len()), 0);
         // Only fails for inputs over 4 GiB; a 32 KiB chunk is never one.
-        let n = encoder.compress(chunk, &mut out[start..]).expect("32 KiB snappy chunk compresses");
+        let n = encoder
+            .compress(chunk, &mut out[start..])
+            .expect("32 KiB snappy chunk compresses");
         out.truncate(start + n);
         out[len_pos..start].copy_from_slice(&(n as u32).to_be_bytes());
     }
@@ -200,17 +215,23 @@ fn snappy_decompress(data: &[u8], max_size: usize) -> Result<Vec<u8>> {
     let mut out = Vec::new();
     let mut pos = 0;
     while pos < data.len() {
-        if data.len() - pos >= XERIAL_HEADER_LEN && data[pos..pos + XERIAL_MAGIC.len()] == XERIAL_MAGIC {
+        if data.len() - pos >= XERIAL_HEADER_LEN
+            && data[pos..pos + XERIAL_MAGIC.len()] == XERIAL_MAGIC
+        {
             // A header (first, or of a concatenated stream, which snappy-java also accepts).
             let version = i32::from_be_bytes(data[pos + 8..pos + 12].try_into().unwrap());
             if version < XERIAL_VERSION {
-                return Err(Error::corrupt(format!("xerial snappy stream has unsupported version {version}")));
+                return Err(Error::corrupt(format!(
+                    "xerial snappy stream has unsupported version {version}"
+                )));
             }
             pos += XERIAL_HEADER_LEN;
             continue;
         }
         let Some(len_bytes) = data.get(pos..pos + 4) else {
-            return Err(Error::corrupt(format!("xerial snappy stream truncated in a chunk length at byte {pos}")));
+            return Err(Error::corrupt(format!(
+                "xerial snappy stream truncated in a chunk length at byte {pos}"
+            )));
         };
         let chunk_len = i32::from_be_bytes(len_bytes.try_into().unwrap());
         pos += 4;
@@ -263,7 +284,11 @@ fn lz4_kafka_compress(data: &[u8], broken_checksum: bool) -> Vec<u8> {
     out.extend_from_slice(&LZ4_FRAME_MAGIC.to_le_bytes());
     out.push(LZ4_KAFKA_FLG);
     out.push(LZ4_KAFKA_BD);
-    let hc = if broken_checksum { lz4_header_checksum(&out[0..6]) } else { lz4_header_checksum(&out[4..6]) };
+    let hc = if broken_checksum {
+        lz4_header_checksum(&out[0..6])
+    } else {
+        lz4_header_checksum(&out[4..6])
+    };
     out.push(hc);
     for block in data.chunks(LZ4_KAFKA_BLOCK_SIZE) {
         let compressed = lz4_flex::block::compress(block);
@@ -286,36 +311,49 @@ fn lz4_kafka_compress(data: &[u8], broken_checksum: bool) -> Vec<u8> {
 fn lz4_decompress(data: &[u8], max_size: usize, magic: u8) -> Result<Vec<u8>> {
     let bad = |msg: String| Error::corrupt(format!("invalid lz4 frame: {msg}"));
     if data.len() < 7 {
-        return Err(bad(format!("{} bytes is shorter than a frame header", data.len())));
+        return Err(bad(format!(
+            "{} bytes is shorter than a frame header",
+            data.len()
+        )));
     }
     let frame_magic = u32::from_le_bytes(data[0..4].try_into().unwrap());
     if frame_magic != LZ4_FRAME_MAGIC {
-        return Err(bad(format!("magic number {frame_magic:#010x}, expected {LZ4_FRAME_MAGIC:#010x}")));
+        return Err(bad(format!(
+            "magic number {frame_magic:#010x}, expected {LZ4_FRAME_MAGIC:#010x}"
+        )));
     }
     let (flg, bd) = (data[4], data[5]);
     if flg & LZ4_FLG_VERSION_MASK != LZ4_FLG_VERSION_01 {
         return Err(bad(format!("unsupported version bits in FLG {flg:#04x}")));
     }
     if flg & LZ4_FLG_RESERVED != 0 || bd & LZ4_BD_RESERVED != 0 {
-        return Err(bad(format!("reserved bits set in FLG {flg:#04x} / BD {bd:#04x}")));
+        return Err(bad(format!(
+            "reserved bits set in FLG {flg:#04x} / BD {bd:#04x}"
+        )));
     }
     if flg & LZ4_FLG_DICT_ID != 0 {
         return Err(Error::Unsupported("lz4 frames with a dictionary id".into()));
     }
     let block_size_code = (bd >> 4) & 0x7;
     if block_size_code < 4 {
-        return Err(bad(format!("invalid block size code {block_size_code} in BD")));
+        return Err(bad(format!(
+            "invalid block size code {block_size_code} in BD"
+        )));
     }
     let max_block = 1usize << (2 * block_size_code as usize + 8);
     let mut pos = 6;
     let content_size = if flg & LZ4_FLG_CONTENT_SIZE != 0 {
-        let bytes = data.get(6..14).ok_or_else(|| bad("truncated in the content size".into()))?;
+        let bytes = data
+            .get(6..14)
+            .ok_or_else(|| bad("truncated in the content size".into()))?;
         pos = 14;
         Some(u64::from_le_bytes(bytes.try_into().unwrap()))
     } else {
         None
     };
-    let stored_hc = *data.get(pos).ok_or_else(|| bad("truncated before the header checksum".into()))?;
+    let stored_hc = *data
+        .get(pos)
+        .ok_or_else(|| bad("truncated before the header checksum".into()))?;
     if magic != 0 {
         let computed = lz4_header_checksum(&data[4..pos]);
         if stored_hc != computed {
@@ -324,7 +362,9 @@ fn lz4_decompress(data: &[u8], max_size: usize, magic: u8) -> Result<Vec<u8>> {
             } else {
                 ""
             };
-            return Err(bad(format!("header checksum {stored_hc:#04x}, computed {computed:#04x}{hint}")));
+            return Err(bad(format!(
+                "header checksum {stored_hc:#04x}, computed {computed:#04x}{hint}"
+            )));
         }
     }
     pos += 1;
@@ -343,19 +383,26 @@ fn lz4_decompress(data: &[u8], max_size: usize, magic: u8) -> Result<Vec<u8>> {
         }
         let len = (word & !LZ4_STORED_BLOCK_BIT) as usize;
         if len > max_block {
-            return Err(bad(format!("block of {len} bytes exceeds the frame's maximum block size {max_block}")));
+            return Err(bad(format!(
+                "block of {len} bytes exceeds the frame's maximum block size {max_block}"
+            )));
         }
         let block_end = pos + len;
         let needed = block_end + if block_checksums { 4 } else { 0 };
         if needed > data.len() {
-            return Err(bad(format!("block of {len} bytes at byte {} runs past the end of the data", pos - 4)));
+            return Err(bad(format!(
+                "block of {len} bytes at byte {} runs past the end of the data",
+                pos - 4
+            )));
         }
         let block = &data[pos..block_end];
         if block_checksums {
             let stored = u32::from_le_bytes(data[block_end..needed].try_into().unwrap());
             let computed = xxhash_rust::xxh32::xxh32(block, 0);
             if stored != computed {
-                return Err(bad(format!("block checksum {stored:#010x}, computed {computed:#010x}")));
+                return Err(bad(format!(
+                    "block checksum {stored:#010x}, computed {computed:#010x}"
+                )));
             }
         }
         pos = needed;
@@ -383,7 +430,9 @@ fn lz4_decompress(data: &[u8], max_size: usize, magic: u8) -> Result<Vec<u8>> {
             Ok(n) if n > budget => return Err(exceeds(Compression::Lz4, max_size)),
             Ok(n) => out.truncate(start + n),
             Err(lz4_flex::block::DecompressError::OutputTooSmall { .. }) if room <= budget => {
-                return Err(bad(format!("block decompresses past the maximum block size {max_block}")))
+                return Err(bad(format!(
+                    "block decompresses past the maximum block size {max_block}"
+                )))
             }
             Err(lz4_flex::block::DecompressError::OutputTooSmall { .. }) => {
                 return Err(exceeds(Compression::Lz4, max_size))
@@ -398,12 +447,17 @@ fn lz4_decompress(data: &[u8], max_size: usize, magic: u8) -> Result<Vec<u8>> {
             .ok_or_else(|| bad("truncated in the content checksum".into()))?;
         let computed = xxhash_rust::xxh32::xxh32(&out, 0);
         if stored != computed {
-            return Err(bad(format!("content checksum {stored:#010x}, computed {computed:#010x}")));
+            return Err(bad(format!(
+                "content checksum {stored:#010x}, computed {computed:#010x}"
+            )));
         }
     }
     if let Some(expected) = content_size {
         if expected != out.len() as u64 {
-            return Err(bad(format!("header declares {expected} bytes of content, blocks hold {}", out.len())));
+            return Err(bad(format!(
+                "header declares {expected} bytes of content, blocks hold {}",
+                out.len()
+            )));
         }
     }
     Ok(out)
@@ -414,8 +468,13 @@ mod tests {
     use super::*;
     use rand::{Rng, RngCore, SeedableRng};
 
-    const ALL: [Compression; 5] =
-        [Compression::None, Compression::Gzip, Compression::Snappy, Compression::Lz4, Compression::Zstd];
+    const ALL: [Compression; 5] = [
+        Compression::None,
+        Compression::Gzip,
+        Compression::Snappy,
+        Compression::Lz4,
+        Compression::Zstd,
+    ];
 
     fn rng() -> rand::rngs::StdRng {
         rand::rngs::StdRng::seed_from_u64(0x6b61666b61)
@@ -429,7 +488,14 @@ mod tests {
 
     /// Compressible but not trivially: words from a small vocabulary.
     fn text(n: usize) -> Vec<u8> {
-        let words: [&[u8]; 6] = [b"kafka ", b"log ", b"segment ", b"offset ", b"index ", b"batch "];
+        let words: [&[u8]; 6] = [
+            b"kafka ",
+            b"log ",
+            b"segment ",
+            b"offset ",
+            b"index ",
+            b"batch ",
+        ];
         let mut r = rng();
         let mut v = Vec::with_capacity(n + 8);
         while v.len() < n {
@@ -473,7 +539,12 @@ mod tests {
         let data = text(300_000);
         for codec in &ALL[1..] {
             let c = compress(*codec, &data).unwrap();
-            assert!(c.len() < data.len() / 2, "{} gave {} bytes", codec.name(), c.len());
+            assert!(
+                c.len() < data.len() / 2,
+                "{} gave {} bytes",
+                codec.name(),
+                c.len()
+            );
         }
     }
 
@@ -503,7 +574,11 @@ mod tests {
                 continue;
             }
             let raw = snap::raw::Encoder::new().compress_vec(&data).unwrap();
-            assert_eq!(decompress(Compression::Snappy, &raw, data.len(), 2).unwrap(), data, "{name}");
+            assert_eq!(
+                decompress(Compression::Snappy, &raw, data.len(), 2).unwrap(),
+                data,
+                "{name}"
+            );
         }
     }
 
@@ -511,7 +586,10 @@ mod tests {
     fn concatenated_xerial_streams_decode() {
         let mut c = compress(Compression::Snappy, b"first ").unwrap();
         c.extend(compress(Compression::Snappy, b"second").unwrap());
-        assert_eq!(decompress(Compression::Snappy, &c, 100, 2).unwrap(), b"first second");
+        assert_eq!(
+            decompress(Compression::Snappy, &c, 100, 2).unwrap(),
+            b"first second"
+        );
     }
 
     #[test]
@@ -525,10 +603,15 @@ mod tests {
         assert_eq!(compress(Compression::Lz4, b"").unwrap().len(), 11);
         // Incompressible blocks are stored with the high bit set.
         let r = compress(Compression::Lz4, &random_bytes(100)).unwrap();
-        assert_eq!(u32::from_le_bytes(r[7..11].try_into().unwrap()), 100 | LZ4_STORED_BLOCK_BIT);
+        assert_eq!(
+            u32::from_le_bytes(r[7..11].try_into().unwrap()),
+            100 | LZ4_STORED_BLOCK_BIT
+        );
         // lz4_flex's own frame decoder reads our frames.
         let mut d = Vec::new();
-        lz4_flex::frame::FrameDecoder::new(&c[..]).read_to_end(&mut d).unwrap();
+        lz4_flex::frame::FrameDecoder::new(&c[..])
+            .read_to_end(&mut d)
+            .unwrap();
         assert_eq!(d, data);
     }
 
@@ -537,11 +620,19 @@ mod tests {
     fn lz4_standard_frames_decode() {
         use lz4_flex::frame::{BlockMode, BlockSize, FrameEncoder, FrameInfo};
         let data = text(600_000);
-        for block_size in [BlockSize::Max64KB, BlockSize::Max256KB, BlockSize::Max1MB, BlockSize::Max4MB] {
+        for block_size in [
+            BlockSize::Max64KB,
+            BlockSize::Max256KB,
+            BlockSize::Max1MB,
+            BlockSize::Max4MB,
+        ] {
             for mode in [BlockMode::Independent, BlockMode::Linked] {
-                for (block_checksums, content_checksum, content_size) in
-                    [(false, false, false), (true, false, false), (false, true, false), (true, true, true)]
-                {
+                for (block_checksums, content_checksum, content_size) in [
+                    (false, false, false),
+                    (true, false, false),
+                    (false, true, false),
+                    (true, true, true),
+                ] {
                     let info = FrameInfo::new()
                         .block_size(block_size)
                         .block_mode(mode)
@@ -552,14 +643,21 @@ mod tests {
                     enc.write_all(&data).unwrap();
                     let frame = enc.finish().unwrap();
                     let what = format!("{block_size:?} {mode:?} {block_checksums} {content_checksum} {content_size}");
-                    assert_eq!(decompress(Compression::Lz4, &frame, data.len(), 2).expect(&what), data, "{what}");
+                    assert_eq!(
+                        decompress(Compression::Lz4, &frame, data.len(), 2).expect(&what),
+                        data,
+                        "{what}"
+                    );
                     if block_checksums || content_checksum {
                         // Flip a byte near the end of the payload: some checksum must catch it
                         // (or the block decoder fails first).
                         let mut bad = frame.clone();
                         let i = bad.len() - 10;
                         bad[i] ^= 0x55;
-                        assert!(decompress(Compression::Lz4, &bad, data.len(), 2).is_err(), "{what}");
+                        assert!(
+                            decompress(Compression::Lz4, &bad, data.len(), 2).is_err(),
+                            "{what}"
+                        );
                     }
                 }
             }
@@ -569,12 +667,15 @@ mod tests {
     #[test]
     fn lz4_content_size_mismatch_rejected() {
         use lz4_flex::frame::{FrameEncoder, FrameInfo};
-        let mut enc = FrameEncoder::with_frame_info(FrameInfo::new().content_size(Some(5)), Vec::new());
+        let mut enc =
+            FrameEncoder::with_frame_info(FrameInfo::new().content_size(Some(5)), Vec::new());
         enc.write_all(b"hello").unwrap();
         let mut frame = enc.finish().unwrap();
         frame[6] = 6; // content size 6, and fix the header checksum so only the size is wrong
         frame[14] = lz4_header_checksum(&frame[4..14]);
-        let err = decompress(Compression::Lz4, &frame, 100, 2).unwrap_err().to_string();
+        let err = decompress(Compression::Lz4, &frame, 100, 2)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("declares 6 bytes"), "{err}");
     }
 
@@ -583,17 +684,33 @@ mod tests {
         let data = text(1000);
         let v0 = compress_for_magic(Compression::Lz4, &data, 0).unwrap();
         // Built independently: xxh32 over magic + FLG + BD, second byte.
-        let expected_hc = (xxhash_rust::xxh32::xxh32(&[0x04, 0x22, 0x4D, 0x18, 0x60, 0x40], 0) >> 8) as u8;
+        let expected_hc =
+            (xxhash_rust::xxh32::xxh32(&[0x04, 0x22, 0x4D, 0x18, 0x60, 0x40], 0) >> 8) as u8;
         assert_eq!(v0[6], expected_hc);
-        assert_ne!(v0[6], lz4_header_checksum(&[0x60, 0x40]), "test needs the two checksums to differ");
-        assert_eq!(decompress(Compression::Lz4, &v0, data.len(), 0).unwrap(), data);
+        assert_ne!(
+            v0[6],
+            lz4_header_checksum(&[0x60, 0x40]),
+            "test needs the two checksums to differ"
+        );
+        assert_eq!(
+            decompress(Compression::Lz4, &v0, data.len(), 0).unwrap(),
+            data
+        );
         for magic in [1, 2] {
-            let err = decompress(Compression::Lz4, &v0, data.len(), magic).unwrap_err().to_string();
-            assert!(err.contains("header checksum") && err.contains("broken v0"), "{err}");
+            let err = decompress(Compression::Lz4, &v0, data.len(), magic)
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.contains("header checksum") && err.contains("broken v0"),
+                "{err}"
+            );
         }
         // Magic 0 also reads correct checksums (Kafka ignores the byte for v0).
         let v2 = compress(Compression::Lz4, &data).unwrap();
-        assert_eq!(decompress(Compression::Lz4, &v2, data.len(), 0).unwrap(), data);
+        assert_eq!(
+            decompress(Compression::Lz4, &v2, data.len(), 0).unwrap(),
+            data
+        );
         // Any other wrong checksum is rejected for v1/v2.
         let mut bad = v2.clone();
         bad[6] = bad[6].wrapping_add(1);
@@ -611,7 +728,10 @@ mod tests {
         };
         assert!(decompress(Compression::Lz4, &patch(4, 0x20), 100, 2).is_err()); // version 00
         assert!(decompress(Compression::Lz4, &patch(4, 0x62), 100, 2).is_err()); // reserved bit
-        assert!(matches!(decompress(Compression::Lz4, &patch(4, 0x61), 100, 2), Err(Error::Unsupported(_))));
+        assert!(matches!(
+            decompress(Compression::Lz4, &patch(4, 0x61), 100, 2),
+            Err(Error::Unsupported(_))
+        ));
         assert!(decompress(Compression::Lz4, &patch(5, 0x30), 100, 2).is_err()); // block size code 3
         assert!(decompress(Compression::Lz4, &patch(5, 0x41), 100, 2).is_err()); // BD reserved bit
         let mut legacy = good.clone();
@@ -623,7 +743,9 @@ mod tests {
         f.extend_from_slice(&(65_537u32 | LZ4_STORED_BLOCK_BIT).to_le_bytes());
         f.extend(vec![0; 65_537]);
         f.extend_from_slice(&[0; 4]);
-        let err = decompress(Compression::Lz4, &f, 1 << 20, 2).unwrap_err().to_string();
+        let err = decompress(Compression::Lz4, &f, 1 << 20, 2)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("maximum block size"), "{err}");
     }
 
@@ -634,12 +756,17 @@ mod tests {
         let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
         enc.write_all(&data).unwrap();
         let theirs = enc.finish().unwrap();
-        assert_eq!(decompress(Compression::Gzip, &theirs, data.len(), 2).unwrap(), data);
+        assert_eq!(
+            decompress(Compression::Gzip, &theirs, data.len(), 2).unwrap(),
+            data
+        );
         // And ours reads with flate2's plain decoder; header as Java writes it.
         let ours = compress(Compression::Gzip, &data).unwrap();
         assert_eq!(&ours[..10], &[0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 0]);
         let mut d = Vec::new();
-        flate2::read::GzDecoder::new(&ours[..]).read_to_end(&mut d).unwrap();
+        flate2::read::GzDecoder::new(&ours[..])
+            .read_to_end(&mut d)
+            .unwrap();
         assert_eq!(d, data);
         // Concatenated members read as one stream, as GZIPInputStream does.
         let mut two = compress(Compression::Gzip, b"ab").unwrap();
@@ -651,8 +778,8 @@ mod tests {
     fn known_gzip_vector() {
         // `printf hello | gzip -n` (fixed bytes, independent of our encoder).
         let v = [
-            0x1f, 0x8b, 0x08, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x03, 0xcb, 0x48, 0xcd, 0xc9, 0xc9, 0x07, 0x00, 0x86,
-            0xa6, 0x10, 0x36, 0x05, 0x00, 0x00, 0x00,
+            0x1f, 0x8b, 0x08, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x03, 0xcb, 0x48, 0xcd, 0xc9,
+            0xc9, 0x07, 0x00, 0x86, 0xa6, 0x10, 0x36, 0x05, 0x00, 0x00, 0x00,
         ];
         assert_eq!(decompress(Compression::Gzip, &v, 5, 2).unwrap(), b"hello");
         assert!(decompress(Compression::Gzip, &v, 4, 2).is_err());
@@ -663,7 +790,10 @@ mod tests {
         let data = text(100_000);
         // A frame with content size (bulk API), as librdkafka writes.
         let bulk = zstd::bulk::compress(&data, 1).unwrap();
-        assert_eq!(decompress(Compression::Zstd, &bulk, data.len(), 2).unwrap(), data);
+        assert_eq!(
+            decompress(Compression::Zstd, &bulk, data.len(), 2).unwrap(),
+            data
+        );
         let ours = compress(Compression::Zstd, &data).unwrap();
         assert_eq!(&ours[..4], &[0x28, 0xb5, 0x2f, 0xfd]);
         assert_eq!(zstd::stream::decode_all(&ours[..]).unwrap(), data);
@@ -674,7 +804,10 @@ mod tests {
         let data = text(200_000);
         for codec in ALL {
             let c = compress(codec, &data).unwrap();
-            assert_eq!(decompress(codec, &c, data.len(), 2).unwrap().len(), data.len());
+            assert_eq!(
+                decompress(codec, &c, data.len(), 2).unwrap().len(),
+                data.len()
+            );
             for max in [0, 1, 1000, 65_536, data.len() - 1] {
                 let err = decompress(codec, &c, max, 2).unwrap_err().to_string();
                 assert!(err.contains("exceeds"), "{} max {max}: {err}", codec.name());
@@ -682,7 +815,10 @@ mod tests {
         }
         // Raw snappy whose length preamble claims more than the budget: rejected before allocating.
         let raw = snap::raw::Encoder::new().compress_vec(&data).unwrap();
-        assert!(decompress(Compression::Snappy, &raw, 10, 2).unwrap_err().to_string().contains("exceeds"));
+        assert!(decompress(Compression::Snappy, &raw, 10, 2)
+            .unwrap_err()
+            .to_string()
+            .contains("exceeds"));
         // A preamble claiming ~4 GiB with no data behind it.
         let lie = [0xff, 0xff, 0xff, 0xff, 0x0f, 0x00];
         assert!(decompress(Compression::Snappy, &lie, 1 << 20, 2).is_err());
@@ -708,7 +844,9 @@ mod tests {
                 // framing cannot tell a stream cut exactly at a chunk boundary from a complete one
                 // (snappy-java can't either), so those cuts are allowed to decode to a prefix.
                 let tail = (valid.len().saturating_sub(12)..valid.len()).collect::<Vec<_>>();
-                let sampled = (0..300).map(|_| r.gen_range(0..valid.len())).collect::<Vec<_>>();
+                let sampled = (0..300)
+                    .map(|_| r.gen_range(0..valid.len()))
+                    .collect::<Vec<_>>();
                 for cut in tail.into_iter().chain(sampled) {
                     match decompress(*codec, &valid[..cut], 1 << 20, magic) {
                         Err(_) => {}

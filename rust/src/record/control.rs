@@ -59,11 +59,16 @@ impl ControlRecordType {
     pub fn parse_key(key: Option<&[u8]>) -> Result<Self> {
         let key = key.ok_or_else(|| Error::corrupt("control record has a null key"))?;
         if key.len() < 4 {
-            return Err(Error::corrupt(format!("control record key has {} bytes, expected 4", key.len())));
+            return Err(Error::corrupt(format!(
+                "control record key has {} bytes, expected 4",
+                key.len()
+            )));
         }
         let version = i16::from_be_bytes([key[0], key[1]]);
         if version < 0 {
-            return Err(Error::corrupt(format!("control record key has invalid version {version}")));
+            return Err(Error::corrupt(format!(
+                "control record key has invalid version {version}"
+            )));
         }
         Ok(Self::from_id(i16::from_be_bytes([key[2], key[3]])))
     }
@@ -85,15 +90,24 @@ impl EndTransactionMarker {
     pub const CURRENT_VERSION: i16 = 0;
 
     pub fn parse(control_type: ControlRecordType, value: Option<&[u8]>) -> Result<Self> {
-        let value = value.ok_or_else(|| Error::corrupt("end transaction marker has a null value"))?;
+        let value =
+            value.ok_or_else(|| Error::corrupt("end transaction marker has a null value"))?;
         if value.len() < 6 {
-            return Err(Error::corrupt(format!("end transaction marker value has {} bytes, expected 6", value.len())));
+            return Err(Error::corrupt(format!(
+                "end transaction marker value has {} bytes, expected 6",
+                value.len()
+            )));
         }
         let version = i16::from_be_bytes([value[0], value[1]]);
         if version < 0 {
-            return Err(Error::corrupt(format!("end transaction marker has invalid version {version}")));
+            return Err(Error::corrupt(format!(
+                "end transaction marker has invalid version {version}"
+            )));
         }
-        Ok(Self { control_type, coordinator_epoch: i32::from_be_bytes([value[2], value[3], value[4], value[5]]) })
+        Ok(Self {
+            control_type,
+            coordinator_epoch: i32::from_be_bytes([value[2], value[3], value[4], value[5]]),
+        })
     }
 
     pub fn value_bytes(&self) -> [u8; 6] {

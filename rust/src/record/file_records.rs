@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
 use crate::record::batch::{
-    Batch, BatchPrefix, HEADER_SIZE_UP_TO_MAGIC, LAST_OFFSET_DELTA_OFFSET, MAGIC_V1, MAGIC_V2, MAX_TIMESTAMP_OFFSET,
-    NO_TIMESTAMP, RECORD_BATCH_OVERHEAD,
+    Batch, BatchPrefix, HEADER_SIZE_UP_TO_MAGIC, LAST_OFFSET_DELTA_OFFSET, MAGIC_V1, MAGIC_V2,
+    MAX_TIMESTAMP_OFFSET, NO_TIMESTAMP, RECORD_BATCH_OVERHEAD,
 };
 
 /// Largest batch a reader accepts from a length field unless told otherwise; bounds allocation.
@@ -53,13 +53,23 @@ impl FileRecords {
     /// Opens (and, when writable, creates) a log file. A read-only open never writes.
     pub fn open(path: &Path, writable: bool) -> Result<Self> {
         let file = if writable {
-            OpenOptions::new().read(true).write(true).create(true).truncate(false).open(path)
+            OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .open(path)
         } else {
             File::open(path)
         }
         .map_err(|e| Error::io(path, e))?;
         let size = file.metadata().map_err(|e| Error::io(path, e))?.len();
-        Ok(FileRecords { path: path.to_path_buf(), file, size, writable })
+        Ok(FileRecords {
+            path: path.to_path_buf(),
+            file,
+            size,
+            writable,
+        })
     }
 
     pub fn path(&self) -> &Path {
@@ -81,7 +91,10 @@ impl FileRecords {
         if self.writable {
             Ok(())
         } else {
-            Err(Error::ReadOnly(format!("{} is opened read-only", self.path.display())))
+            Err(Error::ReadOnly(format!(
+                "{} is opened read-only",
+                self.path.display()
+            )))
         }
     }
 
@@ -97,14 +110,18 @@ impl FileRecords {
                 self.size
             )));
         }
-        self.file.write_all_at(data, self.size).map_err(|e| Error::io(&self.path, e))?;
+        self.file
+            .write_all_at(data, self.size)
+            .map_err(|e| Error::io(&self.path, e))?;
         self.size = new_size;
         Ok(data.len())
     }
 
     pub fn flush(&self) -> Result<()> {
         if self.writable {
-            self.file.sync_data().map_err(|e| Error::io(&self.path, e))?;
+            self.file
+                .sync_data()
+                .map_err(|e| Error::io(&self.path, e))?;
         }
         Ok(())
     }
@@ -120,7 +137,9 @@ impl FileRecords {
             )));
         }
         let removed = self.size - target_size;
-        self.file.set_len(target_size).map_err(|e| Error::io(&self.path, e))?;
+        self.file
+            .set_len(target_size)
+            .map_err(|e| Error::io(&self.path, e))?;
         self.size = target_size;
         Ok(removed)
     }
@@ -145,7 +164,9 @@ impl FileRecords {
             return Ok(Vec::new());
         }
         let mut buf = vec![0u8; (end - position) as usize];
-        self.file.read_exact_at(&mut buf, position).map_err(|e| Error::io(&self.path, e))?;
+        self.file
+            .read_exact_at(&mut buf, position)
+            .map_err(|e| Error::io(&self.path, e))?;
         Ok(buf)
     }
 
@@ -158,7 +179,9 @@ impl FileRecords {
         let left = self.size - position;
         let mut buf = [0u8; RECORD_BATCH_OVERHEAD];
         let want = (left as usize).min(RECORD_BATCH_OVERHEAD);
-        self.file.read_exact_at(&mut buf[..want], position).map_err(|e| Error::io(&self.path, e))?;
+        self.file
+            .read_exact_at(&mut buf[..want], position)
+            .map_err(|e| Error::io(&self.path, e))?;
         parse_header(&buf[..want], position, (left as usize).min(max_batch_size))
             .map(Some)
             .map_err(|e| e.at(Some(&self.path), position))
@@ -166,16 +189,30 @@ impl FileRecords {
 
     /// Header-only scan of the batches from `start` to the end of the log.
     pub fn headers_from(&self, start: u64, max_batch_size: usize) -> HeaderIter<'_> {
-        HeaderIter { records: self, position: start, max_batch_size, done: false }
+        HeaderIter {
+            records: self,
+            position: start,
+            max_batch_size,
+            done: false,
+        }
     }
 
     /// Kafka's `searchForOffsetWithSize`: the first batch at or after `starting_position` whose
     /// last offset is >= `target_offset`.
-    pub fn search_for_offset_with_size(&self, target_offset: i64, starting_position: u64, max_batch_size: usize) -> Result<Option<LogOffsetPosition>> {
+    pub fn search_for_offset_with_size(
+        &self,
+        target_offset: i64,
+        starting_position: u64,
+        max_batch_size: usize,
+    ) -> Result<Option<LogOffsetPosition>> {
         for header in self.headers_from(starting_position, max_batch_size) {
             let h = header?;
             if h.last_offset >= target_offset {
-                return Ok(Some(LogOffsetPosition { offset: h.last_offset, position: h.position, size: h.size }));
+                return Ok(Some(LogOffsetPosition {
+                    offset: h.last_offset,
+                    position: h.position,
+                    size: h.size,
+                }));
             }
         }
         Ok(None)
@@ -183,12 +220,26 @@ impl FileRecords {
 
     /// Whole batches from `start` up to `end` (exclusive), read in large chunks.
     pub fn batches(&self, start: u64, end: u64, max_batch_size: usize) -> BatchReader<'_> {
-        BatchReader { records: self, next: start, end: end.min(self.size), buf: Vec::new(), buf_start: start, max_batch_size }
+        BatchReader {
+            records: self,
+            next: start,
+            end: end.min(self.size),
+            buf: Vec::new(),
+            buf_start: start,
+            max_batch_size,
+        }
     }
 
     /// Kafka's `searchForTimestamp`: the first record at or after `starting_position` and
     /// `starting_offset` whose timestamp is >= `target_timestamp`.
-    pub fn search_for_timestamp(&self, target_timestamp: i64, starting_position: u64, starting_offset: i64, max_batch_size: usize, max_decompressed: usize) -> Result<Option<TimestampAndOffset>> {
+    pub fn search_for_timestamp(
+        &self,
+        target_timestamp: i64,
+        starting_position: u64,
+        starting_offset: i64,
+        max_batch_size: usize,
+        max_decompressed: usize,
+    ) -> Result<Option<TimestampAndOffset>> {
         let mut reader = self.batches(starting_position, self.size, max_batch_size);
         let mut scratch = Vec::new();
         while let Some((_, bytes)) = reader.next_batch()? {
@@ -197,7 +248,11 @@ impl FileRecords {
                 for record in batch.records(&mut scratch, max_decompressed)? {
                     if record.timestamp >= target_timestamp && record.offset >= starting_offset {
                         let epoch = batch.partition_leader_epoch();
-                        return Ok(Some(TimestampAndOffset { timestamp: record.timestamp, offset: record.offset, leader_epoch: (epoch >= 0).then_some(epoch) }));
+                        return Ok(Some(TimestampAndOffset {
+                            timestamp: record.timestamp,
+                            offset: record.offset,
+                            leader_epoch: (epoch >= 0).then_some(epoch),
+                        }));
                     }
                 }
             }
@@ -207,12 +262,24 @@ impl FileRecords {
 
     /// Kafka's `largestTimestampAfter`: the max batch timestamp from `start` on, with the last
     /// offset of the batch holding it (Kafka's shallow offset of the max timestamp).
-    pub fn largest_timestamp_after(&self, start: u64, max_batch_size: usize) -> Result<TimestampAndOffset> {
-        let mut best = TimestampAndOffset { timestamp: NO_TIMESTAMP, offset: -1, leader_epoch: None };
+    pub fn largest_timestamp_after(
+        &self,
+        start: u64,
+        max_batch_size: usize,
+    ) -> Result<TimestampAndOffset> {
+        let mut best = TimestampAndOffset {
+            timestamp: NO_TIMESTAMP,
+            offset: -1,
+            leader_epoch: None,
+        };
         for header in self.headers_from(start, max_batch_size) {
             let h = header?;
             if h.max_timestamp > best.timestamp {
-                best = TimestampAndOffset { timestamp: h.max_timestamp, offset: h.last_offset, leader_epoch: None };
+                best = TimestampAndOffset {
+                    timestamp: h.max_timestamp,
+                    offset: h.last_offset,
+                    leader_epoch: None,
+                };
             }
         }
         Ok(best)
@@ -269,13 +336,17 @@ impl BatchReader<'_> {
     }
 
     fn buffered(&self, position: u64, len: usize) -> bool {
-        position >= self.buf_start && position + len as u64 <= self.buf_start + self.buf.len() as u64
+        position >= self.buf_start
+            && position + len as u64 <= self.buf_start + self.buf.len() as u64
     }
 
     fn fill(&mut self, position: u64, len: usize) -> Result<()> {
         let want = len.max(CHUNK).min((self.end - position) as usize);
         self.buf.resize(want, 0);
-        self.records.file.read_exact_at(&mut self.buf, position).map_err(|e| Error::io(&self.records.path, e))?;
+        self.records
+            .file
+            .read_exact_at(&mut self.buf, position)
+            .map_err(|e| Error::io(&self.records.path, e))?;
         self.buf_start = position;
         Ok(())
     }
@@ -289,13 +360,17 @@ impl BatchReader<'_> {
         }
         let left = (self.end - position) as usize;
         if left < HEADER_SIZE_UP_TO_MAGIC {
-            return Err(Error::corrupt(format!("{left} trailing bytes are too few for a batch header")).at(Some(&self.records.path), position));
+            return Err(Error::corrupt(format!(
+                "{left} trailing bytes are too few for a batch header"
+            ))
+            .at(Some(&self.records.path), position));
         }
         if !self.buffered(position, HEADER_SIZE_UP_TO_MAGIC) {
             self.fill(position, HEADER_SIZE_UP_TO_MAGIC)?;
         }
         let off = (position - self.buf_start) as usize;
-        let prefix = BatchPrefix::parse(&self.buf[off..], left.min(self.max_batch_size)).map_err(|e| e.at(Some(&self.records.path), position))?;
+        let prefix = BatchPrefix::parse(&self.buf[off..], left.min(self.max_batch_size))
+            .map_err(|e| e.at(Some(&self.records.path), position))?;
         if !self.buffered(position, prefix.size_in_bytes) {
             self.fill(position, prefix.size_in_bytes)?;
         }
@@ -309,20 +384,41 @@ impl BatchReader<'_> {
 /// how many bytes the batch may span. Shared by file scans and in-memory appends.
 pub fn parse_header(buf: &[u8], position: u64, available: usize) -> Result<BatchHeader> {
     if buf.len() < HEADER_SIZE_UP_TO_MAGIC {
-        return Err(Error::corrupt(format!("{} trailing bytes are too few for a batch header", buf.len())));
+        return Err(Error::corrupt(format!(
+            "{} trailing bytes are too few for a batch header",
+            buf.len()
+        )));
     }
     let prefix = BatchPrefix::parse(buf, available)?;
     let (last_offset, max_timestamp) = match prefix.magic {
         MAGIC_V2 if buf.len() >= RECORD_BATCH_OVERHEAD => {
-            let delta = i32::from_be_bytes(buf[LAST_OFFSET_DELTA_OFFSET..LAST_OFFSET_DELTA_OFFSET + 4].try_into().unwrap());
-            let ts = i64::from_be_bytes(buf[MAX_TIMESTAMP_OFFSET..MAX_TIMESTAMP_OFFSET + 8].try_into().unwrap());
+            let delta = i32::from_be_bytes(
+                buf[LAST_OFFSET_DELTA_OFFSET..LAST_OFFSET_DELTA_OFFSET + 4]
+                    .try_into()
+                    .unwrap(),
+            );
+            let ts = i64::from_be_bytes(
+                buf[MAX_TIMESTAMP_OFFSET..MAX_TIMESTAMP_OFFSET + 8]
+                    .try_into()
+                    .unwrap(),
+            );
             (prefix.offset.wrapping_add(i64::from(delta)), ts)
         }
         MAGIC_V2 => return Err(Error::corrupt("v2 batch header is cut short")),
-        MAGIC_V1 if buf.len() >= 26 => (prefix.offset, i64::from_be_bytes(buf[18..26].try_into().unwrap())),
+        MAGIC_V1 if buf.len() >= 26 => (
+            prefix.offset,
+            i64::from_be_bytes(buf[18..26].try_into().unwrap()),
+        ),
         _ => (prefix.offset, NO_TIMESTAMP),
     };
-    Ok(BatchHeader { position, size: prefix.size_in_bytes, magic: prefix.magic, base_offset: prefix.offset, last_offset, max_timestamp })
+    Ok(BatchHeader {
+        position,
+        size: prefix.size_in_bytes,
+        magic: prefix.magic,
+        base_offset: prefix.offset,
+        last_offset,
+        max_timestamp,
+    })
 }
 
 /// Header-only iteration over whole batches held in memory.
@@ -333,7 +429,8 @@ pub fn headers_in(buf: &[u8]) -> impl Iterator<Item = Result<BatchHeader>> + '_ 
             return None;
         }
         let end = (pos + RECORD_BATCH_OVERHEAD).min(buf.len());
-        let r = parse_header(&buf[pos..end], pos as u64, buf.len() - pos).map_err(|e| e.at(None, pos as u64));
+        let r = parse_header(&buf[pos..end], pos as u64, buf.len() - pos)
+            .map_err(|e| e.at(None, pos as u64));
         match &r {
             Ok(h) => pos += h.size,
             Err(_) => pos = buf.len(),

@@ -180,14 +180,31 @@ fn parse(buf: &[u8], verify_crc: bool) -> Result<LegacyEntry<'_>> {
             msg.len() - pos
         )));
     }
-    Ok(LegacyEntry { offset, crc, magic, attributes, timestamp, key, value, size_in_bytes: bytes.len(), bytes })
+    Ok(LegacyEntry {
+        offset,
+        crc,
+        magic,
+        attributes,
+        timestamp,
+        key,
+        value,
+        size_in_bytes: bytes.len(),
+        bytes,
+    })
 }
 
 /// An i32 length (-1 = null) and that many bytes, checked against the end of the message.
-fn read_sized_bytes<'a>(msg: &'a [u8], pos: &mut usize, offset: i64, what: &str) -> Result<Option<&'a [u8]>> {
-    let len_bytes = msg
-        .get(*pos..*pos + 4)
-        .ok_or_else(|| Error::corrupt(format!("message at offset {offset} ends before its {what} length")))?;
+fn read_sized_bytes<'a>(
+    msg: &'a [u8],
+    pos: &mut usize,
+    offset: i64,
+    what: &str,
+) -> Result<Option<&'a [u8]>> {
+    let len_bytes = msg.get(*pos..*pos + 4).ok_or_else(|| {
+        Error::corrupt(format!(
+            "message at offset {offset} ends before its {what} length"
+        ))
+    })?;
     let len = i32::from_be_bytes(len_bytes.try_into().unwrap());
     *pos += 4;
     if len == -1 {
@@ -215,7 +232,11 @@ pub struct LegacyEntries<'a> {
 
 /// Shallow entries of `buf`, each CRC-verified.
 pub fn entries(buf: &[u8]) -> LegacyEntries<'_> {
-    LegacyEntries { buf, pos: 0, failed: false }
+    LegacyEntries {
+        buf,
+        pos: 0,
+        failed: false,
+    }
 }
 
 impl LegacyEntries<'_> {
@@ -252,7 +273,9 @@ pub fn decompress_wrapper(wrapper: &LegacyEntry<'_>, max_decompressed: usize) ->
     let at = wrapper.offset;
     match codec {
         Compression::None => {
-            return Err(Error::InvalidArgument(format!("message at offset {at} is not a compressed wrapper")))
+            return Err(Error::InvalidArgument(format!(
+                "message at offset {at} is not a compressed wrapper"
+            )))
         }
         Compression::Zstd => {
             return Err(Error::corrupt(format!(
@@ -263,12 +286,16 @@ pub fn decompress_wrapper(wrapper: &LegacyEntry<'_>, max_decompressed: usize) ->
         _ => {}
     }
     let value = wrapper.value.ok_or_else(|| {
-        Error::corrupt(format!("compressed wrapper at offset {at} has a null value (magic {})", wrapper.magic))
+        Error::corrupt(format!(
+            "compressed wrapper at offset {at} has a null value (magic {})",
+            wrapper.magic
+        ))
     })?;
     codec::decompress(codec, value, max_decompressed, wrapper.magic).map_err(|e| match e {
-        Error::CorruptRecord { message, location } => {
-            Error::CorruptRecord { message: format!("wrapper at offset {at}: {message}"), location }
-        }
+        Error::CorruptRecord { message, location } => Error::CorruptRecord {
+            message: format!("wrapper at offset {at}: {message}"),
+            location,
+        },
         other => other,
     })
 }
@@ -282,9 +309,9 @@ pub fn inner_records<'b>(wrapper: &LegacyEntry<'_>, inner: &'b [u8]) -> Result<V
     let mut records = Vec::new();
     for entry in entries(inner) {
         let entry = entry.map_err(|e| match e {
-            Error::CorruptRecord { message, .. } => {
-                Error::corrupt(format!("inside compressed wrapper at offset {at}: {message}"))
-            }
+            Error::CorruptRecord { message, .. } => Error::corrupt(format!(
+                "inside compressed wrapper at offset {at}: {message}"
+            )),
             other => other,
         })?;
         if entry.is_compressed() {
@@ -306,7 +333,9 @@ pub fn inner_records<'b>(wrapper: &LegacyEntry<'_>, inner: &'b [u8]) -> Result<V
         records.push(record);
     }
     let Some(last) = records.last() else {
-        return Err(Error::corrupt(format!("compressed wrapper at offset {at} has no inner messages")));
+        return Err(Error::corrupt(format!(
+            "compressed wrapper at offset {at} has no inner messages"
+        )));
     };
     if wrapper.magic == MAGIC_VALUE_V1 {
         let last_inner = last.offset;
@@ -322,7 +351,10 @@ pub fn inner_records<'b>(wrapper: &LegacyEntry<'_>, inner: &'b [u8]) -> Result<V
         };
         for r in &mut records {
             r.offset = base.checked_add(r.offset).ok_or_else(|| {
-                Error::corrupt(format!("inner offset {} of wrapper at offset {at} overflows", r.offset))
+                Error::corrupt(format!(
+                    "inner offset {} of wrapper at offset {at} overflows",
+                    r.offset
+                ))
             })?;
         }
     }
@@ -349,8 +381,11 @@ pub fn deep_records<'a>(
 
 /// Attributes byte: codec in the low bits, LogAppendTime in bit 3 (v1 only).
 fn attributes(magic: u8, compression: Compression, timestamp_type: TimestampType) -> u8 {
-    let ts_bit =
-        if magic == MAGIC_VALUE_V1 && timestamp_type == TimestampType::LogAppendTime { TIMESTAMP_TYPE_MASK } else { 0 };
+    let ts_bit = if magic == MAGIC_VALUE_V1 && timestamp_type == TimestampType::LogAppendTime {
+        TIMESTAMP_TYPE_MASK
+    } else {
+        0
+    };
     compression.id() | ts_bit
 }
 
@@ -364,11 +399,16 @@ fn write_entry(
     value: Option<&[u8]>,
 ) -> Result<()> {
     if magic > MAGIC_VALUE_V1 {
-        return Err(Error::InvalidArgument(format!("legacy messages have magic 0 or 1, not {magic}")));
+        return Err(Error::InvalidArgument(format!(
+            "legacy messages have magic 0 or 1, not {magic}"
+        )));
     }
     let size = record_overhead(magic) + key.map_or(0, <[u8]>::len) + value.map_or(0, <[u8]>::len);
-    let size = i32::try_from(size)
-        .map_err(|_| Error::InvalidArgument(format!("message of {size} bytes is too large for a legacy entry")))?;
+    let size = i32::try_from(size).map_err(|_| {
+        Error::InvalidArgument(format!(
+            "message of {size} bytes is too large for a legacy entry"
+        ))
+    })?;
     out.reserve(LOG_OVERHEAD + size as usize);
     out.extend_from_slice(&offset.to_be_bytes());
     out.extend_from_slice(&size.to_be_bytes());
@@ -406,7 +446,15 @@ pub fn build_entry(
     compression: Compression,
 ) -> Result<Vec<u8>> {
     let mut out = Vec::new();
-    write_entry(&mut out, magic, offset, timestamp, attributes(magic, compression, timestamp_type), key, value)?;
+    write_entry(
+        &mut out,
+        magic,
+        offset,
+        timestamp,
+        attributes(magic, compression, timestamp_type),
+        key,
+        value,
+    )?;
     Ok(out)
 }
 
@@ -424,10 +472,14 @@ pub fn build_message_set(
     timestamp_type: TimestampType,
 ) -> Result<Vec<u8>> {
     if magic > MAGIC_VALUE_V1 {
-        return Err(Error::InvalidArgument(format!("legacy messages have magic 0 or 1, not {magic}")));
+        return Err(Error::InvalidArgument(format!(
+            "legacy messages have magic 0 or 1, not {magic}"
+        )));
     }
     if compression == Compression::Zstd {
-        return Err(Error::InvalidArgument("zstd compression requires magic v2".into()));
+        return Err(Error::InvalidArgument(
+            "zstd compression requires magic v2".into(),
+        ));
     }
     let absolute = |i: usize| {
         base_offset
@@ -438,15 +490,29 @@ pub fn build_message_set(
     let mut set = Vec::new();
     if compression == Compression::None {
         for (i, &(ts, key, value)) in records.iter().enumerate() {
-            write_entry(&mut set, magic, absolute(i)?, ts, inner_attributes, key, value)?;
+            write_entry(
+                &mut set,
+                magic,
+                absolute(i)?,
+                ts,
+                inner_attributes,
+                key,
+                value,
+            )?;
         }
         return Ok(set);
     }
     if records.is_empty() {
-        return Err(Error::InvalidArgument("a compressed message set needs at least one record".into()));
+        return Err(Error::InvalidArgument(
+            "a compressed message set needs at least one record".into(),
+        ));
     }
     for (i, &(ts, key, value)) in records.iter().enumerate() {
-        let offset = if magic == MAGIC_VALUE_V1 { i as i64 } else { absolute(i)? };
+        let offset = if magic == MAGIC_VALUE_V1 {
+            i as i64
+        } else {
+            absolute(i)?
+        };
         write_entry(&mut set, magic, offset, ts, inner_attributes, key, value)?;
     }
     let compressed = codec::compress_for_magic(compression, &set, magic)?;
@@ -467,7 +533,12 @@ mod tests {
     use super::*;
     use rand::{Rng, RngCore, SeedableRng};
 
-    const CODECS: [Compression; 4] = [Compression::None, Compression::Gzip, Compression::Snappy, Compression::Lz4];
+    const CODECS: [Compression; 4] = [
+        Compression::None,
+        Compression::Gzip,
+        Compression::Snappy,
+        Compression::Lz4,
+    ];
     const MAX: usize = 1 << 24;
 
     /// Bitwise CRC32 (IEEE, reflected), independent of crc32fast.
@@ -476,7 +547,11 @@ mod tests {
         for &b in data {
             crc ^= b as u32;
             for _ in 0..8 {
-                crc = if crc & 1 != 0 { (crc >> 1) ^ 0xEDB8_8320 } else { crc >> 1 };
+                crc = if crc & 1 != 0 {
+                    (crc >> 1) ^ 0xEDB8_8320
+                } else {
+                    crc >> 1
+                };
             }
         }
         !crc
@@ -502,7 +577,9 @@ mod tests {
     }
 
     fn as_refs(v: &[OwnedFields]) -> Vec<RecordFields<'_>> {
-        v.iter().map(|(t, k, v)| (*t, k.as_deref(), v.as_deref())).collect()
+        v.iter()
+            .map(|(t, k, v)| (*t, k.as_deref(), v.as_deref()))
+            .collect()
     }
 
     fn deep_all(set: &[u8]) -> Result<Vec<crate::record::record::OwnedRecord>> {
@@ -510,14 +587,27 @@ mod tests {
         for entry in entries(set) {
             let entry = entry?;
             let mut scratch = Vec::new();
-            out.extend(deep_records(&entry, &mut scratch, MAX)?.iter().map(Record::to_owned_record));
+            out.extend(
+                deep_records(&entry, &mut scratch, MAX)?
+                    .iter()
+                    .map(Record::to_owned_record),
+            );
         }
         Ok(out)
     }
 
     #[test]
     fn v0_bytes_by_hand() {
-        let got = build_entry(0, 5, 123, TimestampType::CreateTime, Some(b"k"), Some(b"v"), Compression::None).unwrap();
+        let got = build_entry(
+            0,
+            5,
+            123,
+            TimestampType::CreateTime,
+            Some(b"k"),
+            Some(b"v"),
+            Compression::None,
+        )
+        .unwrap();
         let body = [0u8, 0, 0, 0, 0, 1, b'k', 0, 0, 0, 1, b'v'];
         let crc = crc32_reference(&body);
         assert_eq!(crc, 0x1fec_d70a); // from Python's zlib.crc32 over the same bytes
@@ -527,17 +617,30 @@ mod tests {
         assert_eq!(got, expected);
 
         let e = parse_entry(&got).unwrap();
-        assert_eq!((e.offset, e.crc, e.magic, e.attributes, e.timestamp), (5, crc, 0, 0, -1));
-        assert_eq!((e.key, e.value, e.size_in_bytes, e.message_size()), (Some(&b"k"[..]), Some(&b"v"[..]), 28, 16));
+        assert_eq!(
+            (e.offset, e.crc, e.magic, e.attributes, e.timestamp),
+            (5, crc, 0, 0, -1)
+        );
+        assert_eq!(
+            (e.key, e.value, e.size_in_bytes, e.message_size()),
+            (Some(&b"k"[..]), Some(&b"v"[..]), 28, 16)
+        );
         assert_eq!(e.timestamp_type(), TimestampType::NoTimestamp);
         assert!(e.is_valid());
     }
 
     #[test]
     fn v1_bytes_by_hand() {
-        let got =
-            build_entry(1, 7, 1_600_000_000_000, TimestampType::CreateTime, None, Some(b"hello"), Compression::None)
-                .unwrap();
+        let got = build_entry(
+            1,
+            7,
+            1_600_000_000_000,
+            TimestampType::CreateTime,
+            None,
+            Some(b"hello"),
+            Compression::None,
+        )
+        .unwrap();
         let mut body = vec![1u8, 0];
         body.extend_from_slice(&1_600_000_000_000i64.to_be_bytes());
         body.extend_from_slice(&[0xff, 0xff, 0xff, 0xff, 0, 0, 0, 5]);
@@ -555,9 +658,21 @@ mod tests {
             (7, 1, 1_600_000_000_000, None, Some(&b"hello"[..]))
         );
         assert_eq!(e.timestamp_type(), TimestampType::CreateTime);
-        let lat = build_entry(1, 7, 5, TimestampType::LogAppendTime, None, None, Compression::None).unwrap();
+        let lat = build_entry(
+            1,
+            7,
+            5,
+            TimestampType::LogAppendTime,
+            None,
+            None,
+            Compression::None,
+        )
+        .unwrap();
         assert_eq!(lat[17], TIMESTAMP_TYPE_MASK);
-        assert_eq!(parse_entry(&lat).unwrap().timestamp_type(), TimestampType::LogAppendTime);
+        assert_eq!(
+            parse_entry(&lat).unwrap().timestamp_type(),
+            TimestampType::LogAppendTime
+        );
     }
 
     #[test]
@@ -570,7 +685,11 @@ mod tests {
                     let what = format!("v{magic} {} {}", codec.name(), ts_type.name());
                     let set = build_message_set(magic, 100, &refs, codec, ts_type).unwrap();
                     let shallow: Vec<_> = entries(&set).collect::<Result<_>>().unwrap();
-                    let expected_shallow = if codec == Compression::None { refs.len() } else { 1 };
+                    let expected_shallow = if codec == Compression::None {
+                        refs.len()
+                    } else {
+                        1
+                    };
                     assert_eq!(shallow.len(), expected_shallow, "{what}");
                     if codec != Compression::None {
                         let w = &shallow[0];
@@ -578,7 +697,10 @@ mod tests {
                         assert_eq!(w.compression().unwrap(), codec);
                         assert_eq!(w.key, None);
                         if magic == 1 {
-                            assert_eq!(w.timestamp, 2_049, "{what}: wrapper takes the max timestamp");
+                            assert_eq!(
+                                w.timestamp, 2_049,
+                                "{what}: wrapper takes the max timestamp"
+                            );
                         }
                     }
                     let records = deep_all(&set).expect(&what);
@@ -589,11 +711,19 @@ mod tests {
                         assert!(r.headers.is_empty());
                         let (exp_ts, exp_type) = match (magic, ts_type, codec) {
                             (0, _, _) => (NO_TIMESTAMP, TimestampType::NoTimestamp),
-                            (_, TimestampType::LogAppendTime, Compression::None) => (*ts, TimestampType::LogAppendTime),
-                            (_, TimestampType::LogAppendTime, _) => (2_049, TimestampType::LogAppendTime),
+                            (_, TimestampType::LogAppendTime, Compression::None) => {
+                                (*ts, TimestampType::LogAppendTime)
+                            }
+                            (_, TimestampType::LogAppendTime, _) => {
+                                (2_049, TimestampType::LogAppendTime)
+                            }
                             _ => (*ts, TimestampType::CreateTime),
                         };
-                        assert_eq!((r.timestamp, r.timestamp_type), (exp_ts, exp_type), "{what} record {i}");
+                        assert_eq!(
+                            (r.timestamp, r.timestamp_type),
+                            (exp_ts, exp_type),
+                            "{what} record {i}"
+                        );
                     }
                 }
             }
@@ -602,12 +732,21 @@ mod tests {
 
     #[test]
     fn uncompressed_records_borrow_the_buffer() {
-        let set = build_message_set(1, 0, &[(1, Some(b"k"), Some(b"v"))], Compression::None, TimestampType::CreateTime)
-            .unwrap();
+        let set = build_message_set(
+            1,
+            0,
+            &[(1, Some(b"k"), Some(b"v"))],
+            Compression::None,
+            TimestampType::CreateTime,
+        )
+        .unwrap();
         let e = parse_entry(&set).unwrap();
         let mut scratch = Vec::new();
         let recs = deep_records(&e, &mut scratch, MAX).unwrap();
-        assert!(std::ptr::eq(recs[0].value.unwrap().as_ptr(), set[set.len() - 1..].as_ptr()));
+        assert!(std::ptr::eq(
+            recs[0].value.unwrap().as_ptr(),
+            set[set.len() - 1..].as_ptr()
+        ));
         assert!(scratch.is_empty());
     }
 
@@ -616,7 +755,11 @@ mod tests {
         let set = build_message_set(
             1,
             500,
-            &[(1, None, Some(b"a")), (2, None, Some(b"b")), (3, None, Some(b"c"))],
+            &[
+                (1, None, Some(b"a")),
+                (2, None, Some(b"b")),
+                (3, None, Some(b"c")),
+            ],
             Compression::Gzip,
             TimestampType::CreateTime,
         )
@@ -627,27 +770,45 @@ mod tests {
         let inner_offsets: Vec<i64> = entries(&inner).map(|e| e.unwrap().offset).collect();
         assert_eq!(inner_offsets, vec![0, 1, 2]);
         let recs = inner_records(&w, &inner).unwrap();
-        assert_eq!(recs.iter().map(|r| r.offset).collect::<Vec<_>>(), vec![500, 501, 502]);
+        assert_eq!(
+            recs.iter().map(|r| r.offset).collect::<Vec<_>>(),
+            vec![500, 501, 502]
+        );
 
         // Wrapper offset 0 (some librdkafka versions): inner offsets taken as they are.
         let zero = rewrap(&w, 0, None, w.attributes);
         let z = parse_entry(&zero).unwrap();
         let mut scratch = Vec::new();
         assert_eq!(
-            deep_records(&z, &mut scratch, MAX).unwrap().iter().map(|r| r.offset).collect::<Vec<_>>(),
+            deep_records(&z, &mut scratch, MAX)
+                .unwrap()
+                .iter()
+                .map(|r| r.offset)
+                .collect::<Vec<_>>(),
             vec![0, 1, 2]
         );
         // Wrapper offset below the last inner offset is invalid.
         let low = rewrap(&w, 1, None, w.attributes);
         let mut scratch = Vec::new();
-        let err = deep_records(&parse_entry(&low).unwrap(), &mut scratch, MAX).unwrap_err().to_string();
+        let err = deep_records(&parse_entry(&low).unwrap(), &mut scratch, MAX)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("less than the last inner offset"), "{err}");
     }
 
     /// The same wrapper with another offset/value/attributes (CRC recomputed).
     fn rewrap(w: &LegacyEntry<'_>, offset: i64, value: Option<&[u8]>, attributes: u8) -> Vec<u8> {
         let mut out = Vec::new();
-        write_entry(&mut out, w.magic, offset, w.timestamp, attributes, w.key, value.or(w.value)).unwrap();
+        write_entry(
+            &mut out,
+            w.magic,
+            offset,
+            w.timestamp,
+            attributes,
+            w.key,
+            value.or(w.value),
+        )
+        .unwrap();
         out
     }
 
@@ -665,13 +826,23 @@ mod tests {
         assert_eq!(w.offset, 41);
         let frame = w.value.unwrap();
         // Header checksum as Kafka 0.8-0.10 wrote it for v0: over magic, FLG and BD.
-        assert_eq!(frame[6], (xxhash_rust::xxh32::xxh32(&frame[..6], 0) >> 8) as u8);
+        assert_eq!(
+            frame[6],
+            (xxhash_rust::xxh32::xxh32(&frame[..6], 0) >> 8) as u8
+        );
         let inner = decompress_wrapper(&w, MAX).unwrap();
-        assert_eq!(entries(&inner).map(|e| e.unwrap().offset).collect::<Vec<_>>(), vec![40, 41]);
+        assert_eq!(
+            entries(&inner)
+                .map(|e| e.unwrap().offset)
+                .collect::<Vec<_>>(),
+            vec![40, 41]
+        );
         // The same frame inside a v1 wrapper is rejected: only v0 tolerates the broken checksum.
         let mut v1 = Vec::new();
         write_entry(&mut v1, 1, 41, 0, w.attributes, None, w.value).unwrap();
-        let err = decompress_wrapper(&parse_entry(&v1).unwrap(), MAX).unwrap_err().to_string();
+        let err = decompress_wrapper(&parse_entry(&v1).unwrap(), MAX)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("header checksum"), "{err}");
     }
 
@@ -689,21 +860,46 @@ mod tests {
         .unwrap();
         let w = parse_entry(&set).unwrap();
         let mut lat = Vec::new();
-        write_entry(&mut lat, 1, w.offset, 999, w.attributes | TIMESTAMP_TYPE_MASK, None, w.value).unwrap();
+        write_entry(
+            &mut lat,
+            1,
+            w.offset,
+            999,
+            w.attributes | TIMESTAMP_TYPE_MASK,
+            None,
+            w.value,
+        )
+        .unwrap();
         let recs = deep_all(&lat).unwrap();
-        assert!(recs.iter().all(|r| r.timestamp == 999 && r.timestamp_type == TimestampType::LogAppendTime));
+        assert!(recs
+            .iter()
+            .all(|r| r.timestamp == 999 && r.timestamp_type == TimestampType::LogAppendTime));
         let recs = deep_all(&set).unwrap();
-        assert_eq!(recs.iter().map(|r| r.timestamp).collect::<Vec<_>>(), vec![10, 20]);
+        assert_eq!(
+            recs.iter().map(|r| r.timestamp).collect::<Vec<_>>(),
+            vec![10, 20]
+        );
     }
 
     #[test]
     fn crc_mismatch_detected() {
-        let mut e =
-            build_entry(1, 3, 4, TimestampType::CreateTime, Some(b"key"), Some(b"value"), Compression::None).unwrap();
+        let mut e = build_entry(
+            1,
+            3,
+            4,
+            TimestampType::CreateTime,
+            Some(b"key"),
+            Some(b"value"),
+            Compression::None,
+        )
+        .unwrap();
         let n = e.len();
         e[n - 1] ^= 1;
         let err = parse_entry(&e).unwrap_err().to_string();
-        assert!(err.contains("stored crc") && err.contains("computed crc"), "{err}");
+        assert!(
+            err.contains("stored crc") && err.contains("computed crc"),
+            "{err}"
+        );
         let unverified = parse_entry_unverified(&e).unwrap();
         assert!(!unverified.is_valid());
         assert_eq!(unverified.value, Some(&b"valud"[..]));
@@ -711,8 +907,16 @@ mod tests {
 
     #[test]
     fn truncated_and_oversized_entries_rejected() {
-        let e =
-            build_entry(1, 3, 4, TimestampType::CreateTime, Some(b"key"), Some(b"value"), Compression::None).unwrap();
+        let e = build_entry(
+            1,
+            3,
+            4,
+            TimestampType::CreateTime,
+            Some(b"key"),
+            Some(b"value"),
+            Compression::None,
+        )
+        .unwrap();
         for cut in 0..e.len() {
             assert!(parse_entry(&e[..cut]).is_err(), "cut {cut}");
         }
@@ -724,18 +928,42 @@ mod tests {
             assert!(parse_entry_unverified(&bad).is_err(), "size {size}");
         }
         // v1 message sized as a v0 minimum (14 < 22).
-        let mut short = build_entry(0, 0, 0, TimestampType::NoTimestamp, None, None, Compression::None).unwrap();
+        let mut short = build_entry(
+            0,
+            0,
+            0,
+            TimestampType::NoTimestamp,
+            None,
+            None,
+            Compression::None,
+        )
+        .unwrap();
         short[16] = 1;
-        assert!(parse_entry_unverified(&short).unwrap_err().to_string().contains("v1 record overhead"));
+        assert!(parse_entry_unverified(&short)
+            .unwrap_err()
+            .to_string()
+            .contains("v1 record overhead"));
         // Bad magic.
         let mut m2 = e.clone();
         m2[16] = 2;
-        assert!(parse_entry_unverified(&m2).unwrap_err().to_string().contains("magic"));
+        assert!(parse_entry_unverified(&m2)
+            .unwrap_err()
+            .to_string()
+            .contains("magic"));
     }
 
     #[test]
     fn garbage_key_value_lengths_rejected() {
-        let e = build_entry(0, 0, 0, TimestampType::NoTimestamp, Some(b"kk"), Some(b"vv"), Compression::None).unwrap();
+        let e = build_entry(
+            0,
+            0,
+            0,
+            TimestampType::NoTimestamp,
+            Some(b"kk"),
+            Some(b"vv"),
+            Compression::None,
+        )
+        .unwrap();
         // key length at 18..22, value length at 24..28 (v0).
         for (pos, len) in [
             (18, -2),
@@ -753,17 +981,34 @@ mod tests {
             let crc = crc32fast::hash(&bad[16..]);
             bad[12..16].copy_from_slice(&crc.to_be_bytes());
             let err = parse_entry(&bad).unwrap_err().to_string();
-            assert!(err.contains("length") || err.contains("after its value"), "{pos} {len}: {err}");
+            assert!(
+                err.contains("length") || err.contains("after its value"),
+                "{pos} {len}: {err}"
+            );
         }
     }
 
     #[test]
     fn nested_wrapper_rejected() {
-        let inner =
-            build_message_set(1, 0, &[(1, None, Some(b"a"))], Compression::Gzip, TimestampType::CreateTime).unwrap();
+        let inner = build_message_set(
+            1,
+            0,
+            &[(1, None, Some(b"a"))],
+            Compression::Gzip,
+            TimestampType::CreateTime,
+        )
+        .unwrap();
         let outer_value = codec::compress(Compression::Gzip, &inner).unwrap();
-        let outer =
-            build_entry(1, 0, 1, TimestampType::CreateTime, None, Some(&outer_value), Compression::Gzip).unwrap();
+        let outer = build_entry(
+            1,
+            0,
+            1,
+            TimestampType::CreateTime,
+            None,
+            Some(&outer_value),
+            Compression::Gzip,
+        )
+        .unwrap();
         let err = deep_all(&outer).unwrap_err().to_string();
         assert!(err.contains("must not be compressed"), "{err}");
     }
@@ -771,33 +1016,105 @@ mod tests {
     #[test]
     fn bad_wrappers_rejected() {
         // Null value.
-        let null = build_entry(1, 0, 0, TimestampType::CreateTime, None, None, Compression::Gzip).unwrap();
-        assert!(deep_all(&null).unwrap_err().to_string().contains("null value"));
+        let null = build_entry(
+            1,
+            0,
+            0,
+            TimestampType::CreateTime,
+            None,
+            None,
+            Compression::Gzip,
+        )
+        .unwrap();
+        assert!(deep_all(&null)
+            .unwrap_err()
+            .to_string()
+            .contains("null value"));
         // Empty inner set.
         let empty = codec::compress(Compression::Gzip, b"").unwrap();
-        let e = build_entry(1, 0, 0, TimestampType::CreateTime, None, Some(&empty), Compression::Gzip).unwrap();
-        assert!(deep_all(&e).unwrap_err().to_string().contains("no inner messages"));
+        let e = build_entry(
+            1,
+            0,
+            0,
+            TimestampType::CreateTime,
+            None,
+            Some(&empty),
+            Compression::Gzip,
+        )
+        .unwrap();
+        assert!(deep_all(&e)
+            .unwrap_err()
+            .to_string()
+            .contains("no inner messages"));
         // Zstd and unknown codec ids.
         let z = codec::compress(Compression::Zstd, b"x").unwrap();
-        let e = build_entry(1, 0, 0, TimestampType::CreateTime, None, Some(&z), Compression::Zstd).unwrap();
+        let e = build_entry(
+            1,
+            0,
+            0,
+            TimestampType::CreateTime,
+            None,
+            Some(&z),
+            Compression::Zstd,
+        )
+        .unwrap();
         assert!(deep_all(&e).unwrap_err().to_string().contains("zstd"));
         let mut e6 = Vec::new();
         write_entry(&mut e6, 1, 0, 0, 6, None, Some(b"x")).unwrap();
-        assert!(deep_all(&e6).unwrap_err().to_string().contains("codec id 6"));
+        assert!(deep_all(&e6)
+            .unwrap_err()
+            .to_string()
+            .contains("codec id 6"));
         // Inner data that is not a message set, and a decompression budget too small.
         let junk = codec::compress(Compression::Snappy, b"not a message set").unwrap();
-        let e = build_entry(1, 0, 0, TimestampType::CreateTime, None, Some(&junk), Compression::Snappy).unwrap();
-        assert!(deep_all(&e).unwrap_err().to_string().contains("inside compressed wrapper"));
-        let set =
-            build_message_set(1, 0, &[(1, None, Some(&[0u8; 5000][..]))], Compression::Lz4, TimestampType::CreateTime)
-                .unwrap();
+        let e = build_entry(
+            1,
+            0,
+            0,
+            TimestampType::CreateTime,
+            None,
+            Some(&junk),
+            Compression::Snappy,
+        )
+        .unwrap();
+        assert!(deep_all(&e)
+            .unwrap_err()
+            .to_string()
+            .contains("inside compressed wrapper"));
+        let set = build_message_set(
+            1,
+            0,
+            &[(1, None, Some(&[0u8; 5000][..]))],
+            Compression::Lz4,
+            TimestampType::CreateTime,
+        )
+        .unwrap();
         let w = parse_entry(&set).unwrap();
         let mut scratch = Vec::new();
-        assert!(deep_records(&w, &mut scratch, 1000).unwrap_err().to_string().contains("exceeds"));
+        assert!(deep_records(&w, &mut scratch, 1000)
+            .unwrap_err()
+            .to_string()
+            .contains("exceeds"));
         // Builder refusals.
-        assert!(build_message_set(1, 0, &[], Compression::Gzip, TimestampType::CreateTime).is_err());
-        assert!(build_message_set(1, 0, &[(0, None, None)], Compression::Zstd, TimestampType::CreateTime).is_err());
-        assert!(build_message_set(2, 0, &[(0, None, None)], Compression::None, TimestampType::CreateTime).is_err());
+        assert!(
+            build_message_set(1, 0, &[], Compression::Gzip, TimestampType::CreateTime).is_err()
+        );
+        assert!(build_message_set(
+            1,
+            0,
+            &[(0, None, None)],
+            Compression::Zstd,
+            TimestampType::CreateTime
+        )
+        .is_err());
+        assert!(build_message_set(
+            2,
+            0,
+            &[(0, None, None)],
+            Compression::None,
+            TimestampType::CreateTime
+        )
+        .is_err());
         assert!(build_message_set(
             1,
             i64::MAX,
@@ -806,7 +1123,11 @@ mod tests {
             TimestampType::CreateTime
         )
         .is_err());
-        assert!(build_message_set(1, 0, &[], Compression::None, TimestampType::CreateTime).unwrap().is_empty());
+        assert!(
+            build_message_set(1, 0, &[], Compression::None, TimestampType::CreateTime)
+                .unwrap()
+                .is_empty()
+        );
     }
 
     #[test]
@@ -835,7 +1156,8 @@ mod tests {
         let refs = as_refs(&data[..10]);
         for magic in [0u8, 1] {
             for codec in CODECS {
-                let set = build_message_set(magic, 1, &refs, codec, TimestampType::CreateTime).unwrap();
+                let set =
+                    build_message_set(magic, 1, &refs, codec, TimestampType::CreateTime).unwrap();
                 for _ in 0..300 {
                     let mut bad = set.clone();
                     for _ in 0..r.gen_range(1..4) {
@@ -846,8 +1168,9 @@ mod tests {
                     let _ = deep_all(&bad[..cut]);
                     // Corrupt with the CRC patched, so the parser past the CRC check is exercised.
                     if bad.len() > 16 {
-                        let end =
-                            (bad.len()).min(12 + i32::from_be_bytes(bad[8..12].try_into().unwrap()).max(0) as usize);
+                        let end = (bad.len()).min(
+                            12 + i32::from_be_bytes(bad[8..12].try_into().unwrap()).max(0) as usize,
+                        );
                         if end > 16 {
                             let crc = crc32fast::hash(&bad[16..end]);
                             bad[12..16].copy_from_slice(&crc.to_be_bytes());

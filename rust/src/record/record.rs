@@ -1,8 +1,8 @@
 //! One decoded record (Kafka's `Record`/`DefaultRecord`): a view borrowing key, value and header
 //! bytes from the batch's (decompressed) payload, so decoding allocates nothing per field.
 
-use crate::record::varint::{read_varint, read_varlong};
 use crate::error::{Error, Result};
+use crate::record::varint::{read_varint, read_varlong};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum TimestampType {
@@ -66,7 +66,11 @@ impl Record<'_> {
             timestamp_type: self.timestamp_type,
             key: self.key.map(<[u8]>::to_vec),
             value: self.value.map(<[u8]>::to_vec),
-            headers: self.headers.iter().map(|h| (h.key.to_string(), h.value.map(<[u8]>::to_vec))).collect(),
+            headers: self
+                .headers
+                .iter()
+                .map(|h| (h.key.to_string(), h.value.map(<[u8]>::to_vec)))
+                .collect(),
         }
     }
 }
@@ -83,9 +87,15 @@ fn read_nullable_bytes<'a>(buf: &'a [u8], pos: &mut usize, what: &str) -> Result
         return Ok(None);
     }
     let len = len as usize;
-    let end = pos.checked_add(len).filter(|&e| e <= buf.len()).ok_or_else(|| {
-        Error::corrupt(format!("{what} length {len} runs past the end of the record ({} bytes left)", buf.len() - *pos))
-    })?;
+    let end = pos
+        .checked_add(len)
+        .filter(|&e| e <= buf.len())
+        .ok_or_else(|| {
+            Error::corrupt(format!(
+                "{what} length {len} runs past the end of the record ({} bytes left)",
+                buf.len() - *pos
+            ))
+        })?;
     let out = &buf[*pos..end];
     *pos = end;
     Ok(Some(out))
@@ -103,13 +113,19 @@ pub fn read_default_record<'a>(
     let start = *pos;
     let size_in_bytes = read_varint(buf, pos)?;
     if size_in_bytes < 0 {
-        return Err(Error::corrupt(format!("record at {start} has negative size {size_in_bytes}")));
+        return Err(Error::corrupt(format!(
+            "record at {start} has negative size {size_in_bytes}"
+        )));
     }
     let body_start = *pos;
     let body_end = body_start
         .checked_add(size_in_bytes as usize)
         .filter(|&e| e <= buf.len())
-        .ok_or_else(|| Error::corrupt(format!("record at {start} of size {size_in_bytes} runs past the end of the batch")))?;
+        .ok_or_else(|| {
+            Error::corrupt(format!(
+                "record at {start} of size {size_in_bytes} runs past the end of the batch"
+            ))
+        })?;
     let body = &buf[..body_end];
     if *pos >= body_end {
         return Err(Error::corrupt(format!("record at {start} is empty")));
@@ -122,22 +138,33 @@ pub fn read_default_record<'a>(
     let value = read_nullable_bytes(body, pos, "record value")?;
     let header_count = read_varint(body, pos)?;
     if header_count < 0 {
-        return Err(Error::corrupt(format!("record at {start} has negative header count {header_count}")));
+        return Err(Error::corrupt(format!(
+            "record at {start} has negative header count {header_count}"
+        )));
     }
     // Each header takes at least two bytes, which bounds the allocation by the record's size.
     if header_count as usize > (body_end - *pos) / 2 {
-        return Err(Error::corrupt(format!("record at {start} claims {header_count} headers in {} bytes", body_end - *pos)));
+        return Err(Error::corrupt(format!(
+            "record at {start} claims {header_count} headers in {} bytes",
+            body_end - *pos
+        )));
     }
     let mut headers = Vec::with_capacity(header_count as usize);
     for _ in 0..header_count {
         let key_len = read_varint(body, pos)?;
         if key_len < 0 {
-            return Err(Error::corrupt(format!("record at {start} has a header key of length {key_len}")));
+            return Err(Error::corrupt(format!(
+                "record at {start} has a header key of length {key_len}"
+            )));
         }
         let key_end = pos
             .checked_add(key_len as usize)
             .filter(|&e| e <= body_end)
-            .ok_or_else(|| Error::corrupt(format!("header key of record at {start} runs past the record")))?;
+            .ok_or_else(|| {
+                Error::corrupt(format!(
+                    "header key of record at {start} runs past the record"
+                ))
+            })?;
         let key = std::str::from_utf8(&body[*pos..key_end])
             .map_err(|_| Error::corrupt(format!("header key of record at {start} is not UTF-8")))?;
         *pos = key_end;
@@ -152,7 +179,10 @@ pub fn read_default_record<'a>(
     }
     let (timestamp, timestamp_type) = match log_append_time {
         Some(t) => (t, TimestampType::LogAppendTime),
-        None => (base_timestamp.wrapping_add(timestamp_delta), TimestampType::CreateTime),
+        None => (
+            base_timestamp.wrapping_add(timestamp_delta),
+            TimestampType::CreateTime,
+        ),
     };
     Ok(Record {
         offset: base_offset.wrapping_add(i64::from(offset_delta)),

@@ -10,7 +10,10 @@ fn read_unsigned(buf: &[u8], pos: &mut usize, max_bytes: usize) -> Result<u64> {
     let mut shift = 0u32;
     for i in 0..max_bytes {
         let Some(&byte) = buf.get(*pos + i) else {
-            return Err(Error::corrupt(format!("varint runs past the end of the buffer at {}", *pos)));
+            return Err(Error::corrupt(format!(
+                "varint runs past the end of the buffer at {}",
+                *pos
+            )));
         };
         value |= u64::from(byte & 0x7f) << shift;
         if byte & 0x80 == 0 {
@@ -19,7 +22,10 @@ fn read_unsigned(buf: &[u8], pos: &mut usize, max_bytes: usize) -> Result<u64> {
         }
         shift += 7;
     }
-    Err(Error::corrupt(format!("varint longer than {max_bytes} bytes at {}", *pos)))
+    Err(Error::corrupt(format!(
+        "varint longer than {max_bytes} bytes at {}",
+        *pos
+    )))
 }
 
 /// Kafka's `readVarint`: a zig-zag encoded i32 in at most 5 bytes.

@@ -1,0 +1,488 @@
+//! `kafkalog.Log` for Python: a partition log over a `<topic>-<partition>` directory.
+
+use std::collections::VecDeque;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyList};
+
+use crate::error::Result;
+use crate::log::{FetchIsolation, Log as RsLog, LogOptions};
+use crate::python::records::{
+    batches_to_py, build_v2, decode_batch, extract_records, now_ms, record_to_py, DecodedBatch,
+};
+use crate::python::segment::config_from;
+use crate::record::batch::BatchIter;
+use crate::record::builder::{end_txn_marker_batch, BatchOptions};
+use crate::record::codec::Compression;
+use crate::record::control::{ControlRecordType, EndTransactionMarker};
+use crate::record::record::OwnedRecord;
+
+fn isolation_of(name: &str) -> Result<FetchIsolation> {
+    FetchIsolation::from_name(name)
+}
+
+fn aborted_list<'py>(
+    py: Python<'py>,
+    txns: &[crate::index::txn::AbortedTxn],
+) -> PyResult<Bound<'py, PyList>> {
+    let out = PyList::empty(py);
+    for t in txns {
+        let d = PyDict::new(py);
+        d.set_item("producer_id", t.producer_id)?;
+        d.set_item("first_offset", t.first_offset)?;
+        d.set_item("last_offset", t.last_offset)?;
+        d.set_item("last_stable_offset", t.last_stable_offset)?;
+        out.append(d)?;
+    }
+    Ok(out)
+}
+
+/// Kafka's partition log (UnifiedLog): segments, offsets, append, read, retention, truncation.
+#[pyclass(module = "kafkalog", frozen)]
+pub struct Log {
+    inner: Arc<RsLog>,
+}
+
+#[pymethods]
+impl Log {
+    /// Opens the log in `path`. `read_only=True` (the default) never changes a byte on disk.
+    /// `config` takes Kafka topic configs (`segment.bytes`, `retention.ms`, ...).
+    #[new]
+    #[pyo3(signature = (path, *, read_only = true, config = None, create = false, single_replica = true))]
+    fn new(
+        py: Python<'_>,
+        path: PathBuf,
+        read_only: bool,
+        config: Option<&Bound<'_, PyDict>>,
+        create: bool,
+        single_replica: bool,
+    ) -> PyResult<Self> {
+        let options = LogOptions {
+            config: config_from(config)?,
+            read_only,
+            create,
+            single_replica,
+            ..Default::default()
+        };
+        let log = py.allow_threads(|| RsLog::open(&path, options))?;
+        Ok(Log {
+            inner: Arc::new(log),
+        })
+    }
+
+    /// Same as the constructor.
+    #[staticmethod]
+    #[pyo3(signature = (path, *, read_only = true, config = None, create = false, single_replica = true))]
+    fn open(
+        py: Python<'_>,
+        path: PathBuf,
+        read_only: bool,
+        config: Option<&Bound<'_, PyDict>>,
+        create: bool,
+        single_replica: bool,
+    ) -> PyResult<Self> {
+        Self::new(py, path, read_only, config, create, single_replica)
+    }
+
+    #[getter]
+    fn path(&self) -> PathBuf {
+        self.inner.dir().to_path_buf()
+    }
+    #[getter]
+    fn read_only(&self) -> bool {
+        self.inner.is_read_only()
+    }
+    #[getter]
+    fn log_start_offset(&self) -> i64 {
+        self.inner.log_start_offset()
+    }
+    #[getter]
+    fn log_end_offset(&self) -> i64 {
+        self.inner.log_end_offset()
+    }
+    /// (offset, segment base offset, byte position) of the log end offset.
+    #[getter]
+    fn log_end_offset_metadata(&self) -> (i64, i64, i64) {
+        let m = self.inner.log_end_offset_metadata();
+        (
+            m.message_offset,
+            m.segment_base_offset,
+            m.relative_position_in_segment,
+        )
+    }
+    #[getter]
+    fn high_watermark(&self) -> i64 {
+        self.inner.high_watermark()
+    }
+    #[getter]
+    fn last_stable_offset(&self) -> i64 {
+        self.inner.last_stable_offset()
+    }
+    #[getter]
+    fn first_unstable_offset(&self) -> Option<i64> {
+        self.inner.first_unstable_offset()
+    }
+    #[getter]
+    fn recovery_point(&self) -> i64 {
+        self.inner.recovery_point()
+    }
+    /// Base offsets of the segments, oldest first (the last is the active segment).
+    #[getter]
+    fn segments(&self) -> Vec<i64> {
+        self.inner.segment_base_offsets()
+    }
+    #[getter]
+    fn size_in_bytes(&self) -> u64 {
+        self.inner.size_in_bytes()
+    }
+    #[getter]
+    fn latest_epoch(&self) -> Option<i32> {
+        self.inner.latest_epoch()
+    }
+    /// Bytes cut from a torn tail when the log was opened (recovered on disk, or hidden in memory
+    /// when read-only).
+    #[getter]
+    fn recovered_bytes_truncated(&self) -> u64 {
+        self.inner.recovered_bytes_truncated()
+    }
+
+    /// Appends records as the leader: offsets are assigned, the batch is validated, the log rolls
+    /// when a roll condition holds. Returns (first offset, last offset).
+    #[pyo3(signature = (records, *, compression = "none", producer_id = -1, producer_epoch = -1, base_sequence = -1,
+        transactional = false, leader_epoch = 0))]
+    #[allow(clippy::too_many_arguments)]
+    fn append(
+        &self,
+        py: Python<'_>,
+        records: &Bound<'_, PyAny>,
+        compression: &str,
+        producer_id: i64,
+        producer_epoch: i16,
+        base_sequence: i32,
+        transactional: bool,
+        leader_epoch: i32,
+    ) -> PyResult<(i64, i64)> {
+        let input = extract_records(records)?;
+        if input.is_empty() {
+            return Err(pyo3::exceptions::PyValueError::new_err(
+                "no records to append",
+            ));
+        }
+        let compression = Compression::from_name(compression)?;
+        let log = self.inner.clone();
+        let info = py.allow_threads(move || -> Result<_> {
+            let batch = build_v2(
+                &input,
+                BatchOptions {
+                    compression,
+                    producer_id,
+                    producer_epoch,
+                    base_sequence,
+                    is_transactional: transactional,
+                    ..Default::default()
+                },
+            )?;
+            log.append_as_leader(&batch, leader_epoch)
+        })?;
+        Ok((info.first_offset, info.last_offset))
+    }
+
+    /// Appends raw v2 batches: as the leader (offsets assigned) or as a follower (offsets kept,
+    /// they must follow the log end offset). Returns a dict of Kafka's LogAppendInfo fields.
+    #[pyo3(signature = (data, *, as_follower = false, leader_epoch = 0))]
+    fn append_batches<'py>(
+        &self,
+        py: Python<'py>,
+        data: &[u8],
+        as_follower: bool,
+        leader_epoch: i32,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let log = self.inner.clone();
+        let data = data.to_vec();
+        let info = py.allow_threads(move || {
+            if as_follower {
+                log.append_as_follower(&data)
+            } else {
+                log.append_as_leader(&data, leader_epoch)
+            }
+        })?;
+        let d = PyDict::new(py);
+        d.set_item("first_offset", info.first_offset)?;
+        d.set_item("last_offset", info.last_offset)?;
+        d.set_item("max_timestamp", info.max_timestamp)?;
+        d.set_item("offset_of_max_timestamp", info.offset_of_max_timestamp)?;
+        d.set_item("log_append_time", info.log_append_time)?;
+        d.set_item("log_start_offset", info.log_start_offset)?;
+        d.set_item("record_count", info.record_count)?;
+        d.set_item("valid_bytes", info.valid_bytes)?;
+        d.set_item("duplicate", info.duplicate)?;
+        Ok(d)
+    }
+
+    /// Writes a transaction marker (COMMIT or ABORT) for a producer, as the transaction
+    /// coordinator does; returns its offset.
+    #[pyo3(signature = (producer_id, producer_epoch, *, commit, coordinator_epoch = 0, leader_epoch = 0, timestamp = None))]
+    fn write_txn_marker(
+        &self,
+        py: Python<'_>,
+        producer_id: i64,
+        producer_epoch: i16,
+        commit: bool,
+        coordinator_epoch: i32,
+        leader_epoch: i32,
+        timestamp: Option<i64>,
+    ) -> PyResult<i64> {
+        let log = self.inner.clone();
+        let control_type = if commit {
+            ControlRecordType::Commit
+        } else {
+            ControlRecordType::Abort
+        };
+        let offset = py.allow_threads(move || -> Result<i64> {
+            let batch = end_txn_marker_batch(
+                0,
+                timestamp.unwrap_or_else(now_ms),
+                leader_epoch,
+                producer_id,
+                producer_epoch,
+                EndTransactionMarker {
+                    control_type,
+                    coordinator_epoch,
+                },
+            )?;
+            Ok(log.append_txn_marker(&batch, leader_epoch)?.first_offset)
+        })?;
+        Ok(offset)
+    }
+
+    /// Kafka's fetch: whole batches from the one holding `start_offset`, at most `max_bytes`
+    /// (at least one batch when `min_one_message`), bounded by `isolation` (log_end,
+    /// high_watermark, committed). Returns a dict: `records` (raw bytes), `batches` (decoded
+    /// whole batches), `aborted_transactions` (committed isolation), `first_entry_incomplete`.
+    #[pyo3(signature = (start_offset, max_bytes = 1048576, isolation = "high_watermark", min_one_message = true))]
+    fn read<'py>(
+        &self,
+        py: Python<'py>,
+        start_offset: i64,
+        max_bytes: usize,
+        isolation: &str,
+        min_one_message: bool,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let isolation = isolation_of(isolation)?;
+        let log = self.inner.clone();
+        let (info, decoded) = py.allow_threads(move || -> Result<_> {
+            let info = log.read(start_offset, max_bytes, isolation, min_one_message)?;
+            let mut decoded: Vec<DecodedBatch> = Vec::new();
+            let mut iter = BatchIter::new(&info.records);
+            loop {
+                let position = iter.position() as u64;
+                match iter.next() {
+                    Some(Ok(b)) => decoded.push(decode_batch(
+                        &b,
+                        position,
+                        log.config().max_decompressed_batch_bytes,
+                    )?),
+                    // A fetch may end inside a batch (max_bytes); that partial batch is not decoded.
+                    Some(Err(_)) | None => break,
+                }
+            }
+            Ok((info, decoded))
+        })?;
+        let d = PyDict::new(py);
+        d.set_item("records", PyBytes::new(py, &info.records))?;
+        d.set_item("batches", batches_to_py(py, decoded)?)?;
+        d.set_item("offset", info.fetch_offset_metadata.message_offset)?;
+        d.set_item(
+            "segment_base_offset",
+            info.fetch_offset_metadata.segment_base_offset,
+        )?;
+        d.set_item(
+            "position",
+            info.fetch_offset_metadata.relative_position_in_segment,
+        )?;
+        d.set_item("first_entry_incomplete", info.first_entry_incomplete)?;
+        match &info.aborted_transactions {
+            Some(a) => d.set_item("aborted_transactions", aborted_list(py, a)?)?,
+            None => d.set_item("aborted_transactions", py.None())?,
+        }
+        Ok(d)
+    }
+
+    /// Iterates records in offset order across segments, as a consumer with `isolation`
+    /// (read_uncommitted or read_committed) would see them; control records are never returned.
+    #[pyo3(signature = (start = None, end = None, isolation = "read_uncommitted"))]
+    fn records(
+        &self,
+        start: Option<i64>,
+        end: Option<i64>,
+        isolation: &str,
+    ) -> PyResult<RecordIterator> {
+        let isolation = isolation_of(isolation)?;
+        let start = start.unwrap_or_else(|| self.inner.log_start_offset());
+        Ok(RecordIterator {
+            log: self.inner.clone(),
+            next: std::sync::Mutex::new((start, VecDeque::new(), false)),
+            end,
+            isolation,
+        })
+    }
+
+    /// Every batch (decoded) in [start, end), control batches included, up to `isolation`.
+    #[pyo3(signature = (start = None, end = None, isolation = "log_end"))]
+    fn batches(
+        &self,
+        py: Python<'_>,
+        start: Option<i64>,
+        end: Option<i64>,
+        isolation: &str,
+    ) -> PyResult<Py<PyList>> {
+        let isolation = isolation_of(isolation)?;
+        let log = self.inner.clone();
+        let decoded = py.allow_threads(move || -> Result<Vec<DecodedBatch>> {
+            let mut out = Vec::new();
+            let max = log.config().max_decompressed_batch_bytes;
+            log.for_each_batch(start, end, isolation, true, &mut |batch, _records| {
+                out.push(decode_batch(batch, 0, max)?);
+                Ok(true)
+            })?;
+            Ok(out)
+        })?;
+        batches_to_py(py, decoded)
+    }
+
+    /// Kafka's ListOffsets: `timestamp` is a time in ms, or EARLIEST (-2), LATEST (-1),
+    /// MAX_TIMESTAMP (-3). Returns (timestamp, offset) or None.
+    fn offset_for_timestamp(&self, py: Python<'_>, timestamp: i64) -> PyResult<Option<(i64, i64)>> {
+        let log = self.inner.clone();
+        Ok(py
+            .allow_threads(move || log.offset_for_timestamp(timestamp))?
+            .map(|(t, o, _)| (t, o)))
+    }
+
+    fn collect_aborted_transactions<'py>(
+        &self,
+        py: Python<'py>,
+        start_offset: i64,
+        upper_bound_offset: i64,
+    ) -> PyResult<Bound<'py, PyList>> {
+        aborted_list(
+            py,
+            &self
+                .inner
+                .collect_aborted_transactions(start_offset, upper_bound_offset)?,
+        )
+    }
+
+    /// Applies retention.ms, retention.bytes and the log start offset; returns segments deleted.
+    fn delete_old_segments(&self, py: Python<'_>) -> PyResult<usize> {
+        let log = self.inner.clone();
+        Ok(py.allow_threads(move || log.delete_old_segments())?)
+    }
+    /// Kafka's deleteRecords: moves the log start offset (never past the high watermark).
+    fn delete_records(&self, offset: i64) -> PyResult<i64> {
+        Ok(self.inner.delete_records(offset)?)
+    }
+    fn truncate_to(&self, py: Python<'_>, offset: i64) -> PyResult<bool> {
+        let log = self.inner.clone();
+        Ok(py.allow_threads(move || log.truncate_to(offset))?)
+    }
+    fn truncate_fully_and_start_at(&self, py: Python<'_>, offset: i64) -> PyResult<()> {
+        let log = self.inner.clone();
+        Ok(py.allow_threads(move || log.truncate_fully_and_start_at(offset))?)
+    }
+    fn roll(&self, py: Python<'_>) -> PyResult<i64> {
+        let log = self.inner.clone();
+        Ok(py.allow_threads(move || log.roll())?)
+    }
+    fn flush(&self, py: Python<'_>) -> PyResult<()> {
+        let log = self.inner.clone();
+        Ok(py.allow_threads(move || log.flush())?)
+    }
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        let log = self.inner.clone();
+        Ok(py.allow_threads(move || log.close())?)
+    }
+    fn update_high_watermark(&self, hw: i64) -> PyResult<i64> {
+        Ok(self.inner.update_high_watermark(hw)?)
+    }
+    /// Moves the high watermark forward only; returns whether it moved.
+    fn maybe_increment_high_watermark(&self, hw: i64) -> PyResult<bool> {
+        Ok(self.inner.maybe_increment_high_watermark(hw)?.is_some())
+    }
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+    fn __exit__(&self, py: Python<'_>, _a: PyObject, _b: PyObject, _c: PyObject) -> PyResult<bool> {
+        self.close(py)?;
+        Ok(false)
+    }
+    fn __repr__(&self) -> String {
+        format!(
+            "Log(path={:?}, log_start_offset={}, log_end_offset={}, high_watermark={}, segments={})",
+            self.inner.dir(),
+            self.inner.log_start_offset(),
+            self.inner.log_end_offset(),
+            self.inner.high_watermark(),
+            self.inner.number_of_segments()
+        )
+    }
+}
+
+/// Pulls records from the log a chunk of batches at a time; each chunk is read with the log's
+/// lock held only while it is decoded.
+#[pyclass(module = "kafkalog")]
+pub struct RecordIterator {
+    log: Arc<RsLog>,
+    next: std::sync::Mutex<(i64, VecDeque<OwnedRecord>, bool)>,
+    end: Option<i64>,
+    isolation: FetchIsolation,
+}
+
+const RECORDS_PER_CHUNK: usize = 2048;
+
+#[pymethods]
+impl RecordIterator {
+    fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        slf
+    }
+
+    fn __next__(&self, py: Python<'_>) -> PyResult<Option<crate::python::records::Record>> {
+        let mut guard = self.next.lock().unwrap_or_else(|p| p.into_inner());
+        if guard.1.is_empty() && !guard.2 {
+            let (start, end, isolation, log) =
+                (guard.0, self.end, self.isolation, self.log.clone());
+            let (chunk, next, done) = py.allow_threads(move || -> Result<_> {
+                let mut chunk = VecDeque::new();
+                let mut next = start;
+                if start >= log.log_end_offset() {
+                    return Ok((chunk, next, true));
+                }
+                log.for_each_batch(Some(start), end, isolation, false, &mut |batch, records| {
+                    chunk.extend(records.iter().map(|r| r.to_owned_record()));
+                    next = batch.last_offset() + 1;
+                    Ok(chunk.len() < RECORDS_PER_CHUNK)
+                })?;
+                let done = chunk.is_empty();
+                Ok((chunk, next, done))
+            })?;
+            guard.0 = next;
+            guard.1 = chunk;
+            guard.2 = done;
+        }
+        match guard.1.pop_front() {
+            Some(r) => Ok(Some(record_to_py(py, &r)?)),
+            None => Ok(None),
+        }
+    }
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<Log>()?;
+    m.add_class::<RecordIterator>()?;
+    m.add("EARLIEST_TIMESTAMP", crate::log::EARLIEST_TIMESTAMP)?;
+    m.add("LATEST_TIMESTAMP", crate::log::LATEST_TIMESTAMP)?;
+    m.add("MAX_TIMESTAMP", crate::log::MAX_TIMESTAMP)?;
+    Ok(())
+}

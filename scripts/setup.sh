@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Sets up a development environment from scratch: a virtualenv in .venv with the test
+# dependencies, kafkalog built into it (maturin, cargo's dev profile, shared with `cargo test`),
+# and the Apache Kafka jars the referee tests run (from Maven Central, cached in ~/.cache/kafkalog).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+command -v cargo >/dev/null || { echo "setup: cargo (Rust) is required" >&2; exit 1; }
+python3 -m venv .venv
+.venv/bin/python -m pip install -q --upgrade pip
+.venv/bin/python -m pip install -q "maturin>=1.5,<2" -r tests/requirements.txt
+.venv/bin/maturin develop -q
+if [ "${KAFKALOG_SKIP_KAFKA_JARS:-0}" != 1 ]; then
+  command -v java >/dev/null && command -v mvn >/dev/null || { echo "setup: java and mvn are required for the Kafka referee" >&2; exit 1; }
+  for v in 4.4.0 3.9.2; do bash .ci/fetch_kafka.sh "$v" >/dev/null; done
+fi
+echo "setup: done (.venv ready; run 'bash scripts/test.sh' or '.venv/bin/kafkalog demo')"

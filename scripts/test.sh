@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# Runs every test: the crate's unit tests, then the pytest suite (which starts real Kafka brokers
+# on 127.0.0.1 and fails, never skips, when Kafka cannot run).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cargo test --lib --quiet
+.venv/bin/python -m pytest -q -p no:cacheprovider tests "$@"

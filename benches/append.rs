@@ -41,7 +41,10 @@ fn batches() -> Vec<(i64, Vec<u8>)> {
 }
 
 fn bench(c: &mut Criterion, batches: &[(i64, Vec<u8>)]) {
-    let config = LogConfig { index_interval_bytes: 4096, ..LogConfig::default() };
+    let config = LogConfig {
+        index_interval_bytes: 4096,
+        ..LogConfig::default()
+    };
     let mut g = c.benchmark_group("append");
     g.throughput(Throughput::Bytes(batches[0].1.len() as u64));
     g.bench_function("log_segment", |b| {
@@ -90,7 +93,10 @@ fn main() {
     // Sanity: the segment indexes every batch at this interval.
     {
         let dir = tempfile::tempdir().unwrap();
-        let config = LogConfig { index_interval_bytes: 4096, ..LogConfig::default() };
+        let config = LogConfig {
+            index_interval_bytes: 4096,
+            ..LogConfig::default()
+        };
         let mut seg = LogSegment::open(dir.path(), 0, &config, true, "", 0).unwrap();
         for (last, bytes) in &batches[..8] {
             seg.append(*last, bytes).unwrap();
@@ -100,6 +106,14 @@ fn main() {
     let mut c = common::criterion();
     bench(&mut c, &batches);
     c.final_summary();
-    println!("append: batches of {} bytes, {SEGMENT_BATCHES} per segment", batches[0].1.len());
-    common::print_ratio("append", "log_segment", "file_write_all", common::Rate::Bytes(batches[0].1.len() as u64));
+    println!(
+        "append: batches of {} bytes, {SEGMENT_BATCHES} per segment",
+        batches[0].1.len()
+    );
+    common::print_ratio(
+        "append",
+        "log_segment",
+        "file_write_all",
+        common::Rate::Bytes(batches[0].1.len() as u64),
+    );
 }

@@ -11,14 +11,20 @@ mod common;
 use std::hint::black_box;
 
 use criterion::Throughput;
-use kafkalog::record::batch::{Batch, DEFAULT_MAX_DECOMPRESSED_BYTES, MAGIC_V2, RECORD_BATCH_OVERHEAD};
+use kafkalog::record::batch::{
+    Batch, DEFAULT_MAX_DECOMPRESSED_BYTES, MAGIC_V2, RECORD_BATCH_OVERHEAD,
+};
 use kafkalog::record::{codec, Compression};
 
 const RECORDS: usize = 1000;
 
 fn decode_all(bytes: &[u8], scratch: &mut Vec<u8>) -> usize {
-    let Batch::V2(batch) = Batch::parse(bytes).unwrap() else { unreachable!("v2 batch") };
-    let payload = batch.records_payload(scratch, DEFAULT_MAX_DECOMPRESSED_BYTES).unwrap();
+    let Batch::V2(batch) = Batch::parse(bytes).unwrap() else {
+        unreachable!("v2 batch")
+    };
+    let payload = batch
+        .records_payload(scratch, DEFAULT_MAX_DECOMPRESSED_BYTES)
+        .unwrap();
     let mut total = 0;
     for r in batch.records_in(payload) {
         let r = r.unwrap();
@@ -43,7 +49,9 @@ fn main() {
             let raw_len = if codec == Compression::None {
                 payload.len()
             } else {
-                codec::decompress(codec, payload, DEFAULT_MAX_DECOMPRESSED_BYTES, MAGIC_V2).unwrap().len()
+                codec::decompress(codec, payload, DEFAULT_MAX_DECOMPRESSED_BYTES, MAGIC_V2)
+                    .unwrap()
+                    .len()
             };
             sizes.push((name, batch.len(), raw_len));
             g.bench_function(format!("{name}_records"), |b| {
@@ -58,7 +66,17 @@ fn main() {
                         black_box(&buf);
                     })
                 } else {
-                    b.iter(|| black_box(codec::decompress(codec, black_box(payload), DEFAULT_MAX_DECOMPRESSED_BYTES, MAGIC_V2).unwrap()))
+                    b.iter(|| {
+                        black_box(
+                            codec::decompress(
+                                codec,
+                                black_box(payload),
+                                DEFAULT_MAX_DECOMPRESSED_BYTES,
+                                MAGIC_V2,
+                            )
+                            .unwrap(),
+                        )
+                    })
                 }
             });
         }

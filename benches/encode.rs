@@ -10,8 +10,8 @@ mod common;
 use std::hint::black_box;
 
 use criterion::Throughput;
-use kafkalog::record::builder::{BatchBuilder, BatchOptions};
 use kafkalog::record::batch::RECORD_BATCH_OVERHEAD;
+use kafkalog::record::builder::{BatchBuilder, BatchOptions};
 use kafkalog::record::{codec, Compression};
 
 const RECORDS: usize = 1000;
@@ -26,9 +26,14 @@ fn main() {
         for (codec, name) in common::CODECS {
             g.bench_function(format!("{name}_batch_builder"), |b| {
                 b.iter(|| {
-                    let mut builder = BatchBuilder::new(BatchOptions { compression: codec, ..BatchOptions::default() });
+                    let mut builder = BatchBuilder::new(BatchOptions {
+                        compression: codec,
+                        ..BatchOptions::default()
+                    });
                     for (i, (k, v)) in records.iter().enumerate() {
-                        builder.append(1_700_000_000_000 + i as i64, Some(k), Some(v), &[]).unwrap();
+                        builder
+                            .append(1_700_000_000_000 + i as i64, Some(k), Some(v), &[])
+                            .unwrap();
                     }
                     black_box(builder.build().unwrap())
                 })
@@ -42,13 +47,21 @@ fn main() {
     c.final_summary();
     for (codec, name) in common::CODECS {
         let size = common::build_batch(&records, codec, 0).len();
-        println!("encode/{name}: {RECORDS} records, {} bytes uncompressed -> batch of {size} bytes", raw.len());
+        println!(
+            "encode/{name}: {RECORDS} records, {} bytes uncompressed -> batch of {size} bytes",
+            raw.len()
+        );
     }
     let rate = common::Rate::Elements(RECORDS as u64, "records");
     for (_, name) in common::CODECS {
         common::print_rate("encode", &format!("{name}_batch_builder"), rate);
     }
     for (_, name) in common::CODECS {
-        common::print_ratio("encode", &format!("{name}_batch_builder"), &format!("{name}_compress_only"), rate);
+        common::print_ratio(
+            "encode",
+            &format!("{name}_batch_builder"),
+            &format!("{name}_compress_only"),
+            rate,
+        );
     }
 }

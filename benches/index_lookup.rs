@@ -30,7 +30,13 @@ const CAUGHT_UP_SPAN: usize = 500;
 
 /// Kafka's pre-KAFKA-6432 search: floor over all entries, `None` when every entry is larger.
 #[inline]
-fn plain_floor_slot<O: SlotObserver>(bytes: &[u8], entries: usize, base: i64, target: i64, obs: &mut O) -> Option<usize> {
+fn plain_floor_slot<O: SlotObserver>(
+    bytes: &[u8],
+    entries: usize,
+    base: i64,
+    target: i64,
+    obs: &mut O,
+) -> Option<usize> {
     #[inline(always)]
     fn key<O: SlotObserver>(bytes: &[u8], base: i64, n: usize, obs: &mut O) -> i64 {
         obs.on_read(n);
@@ -72,15 +78,30 @@ fn plain_lookup(bytes: &[u8], entries: usize, base: i64, target: i64) -> (i64, i
 }
 
 fn distinct_pages(slots: &[usize]) -> usize {
-    slots.iter().map(|s| s * 8 / 4096).collect::<HashSet<_>>().len()
+    slots
+        .iter()
+        .map(|s| s * 8 / 4096)
+        .collect::<HashSet<_>>()
+        .len()
 }
 
 fn bench(c: &mut Criterion) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("00000000000001000000.index");
-    let mut index = OffsetIndex::open(&path, BASE_OFFSET, kafkalog::index::DEFAULT_MAX_INDEX_SIZE, true).unwrap();
+    let mut index = OffsetIndex::open(
+        &path,
+        BASE_OFFSET,
+        kafkalog::index::DEFAULT_MAX_INDEX_SIZE,
+        true,
+    )
+    .unwrap();
     for i in 0..ENTRIES {
-        index.append(BASE_OFFSET + i as i64 * OFFSET_STRIDE, i as i32 * POSITION_STRIDE).unwrap();
+        index
+            .append(
+                BASE_OFFSET + i as i64 * OFFSET_STRIDE,
+                i as i32 * POSITION_STRIDE,
+            )
+            .unwrap();
     }
     index.flush().unwrap();
     assert_eq!(index.entries(), ENTRIES);
@@ -101,7 +122,11 @@ fn bench(c: &mut Criterion) {
     // Both searches must agree before anything is timed.
     for &t in caught_up.iter().chain(&random) {
         let k = index.lookup(t);
-        assert_eq!((k.offset, k.position), plain_lookup(bytes, ENTRIES, BASE_OFFSET, t), "target {t}");
+        assert_eq!(
+            (k.offset, k.position),
+            plain_lookup(bytes, ENTRIES, BASE_OFFSET, t),
+            "target {t}"
+        );
     }
 
     let mut g = c.benchmark_group("index_lookup");
@@ -126,9 +151,14 @@ fn bench(c: &mut Criterion) {
 
     // Pages touched over PAGE_SAMPLE lookups (slots recorded by the SlotObserver).
     println!();
-    for (name, span) in [("caught_up", CAUGHT_UP_SPAN as i64 * OFFSET_STRIDE), ("random", last - BASE_OFFSET)] {
+    for (name, span) in [
+        ("caught_up", CAUGHT_UP_SPAN as i64 * OFFSET_STRIDE),
+        ("random", last - BASE_OFFSET),
+    ] {
         let mut rng = StdRng::seed_from_u64(7);
-        let targets: Vec<i64> = (0..PAGE_SAMPLE).map(|_| last - rng.gen_range(0..=span)).collect();
+        let targets: Vec<i64> = (0..PAGE_SAMPLE)
+            .map(|_| last - rng.gen_range(0..=span))
+            .collect();
         let mut warm: Vec<usize> = Vec::new();
         let mut plain: Vec<usize> = Vec::new();
         for &t in &targets {

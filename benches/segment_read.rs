@@ -27,7 +27,11 @@ const FETCH_BYTES: usize = 1 << 20;
 const TARGETS: usize = 4096;
 
 fn build(dir: &std::path::Path, config: &LogConfig) -> LogSegment {
-    let template = common::build_batch(&common::sample_records(RECORDS_PER_BATCH, 9), Compression::None, 0);
+    let template = common::build_batch(
+        &common::sample_records(RECORDS_PER_BATCH, 9),
+        Compression::None,
+        0,
+    );
     let mut seg = LogSegment::open(dir, 0, config, true, "", 0).unwrap();
     let mut chunk = Vec::with_capacity(CHUNK_BYTES + template.len());
     let mut next = 0i64;
@@ -62,12 +66,21 @@ fn main() {
         config.index_interval_bytes
     );
     let mut rng = StdRng::seed_from_u64(11);
-    let targets: Vec<i64> = (0..TARGETS).map(|_| rng.gen_range(0..next_offset)).collect();
+    let targets: Vec<i64> = (0..TARGETS)
+        .map(|_| rng.gen_range(0..next_offset))
+        .collect();
     for &t in targets.iter().take(64) {
         let a = seg.translate_offset(t, 0).unwrap();
         let b = log.search_for_offset_with_size(t, 0, max_batch).unwrap();
         assert_eq!(a, b, "target {t}");
-        assert_eq!(seg.read(t, FETCH_BYTES, None, true).unwrap().unwrap().records.len(), FETCH_BYTES.min((seg.size() - a.unwrap().position) as usize));
+        assert_eq!(
+            seg.read(t, FETCH_BYTES, None, true)
+                .unwrap()
+                .unwrap()
+                .records
+                .len(),
+            FETCH_BYTES.min((seg.size() - a.unwrap().position) as usize)
+        );
     }
 
     let mut c = common::criterion();
@@ -86,7 +99,10 @@ fn main() {
             let mut i = 0;
             b.iter(|| {
                 i = (i + 1) % TARGETS;
-                black_box(log.search_for_offset_with_size(black_box(targets[i]), 0, max_batch).unwrap())
+                black_box(
+                    log.search_for_offset_with_size(black_box(targets[i]), 0, max_batch)
+                        .unwrap(),
+                )
             })
         });
         g.finish();
@@ -98,7 +114,10 @@ fn main() {
             let mut i = 0;
             b.iter(|| {
                 i = (i + 1) % TARGETS;
-                black_box(seg.read(black_box(targets[i]), FETCH_BYTES, None, true).unwrap())
+                black_box(
+                    seg.read(black_box(targets[i]), FETCH_BYTES, None, true)
+                        .unwrap(),
+                )
             })
         });
         g.sample_size(10).measurement_time(Duration::from_secs(4));
@@ -106,13 +125,24 @@ fn main() {
             let mut i = 0;
             b.iter(|| {
                 i = (i + 1) % TARGETS;
-                let found = log.search_for_offset_with_size(black_box(targets[i]), 0, max_batch).unwrap().unwrap();
-                black_box(log.read_range(found.position, FETCH_BYTES.max(found.size)).unwrap())
+                let found = log
+                    .search_for_offset_with_size(black_box(targets[i]), 0, max_batch)
+                    .unwrap()
+                    .unwrap();
+                black_box(
+                    log.read_range(found.position, FETCH_BYTES.max(found.size))
+                        .unwrap(),
+                )
             })
         });
         g.finish();
     }
     c.final_summary();
-    common::print_ratio("translate_offset", "sparse_index", "linear_scan", common::Rate::None);
+    common::print_ratio(
+        "translate_offset",
+        "sparse_index",
+        "linear_scan",
+        common::Rate::None,
+    );
     common::print_ratio("read", "sparse_index", "linear_scan", common::Rate::None);
 }

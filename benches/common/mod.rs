@@ -41,7 +41,11 @@ pub fn criterion_dir() -> PathBuf {
         return PathBuf::from(target).join("criterion");
     }
     if let Ok(exe) = std::env::current_exe() {
-        if let Some(target) = exe.parent().and_then(|p| p.parent()).and_then(|p| p.parent()) {
+        if let Some(target) = exe
+            .parent()
+            .and_then(|p| p.parent())
+            .and_then(|p| p.parent())
+        {
             return target.join("criterion");
         }
     }
@@ -70,7 +74,11 @@ fn point_estimate(json: &str, field: &str) -> Option<f64> {
 
 /// `None` when the estimate is missing or was not written by this process run.
 pub fn estimate(group: &str, id: &str) -> Option<Estimate> {
-    let path = criterion_dir().join(group).join(id).join("new").join("estimates.json");
+    let path = criterion_dir()
+        .join(group)
+        .join(id)
+        .join("new")
+        .join("estimates.json");
     let modified = std::fs::metadata(&path).ok()?.modified().ok()?;
     if modified < process_start() {
         return None;
@@ -84,7 +92,11 @@ pub fn estimate(group: &str, id: &str) -> Option<Estimate> {
 
 /// A ratio with three significant digits, and the speed-up spelled out when it is large.
 pub fn fmt_ratio(r: f64) -> String {
-    let digits = if r >= 1.0 || r <= 0.0 { 2 } else { (1 - r.log10().floor() as i32).max(2) as usize };
+    let digits = if r >= 1.0 || r <= 0.0 {
+        2
+    } else {
+        (1 - r.log10().floor() as i32).max(2) as usize
+    };
     let s = format!("{r:.digits$}x");
     if r > 0.0 && r < 0.1 {
         format!("{s} (baseline takes {:.0}x as long)", 1.0 / r)
@@ -143,18 +155,28 @@ pub fn print_ratio(group: &str, subject: &str, baseline: &str, rate: Rate) {
             fmt_ns(b.median_ns),
             match rate {
                 Rate::None => String::new(),
-                _ => format!("{} vs{}", fmt_rate(rate, s.median_ns), &fmt_rate(rate, b.median_ns)[1..]),
+                _ => format!(
+                    "{} vs{}",
+                    fmt_rate(rate, s.median_ns),
+                    &fmt_rate(rate, b.median_ns)[1..]
+                ),
             },
             fmt_ratio(s.mean_ns / b.mean_ns),
         ),
-        _ => println!("RATIO {group}/{subject} vs {baseline}: skipped (not both measured in this run)"),
+        _ => println!(
+            "RATIO {group}/{subject} vs {baseline}: skipped (not both measured in this run)"
+        ),
     }
 }
 
 /// Prints `RATE <group>/<id>: 12.3 µs median, 81.3 M records/s` for a benchmark without a pair.
 pub fn print_rate(group: &str, id: &str, rate: Rate) {
     match estimate(group, id) {
-        Some(e) => println!("RATE {group}/{id}: {} median{}", fmt_ns(e.median_ns), fmt_rate(rate, e.median_ns)),
+        Some(e) => println!(
+            "RATE {group}/{id}: {} median{}",
+            fmt_ns(e.median_ns),
+            fmt_rate(rate, e.median_ns)
+        ),
         None => println!("RATE {group}/{id}: skipped (not measured in this run)"),
     }
 }
@@ -166,9 +188,10 @@ pub fn sample_records(n: usize, seed: u64) -> Vec<(Vec<u8>, Vec<u8>)> {
     use rand::rngs::StdRng;
     use rand::{Rng, SeedableRng};
     const WORDS: &[&str] = &[
-        "order", "user", "click", "view", "cart", "paid", "item", "price", "eu-west", "us-east", "mobile", "web",
-        "session", "true", "false", "null", "status", "ok", "retry", "timeout", "checkout", "search", "query",
-        "page", "home", "login", "logout", "sku", "qty", "total", "currency", "EUR", "USD", "id", "ts", "ref",
+        "order", "user", "click", "view", "cart", "paid", "item", "price", "eu-west", "us-east",
+        "mobile", "web", "session", "true", "false", "null", "status", "ok", "retry", "timeout",
+        "checkout", "search", "query", "page", "home", "login", "logout", "sku", "qty", "total",
+        "currency", "EUR", "USD", "id", "ts", "ref",
     ];
     let mut rng = StdRng::seed_from_u64(seed);
     (0..n)
@@ -190,11 +213,20 @@ pub fn sample_records(n: usize, seed: u64) -> Vec<(Vec<u8>, Vec<u8>)> {
 }
 
 /// One v2 batch of `records` at `base_offset` with `codec`, timestamps 1.7e12 + i ms.
-pub fn build_batch(records: &[(Vec<u8>, Vec<u8>)], codec: kafkalog::record::Compression, base_offset: i64) -> Vec<u8> {
+pub fn build_batch(
+    records: &[(Vec<u8>, Vec<u8>)],
+    codec: kafkalog::record::Compression,
+    base_offset: i64,
+) -> Vec<u8> {
     use kafkalog::record::builder::{BatchBuilder, BatchOptions};
-    let mut b = BatchBuilder::new(BatchOptions { base_offset, compression: codec, ..BatchOptions::default() });
+    let mut b = BatchBuilder::new(BatchOptions {
+        base_offset,
+        compression: codec,
+        ..BatchOptions::default()
+    });
     for (i, (k, v)) in records.iter().enumerate() {
-        b.append(1_700_000_000_000 + i as i64, Some(k), Some(v), &[]).unwrap();
+        b.append(1_700_000_000_000 + i as i64, Some(k), Some(v), &[])
+            .unwrap();
     }
     b.build().unwrap()
 }

@@ -175,10 +175,28 @@ impl LogSegment {
         };
         if segment._scratch_dir.is_some() {
             segment.rebuild_indexes()?;
+        } else if !writable && segment.indexes_zero_filled() {
+            segment.rebuild_indexes_privately(config)?;
         } else {
             segment.load_largest_timestamp()?;
         }
         Ok(segment)
+    }
+
+    /// True when an index ends in the zeros of its pre-allocation: the active segment of a running
+    /// or crashed broker (a clean shutdown trims them). Such entries pass Kafka's sanity check but
+    /// break the sorted order lookups rely on.
+    pub fn indexes_zero_filled(&self) -> bool {
+        let offset_tail = self.offset_index.entries() >= 2
+            && self
+                .offset_index
+                .last_entry()
+                .is_some_and(|e| e.offset == self.base_offset && e.position == 0);
+        let time_tail = self.time_index.entries() >= 2 && {
+            let last = self.time_index.last_entry();
+            last.timestamp == 0 && last.offset == self.base_offset
+        };
+        offset_tail || time_tail
     }
 
     /// Replaces a read-only segment's indexes that fail their sanity check with private rebuilt

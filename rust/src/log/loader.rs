@@ -205,7 +205,7 @@ pub(crate) fn load(dir: &Path, options: LogOptions) -> Result<Log> {
         let index_missing = !segment_file(dir, base, INDEX_FILE_SUFFIX, "").exists()
             || !segment_file(dir, base, TIME_INDEX_FILE_SUFFIX, "").exists();
         let mut segment = LogSegment::open(dir, base, config, writable, "", now)?;
-        let corrupt = segment.sanity_check().is_err();
+        let corrupt = segment.sanity_check().is_err() || segment.indexes_zero_filled();
         if writable && (index_missing || corrupt) {
             needs_recovery.push(base);
         } else if corrupt {

@@ -383,7 +383,8 @@ impl LogSegment {
         let headers: Vec<_> = headers_in(records).collect::<Result<_>>()?;
         let mut physical_position = self.log.size_in_bytes();
         if physical_position == 0 {
-            self.rolling_based_timestamp = headers.first().map(|h| h.max_timestamp);
+            // Kafka measures time-based rolling from the first append's largest timestamp.
+            self.rolling_based_timestamp = headers.iter().map(|h| h.max_timestamp).max();
         }
         self.log.append(records)?;
         let mut max_ts = self.max_timestamp_and_offset();

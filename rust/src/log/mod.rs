@@ -246,6 +246,35 @@ impl Log {
     pub fn size_in_bytes(&self) -> u64 {
         self.read_state().segments.size_in_bytes()
     }
+    /// The topic id from `partition.metadata`, as a broker writes it (base64url).
+    pub fn topic_id(&self) -> Result<Option<String>> {
+        Ok(checkpoint::PartitionMetadataFile::in_dir(&self.dir)
+            .read()?
+            .map(|u| u.to_string()))
+    }
+
+    /// (producer id, epoch, last sequence, last offset, current transaction's first offset) of
+    /// each producer the log remembers.
+    pub fn active_producers(&self) -> Vec<(i64, i16, i32, i64, Option<i64>)> {
+        let st = self.read_state();
+        let mut out: Vec<_> = st
+            .producer_state
+            .active_producers()
+            .values()
+            .map(|e| {
+                (
+                    e.producer_id,
+                    e.producer_epoch,
+                    e.last_seq(),
+                    e.last_data_offset(),
+                    e.current_txn_first_offset,
+                )
+            })
+            .collect();
+        out.sort();
+        out
+    }
+
     pub fn latest_epoch(&self) -> Option<i32> {
         self.read_state().leader_epoch_cache.latest_epoch()
     }

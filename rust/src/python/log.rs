@@ -137,6 +137,25 @@ impl Log {
     fn size_in_bytes(&self) -> u64 {
         self.inner.size_in_bytes()
     }
+    /// The topic id of `partition.metadata` (base64url), if the folder has one.
+    #[getter]
+    fn topic_id(&self) -> PyResult<Option<String>> {
+        Ok(self.inner.topic_id()?)
+    }
+    /// Producers the log tracks: {producer_id: {epoch, last_sequence, last_offset, txn_first_offset}}.
+    #[getter]
+    fn active_producers<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let out = PyDict::new(py);
+        for (pid, epoch, seq, last, txn) in self.inner.active_producers() {
+            let d = PyDict::new(py);
+            d.set_item("epoch", epoch)?;
+            d.set_item("last_sequence", seq)?;
+            d.set_item("last_offset", last)?;
+            d.set_item("txn_first_offset", txn)?;
+            out.set_item(pid, d)?;
+        }
+        Ok(out)
+    }
     #[getter]
     fn latest_epoch(&self) -> Option<i32> {
         self.inner.latest_epoch()

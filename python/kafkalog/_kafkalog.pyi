@@ -124,7 +124,7 @@ class Segment:
     size: int
     next_offset: int
     max_timestamp: int
-    log_path: str
+    log_path: "PathLike[str]"
     def __init__(self, directory: _Path, base_offset: int, *, writable: bool = False, config: Optional[_Config] = None, suffix: str = "") -> None: ...
     def append(self, records: bytes) -> None: ...
     def read(self, start_offset: int, max_size: int, max_position: Optional[int] = None, min_one_message: bool = True) -> Optional[dict[str, Any]]: ...
@@ -146,7 +146,7 @@ class RecordIterator(Iterator[Record]):
     def __next__(self) -> Record: ...
 
 class Log:
-    path: str
+    path: "PathLike[str]"
     read_only: bool
     log_start_offset: int
     log_end_offset: int

@@ -299,6 +299,20 @@ def test_follower_append_keeps_offsets(tmp_path):
     assert [o for o, _ in values(log)] == list(range(5))
 
 
+@pytest.mark.xfail(strict=True, reason="BUG: a follower batch whose offsets cannot be stored relative to the "
+                   "active segment's base (> 2^31 above it) fails with InvalidOffsetError (and leaves a new empty "
+                   "segment behind) instead of rolling a segment at the batch's first offset as Kafka's maybeRoll "
+                   "does (log/mod.rs Log::maybe_roll calls roll_in(st, None), i.e. at the LEO, despite its comment)")
+def test_follower_append_offset_overflow_rolls(tmp_path):
+    log = open_log(tmp_path)
+    log.append(recs(2))
+    big = 3_000_000_000
+    info = log.append_batches(kafkalog.encode_batch(recs(2), base_offset=big), as_follower=True)
+    assert info["last_offset"] == big + 1
+    assert log.segments == [0, big]
+    assert log.log_end_offset == big + 2
+
+
 def test_leader_append_batches_assigns_offsets_and_epoch(tmp_path):
     log = open_log(tmp_path)
     data = kafkalog.encode_batch(recs(2), base_offset=1234) + kafkalog.encode_batch(recs(3), base_offset=7)

@@ -1086,6 +1086,31 @@ def test_torn_tail_read_only_with_index_entries_past_cut(tmp_path):
     assert ts is None or ts[1] < expect
 
 
+@pytest.mark.xfail(strict=True, reason="BUG: read-only open of a segment whose .log ends (cleanly, at a batch "
+                   "boundary) before positions its .index/.timeindex still point to (log shorter than the index, "
+                   "e.g. an OS crash that kept index pages but not log pages) gives log_end_offset = the segment's "
+                   "base offset: every record of the segment vanishes, while MAX_TIMESTAMP still answers offsets "
+                   "beyond the LEO. segment.rs read_next_offset() starts its scan at the last index entry's "
+                   "position (past the end) and finds nothing; the read-only loader (loader.rs, valid_prefix path) "
+                   "never checks index entries against the log size (a writable open recovers fine)")
+def test_read_only_log_shorter_than_index(tmp_path):
+    cfg = {"index.interval.bytes": 1}
+    log = open_log(tmp_path, name="plain", config=cfg)
+    for i in range(20):
+        log.append([{"value": b"x" * 30, "timestamp": 1000 + i}])
+    log.close()
+    d = tmp_path / "plain"
+    cut = kafkalog.Segment(d, 0).batches()[10].position
+    os.truncate(d / f"{0:020d}.log", cut)  # offsets 10.. gone, at a batch boundary
+    ro = open_log(tmp_path, name="plain", config=cfg, read_only=True)
+    assert ro.log_end_offset == 10
+    assert [o for o, _ in values(ro)] == list(range(10))
+    assert ro.offset_for_timestamp(kafkalog.MAX_TIMESTAMP) == (1009, 9)
+    del ro
+    w = open_log(tmp_path, name="plain", config=cfg)
+    assert w.log_end_offset == 10
+
+
 def test_read_only_open_on_readonly_folder(tmp_path):
     make_log(tmp_path)
     d = tmp_path / "t-0"

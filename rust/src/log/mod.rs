@@ -120,6 +120,9 @@ pub mod checkpoint;
 pub mod epoch;
 pub mod producer_state;
 
+#[cfg(test)]
+mod tests;
+
 /// A partition log over one `<topic>-<partition>` directory.
 pub struct Log {
     dir: PathBuf,

@@ -1,0 +1,320 @@
+"""kafkalog.Log under concurrency: one appender, several readers (the Python API releases the GIL,
+so these run in parallel). Readers must only ever see whole batches with consecutive offsets and
+the values the appender wrote (value of offset o is b"r<o>"), never beyond the log end offset."""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+
+import pytest
+
+import kafkalog
+from kafkalog import Log
+
+DURATION = 3.0
+STATS = {}
+
+
+def bump(name, n=1):
+    STATS[name] = STATS.get(name, 0) + n
+
+
+def value(o):
+    return f"r{o}".encode()
+
+
+class Appender(threading.Thread):
+    def __init__(self, log, stop, big_every=0):
+        super().__init__(daemon=True)
+        self.log, self.stop, self.big_every = log, stop, big_every
+        self.error = None
+        self.acked = 0
+
+    def run(self):
+        rnd = random.Random(1)
+        try:
+            n = self.log.log_end_offset
+            i = 0
+            while not self.stop.is_set():
+                k = 1 + n % 5
+                recs = [{"value": value(o), "key": str(n).encode()} for o in range(n, n + k)]
+                if self.big_every and i % self.big_every == 0:
+                    recs[0]["headers"] = [("pad", b"x" * rnd.randint(1000, 9000))]
+                comp = ["none", "gzip", "lz4", "zstd", "snappy"][i % 5]
+                first, last = self.log.append(recs, compression=comp)
+                assert (first, last) == (n, n + k - 1), (first, last, n)
+                n = last + 1
+                self.acked = n
+                i += 1
+        except BaseException as e:  # noqa: BLE001
+            self.error = e
+            self.stop.set()
+
+
+def check_batch(b, lo_bound):
+    """A decoded batch read back: whole, consecutive, values as written."""
+    assert b.is_valid
+    k = 1 + b.base_offset % 5
+    assert b.last_offset == b.base_offset + k - 1, "partial or foreign batch"
+    assert [r.offset for r in b.records] == list(range(b.base_offset, b.last_offset + 1))
+    assert [r.value for r in b.records] == [value(o) for o in range(b.base_offset, b.last_offset + 1)]
+    assert b.base_offset >= lo_bound
+
+
+def fetch_reader(log, stop, errors, isolation, seed):
+    rnd = random.Random(seed)
+    reads = 0
+    try:
+        while not stop.is_set():
+            start_bound = log.log_start_offset
+            leo_before = log.log_end_offset
+            start = rnd.randint(start_bound, leo_before)
+            max_bytes = rnd.choice([1, 100, 1000, 1 << 20])
+            try:
+                info = log.read(start, max_bytes=max_bytes, isolation=isolation)
+            except kafkalog.OffsetOutOfRangeError:
+                if start >= log.log_start_offset:
+                    raise
+                continue
+            leo_after = log.log_end_offset
+            bound_after = {"log_end": leo_after, "high_watermark": log.high_watermark}[isolation]
+            batches = info["batches"]
+            prev = None
+            for b in batches:
+                check_batch(b, 0)
+                assert b.last_offset < bound_after, (b.last_offset, bound_after)
+                if prev is not None:
+                    assert b.base_offset == prev + 1, "gap between batches"
+                prev = b.last_offset
+            if batches:
+                assert batches[0].base_offset <= start <= batches[0].last_offset
+            if max_bytes == 1 << 20 and not info["first_entry_incomplete"]:
+                # no max_bytes cut: the bytes are whole batches, nothing torn at the end
+                assert len(info["records"]) == sum(b.size_in_bytes for b in batches)
+            if start < leo_before and isolation == "log_end":
+                assert batches, f"nothing read at {start} < leo {leo_before}"
+            reads += 1
+            bump("fetches")
+            bump("fetched_batches", len(batches))
+    except BaseException as e:  # noqa: BLE001
+        errors.append(e)
+        stop.set()
+    return reads
+
+
+def iter_reader(log, stop, errors, seed):
+    rnd = random.Random(seed)
+    try:
+        while not stop.is_set():
+            start = rnd.randint(log.log_start_offset, log.log_end_offset)
+            expect = start
+            for r in log.records(start, start + rnd.randint(1, 5000)):
+                assert r.offset == expect, (r.offset, expect)
+                assert r.value == value(r.offset)
+                expect += 1
+                bump("iterated_records")
+                if stop.is_set():
+                    break
+            assert expect <= log.log_end_offset
+    except BaseException as e:  # noqa: BLE001
+        errors.append(e)
+        stop.set()
+
+
+def batches_reader(log, stop, errors, seed):
+    rnd = random.Random(seed)
+    try:
+        while not stop.is_set():
+            start = rnd.randint(log.log_start_offset, log.log_end_offset)
+            bs = log.batches(start, start + 300, "log_end")
+            bump("batches_calls")
+            leo = log.log_end_offset
+            prev = None
+            for b in bs:
+                check_batch(b, 0)
+                assert b.last_offset < leo
+                if prev is not None:
+                    assert b.base_offset == prev + 1
+                prev = b.last_offset
+    except BaseException as e:  # noqa: BLE001
+        errors.append(e)
+        stop.set()
+
+
+def misc_reader(log, stop, errors):
+    try:
+        while not stop.is_set():
+            leo = log.log_end_offset
+            segs = log.segments
+            assert segs == sorted(segs)
+            assert segs[-1] <= log.log_end_offset
+            assert log.high_watermark <= log.log_end_offset
+            assert log.log_start_offset <= log.high_watermark
+            latest = log.offset_for_timestamp(kafkalog.LATEST_TIMESTAMP)[1]
+            assert latest >= leo
+            t = log.offset_for_timestamp(0)
+            assert t is None or t[1] < log.log_end_offset
+            m = log.offset_for_timestamp(kafkalog.MAX_TIMESTAMP)
+            assert m is None or m[1] < log.log_end_offset
+    except BaseException as e:  # noqa: BLE001
+        errors.append(e)
+        stop.set()
+
+
+def run_threads(log, extra=()):
+    stop = threading.Event()
+    errors = []
+    appender = Appender(log, stop, big_every=7)
+    threads = [appender]
+    threads += [threading.Thread(target=fetch_reader, args=(log, stop, errors, iso, i), daemon=True)
+                for i, iso in enumerate(["log_end", "high_watermark", "log_end"])]
+    threads += [threading.Thread(target=iter_reader, args=(log, stop, errors, 10), daemon=True)]
+    threads += [threading.Thread(target=batches_reader, args=(log, stop, errors, 11), daemon=True)]
+    threads += [threading.Thread(target=misc_reader, args=(log, stop, errors), daemon=True)]
+    threads += [threading.Thread(target=f, args=(log, stop, errors), daemon=True) for f in extra]
+    for t in threads:
+        t.start()
+    deadline = time.time() + DURATION
+    while time.time() < deadline and not stop.is_set():
+        time.sleep(0.05)
+    stop.set()
+    for t in threads:
+        t.join(30)
+        assert not t.is_alive(), "thread hung"
+    if appender.error:
+        raise appender.error
+    if errors:
+        raise errors[0]
+    print("concurrency stats:", dict(STATS), "acked offsets:", appender.acked, "segments:", len(log.segments))
+    assert STATS.get("fetches", 0) > 100 and STATS.get("iterated_records", 0) > 1000
+    STATS.clear()
+    return appender.acked
+
+
+def test_append_and_read_concurrently(tmp_path):
+    log = Log(tmp_path / "t-0", read_only=False, create=True,
+              config={"segment.bytes": 16384, "index.interval.bytes": 200})
+    acked = run_threads(log)
+    assert acked > 100
+    assert len(log.segments) > 3
+    assert [r.offset for r in log.records()] == list(range(acked))
+    log.close()
+    log = Log(tmp_path / "t-0")
+    assert log.log_end_offset == acked
+
+
+def retention_thread(log, stop, errors):
+    try:
+        while not stop.is_set():
+            hw = log.high_watermark
+            log.delete_records(max(log.log_start_offset, hw - 2000))
+            log.delete_old_segments()
+            assert log.log_start_offset <= log.high_watermark
+            time.sleep(0.01)
+    except BaseException as e:  # noqa: BLE001
+        errors.append(e)
+        stop.set()
+
+
+def flush_thread(log, stop, errors):
+    try:
+        while not stop.is_set():
+            log.flush()
+            assert log.recovery_point <= log.log_end_offset
+            time.sleep(0.005)
+    except BaseException as e:  # noqa: BLE001
+        errors.append(e)
+        stop.set()
+
+
+def test_append_read_with_retention_and_flush(tmp_path):
+    log = Log(tmp_path / "t-0", read_only=False, create=True,
+              config={"segment.bytes": 16384, "index.interval.bytes": 200, "file.delete.delay.ms": 0})
+    acked = run_threads(log, extra=(retention_thread, flush_thread))
+    start = log.log_start_offset
+    assert start > 0
+    assert [r.offset for r in log.records()] == list(range(start, acked))
+
+
+def test_concurrent_appenders_get_disjoint_offsets(tmp_path):
+    log = Log(tmp_path / "t-0", read_only=False, create=True, config={"segment.bytes": 8192})
+    results = [[] for _ in range(4)]
+    deadline = time.time() + 1.5
+
+    def app(i):
+        while time.time() < deadline:
+            results[i].append(log.append([{"value": f"{i}".encode()}] * 3))
+
+    ts = [threading.Thread(target=app, args=(i,)) for i in range(4)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    ranges = sorted(r for rs in results for r in rs)
+    expect = 0
+    for first, last in ranges:
+        assert (first, last) == (expect, expect + 2)
+        expect += 3
+    assert log.log_end_offset == expect
+    by_offset = {}
+    for i, rs in enumerate(results):
+        for first, last in rs:
+            for o in range(first, last + 1):
+                by_offset[o] = f"{i}".encode()
+    for r in log.records():
+        assert r.value == by_offset[r.offset]
+
+
+@pytest.mark.parametrize("isolation", ["read_committed"])
+def test_read_committed_while_transactions_run(tmp_path, isolation):
+    """A read_committed reader never sees a record of a transaction that later aborts, nor a
+    record of an open transaction (bounded by the LSO)."""
+    log = Log(tmp_path / "t-0", read_only=False, create=True, config={"segment.bytes": 8192})
+    stop = threading.Event()
+    errors = []
+    aborted_values = set()
+    lock = threading.Lock()
+
+    def writer():
+        rnd = random.Random(3)
+        seq = 0
+        try:
+            while not stop.is_set():
+                n = rnd.randint(1, 4)
+                txn_id = rnd.randint(0, 1 << 30)
+                abort = rnd.random() < 0.5
+                vals = [f"{'A' if abort else 'C'}{txn_id}-{j}".encode() for j in range(n)]
+                with lock:
+                    if abort:
+                        aborted_values.update(vals)
+                for v in vals:
+                    log.append([{"value": v}], producer_id=1, producer_epoch=0, base_sequence=seq,
+                               transactional=True)
+                    seq += 1
+                    log.append([{"value": b"plain"}])
+                log.write_txn_marker(1, 0, commit=not abort)
+        except BaseException as e:  # noqa: BLE001
+            errors.append(e)
+            stop.set()
+
+    def reader():
+        try:
+            while not stop.is_set():
+                for r in log.records(isolation=isolation):
+                    assert not r.value.startswith(b"A"), r
+        except BaseException as e:  # noqa: BLE001
+            errors.append(e)
+            stop.set()
+
+    ts = [threading.Thread(target=writer)] + [threading.Thread(target=reader) for _ in range(2)]
+    for t in ts:
+        t.start()
+    time.sleep(2.0)
+    stop.set()
+    for t in ts:
+        t.join(30)
+    if errors:
+        raise errors[0]
+    assert log.log_end_offset > 100

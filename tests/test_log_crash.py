@@ -138,9 +138,6 @@ def test_sigkill_loses_nothing_acknowledged(tmp_path, cfg):
     assert figures["lost_acked_batches"] == 0
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: a torn tail makes the writable open fail with CorruptRecordError "
-                   "(LogSegment::open -> load_largest_timestamp scans into the partial batch), so the log "
-                   "cannot be recovered after a kill during a write; see test_log.py::test_torn_tail_recovery")
 def test_sigkill_with_torn_write_recovers(tmp_path):
     figures = crash_loop(tmp_path, {"index.interval.bytes": 512}, kills=3, budget_s=10, tear=True)
     assert figures["torn_bytes_truncated"] > 0

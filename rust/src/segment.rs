@@ -183,10 +183,23 @@ impl LogSegment {
         Ok(segment)
     }
 
-    /// True when an index ends in the zeros of its pre-allocation: the active segment of a running
+    /// True when the indexes cannot be trusted as they are: they end in the zeros of their
+    /// pre-allocation, or point past the end of the log. Zeros are what the active segment of a
+    /// running or crashed broker has: the active segment of a running
     /// or crashed broker (a clean shutdown trims them). Such entries pass Kafka's sanity check but
     /// break the sorted order lookups rely on.
     pub fn indexes_zero_filled(&self) -> bool {
+        self.indexes_zero_filled_tail() || self.index_points_past_log()
+    }
+
+    /// An offset index entry at or past the end of the `.log` (the log was cut after it was indexed).
+    fn index_points_past_log(&self) -> bool {
+        self.offset_index
+            .last_entry()
+            .is_some_and(|e| e.position as u64 >= self.log.size_in_bytes() && e.position > 0)
+    }
+
+    fn indexes_zero_filled_tail(&self) -> bool {
         let offset_tail = self.offset_index.entries() >= 2
             && self
                 .offset_index
@@ -229,7 +242,12 @@ impl LogSegment {
             offset: self.base_offset,
         };
         for header in self.log.headers_from(0, self.max_batch_size) {
-            let h = header?;
+            // The index covers the readable prefix; a torn tail is the loader's to judge.
+            let h = match header {
+                Ok(h) => h,
+                Err(Error::CorruptRecord { .. }) => break,
+                Err(e) => return Err(e),
+            };
             if h.max_timestamp > max_ts.timestamp {
                 max_ts = TimestampOffset {
                     timestamp: h.max_timestamp,
@@ -466,10 +484,13 @@ impl LogSegment {
 
     /// Kafka's `readNextOffset`: the offset after the last batch (the base offset when empty).
     pub fn read_next_offset(&self) -> Result<i64> {
-        let start = self
+        let mut start = self
             .offset_index
             .lookup(self.offset_index.last_offset())
             .position as u64;
+        if start >= self.log.size_in_bytes() {
+            start = 0;
+        }
         let mut next = self.base_offset;
         for header in self.log.headers_from(start, self.max_batch_size) {
             next = header?.last_offset + 1;

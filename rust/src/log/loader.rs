@@ -213,13 +213,6 @@ pub(crate) fn load(dir: &Path, options: LogOptions) -> Result<Log> {
         }
         segments.add(segment);
     }
-    if writable {
-        if let Some(active) = segments.active_mut() {
-            // The active segment's indexes must have room for appends (Kafka resizes on load).
-            active.offset_index_resize(config.max_index_size)?;
-        }
-    }
-
     let mut producer_state = ProducerStateManager::new(dir, options.read_only)?;
     let epoch_cache = LeaderEpochFileCache::open(dir, options.read_only)?;
 
@@ -294,6 +287,14 @@ pub(crate) fn load(dir: &Path, options: LogOptions) -> Result<Log> {
         }
     }
 
+    if writable {
+        if let Some(active) = segments.active_mut() {
+            // Recovery trims indexes; the active segment's need room for appends again (Kafka
+            // resizes them once loading is done).
+            active.offset_index_resize(config.max_index_size)?;
+        }
+    }
+
     // An empty directory becomes an empty log at the checkpointed start offset.
     if segments.is_empty() && writable {
         let start = checkpoints.log_start_offset.unwrap_or(0).max(0);
@@ -337,11 +338,19 @@ pub(crate) fn load(dir: &Path, options: LogOptions) -> Result<Log> {
             .truncate_from_start(log_start_offset)?;
     }
     rebuild_producer_state(&mut state, log_start_offset, log_end, now, false)?;
-    let hw = checkpoints.high_watermark.unwrap_or(log_end);
+    let hw = match checkpoints.high_watermark {
+        // A lone leader's acknowledged appends are committed: Kafka moves its HW to the LEO
+        // when it becomes leader. Read-only opens keep what the broker checkpointed.
+        Some(_) if writable && options.single_replica => log_end,
+        Some(hw) => hw,
+        None => log_end,
+    };
     state.high_watermark = LogOffsetMetadata::offset_only(hw.clamp(log_start_offset, log_end));
     if state.high_watermark.message_offset == log_end {
         state.high_watermark = state.log_end_offset;
     }
+    let hw = state.high_watermark.message_offset;
+    state.producer_state.on_high_watermark_updated(hw);
     let dir = dir.to_path_buf();
     Ok(Log::from_parts(dir, &options, state, bytes_truncated))
 }

@@ -486,7 +486,14 @@ impl Log {
         };
 
         // 5. Roll if the active segment cannot take these batches.
-        self.maybe_roll(&mut st, buf.len(), max_timestamp, last_offset, now)?;
+        self.maybe_roll(
+            &mut st,
+            buf.len(),
+            max_timestamp,
+            first_offset,
+            last_offset,
+            now,
+        )?;
 
         // 6. Write; then leader epochs, producer state, and the aborted-transaction index.
         for &(pos, size) in &batches {
@@ -606,6 +613,7 @@ impl Log {
         st: &mut LogState,
         messages_size: usize,
         max_timestamp: i64,
+        first_offset: i64,
         max_offset: i64,
         now: i64,
     ) -> Result<()> {
@@ -622,9 +630,9 @@ impl Log {
             .active_mut()
             .ok_or_else(|| Error::IllegalState("log has no active segment".into()))?;
         if active.should_roll(&params)? {
-            // Kafka rolls at the log end offset; a batch whose offsets would overflow the
-            // segment's 32-bit relative range starts a segment at its own first offset instead.
-            self.roll_in(st, None)?;
+            // Kafka rolls at the append's first offset (the log end offset for a leader; a
+            // follower's batch may start later, e.g. past the 32-bit relative range).
+            self.roll_in(st, Some(first_offset))?;
         }
         Ok(())
     }
@@ -636,7 +644,9 @@ impl Log {
     }
 
     pub(crate) fn roll_in(&self, st: &mut LogState, expected_base: Option<i64>) -> Result<i64> {
-        let new_base = expected_base.unwrap_or(st.log_end_offset.message_offset);
+        let new_base = expected_base
+            .unwrap_or(0)
+            .max(st.log_end_offset.message_offset);
         if let Some(active) = st.segments.active() {
             if active.base_offset() == new_base && active.size() == 0 {
                 // The empty active segment already starts here (Kafka replaces it the same way).
@@ -751,10 +761,9 @@ impl Log {
         upper_bound_offset: i64,
     ) -> Result<Vec<AbortedTxn>> {
         let mut out = Vec::new();
+        // An aborted transaction's entry lives in the segment of its ABORT marker, which can be
+        // past the fetch's upper bound, so the walk stops only when a search is complete.
         for segment in st.segments.from_offset(start_offset) {
-            if segment.base_offset() >= upper_bound_offset {
-                break;
-            }
             let result = segment.collect_aborted_txns(start_offset, upper_bound_offset)?;
             out.extend(result.aborted);
             if result.is_complete {
@@ -882,6 +891,7 @@ impl Log {
             relative_position_in_segment: size as i64,
         };
         st.recovery_point = st.recovery_point.min(next);
+        st.log_start_offset = st.log_start_offset.min(target_offset);
         if st.high_watermark.message_offset > next {
             Self::update_high_watermark_in(&mut st, next);
         }

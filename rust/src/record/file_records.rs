@@ -273,7 +273,12 @@ impl FileRecords {
             leader_epoch: None,
         };
         for header in self.headers_from(start, max_batch_size) {
-            let h = header?;
+            // A torn or corrupt tail ends the scan; recovery is what judges the tail.
+            let h = match header {
+                Ok(h) => h,
+                Err(Error::CorruptRecord { .. }) => break,
+                Err(e) => return Err(e),
+            };
             if h.max_timestamp > best.timestamp {
                 best = TimestampAndOffset {
                     timestamp: h.max_timestamp,

@@ -207,8 +207,12 @@ def free_port() -> int:
 
 
 def random_cluster_id() -> str:
-    """A Kafka cluster id: a random UUID, URL-safe base64 without padding."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    """A Kafka cluster id: a random UUID, URL-safe base64 without padding. Never one starting
+    with '-' (1 in 64): StorageTool's argument parser reads ``-t -xyz`` as a missing value."""
+    while True:
+        cid = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cid.startswith("-"):
+            return cid
 
 
 DEFAULT_BROKER_PROPERTIES: Dict[str, Any] = {

@@ -79,7 +79,6 @@ def test_demo_read_committed_drops_aborted(log):
     assert [(r.offset, r.value) for r in com] == [(r.offset, r.value) for r in unc if r.offset in {c.offset for c in com}]
 
 
-@pytest.mark.xfail(strict=True, reason=LSO_BUG)
 def test_demo_read_committed_is_everything_but_aborted(log):
     unc = list(log.records(isolation="read_uncommitted"))
     com = list(log.records(isolation="read_committed"))

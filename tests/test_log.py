@@ -1,5 +1,5 @@
 """Semantics of kafkalog.Log (Kafka's UnifiedLog + LogLoader): offsets, append, read, retention,
-truncation, open/recovery. Bugs found are marked xfail(strict=True) with reason "BUG: ..."."""
+truncation, open/recovery."""
 
 from __future__ import annotations
 

@@ -614,7 +614,6 @@ FETCH_ABORTED_BUG = ("BUG: Log.collect_aborted_transactions(start, upper) / read
                      "is in a later segment than the fetched one is missing from the fetch's aborted list")
 
 
-@pytest.mark.xfail(strict=True, reason=FETCH_ABORTED_BUG)
 def test_read_fetch_reports_aborted_transactions(env):
     """Kafka's fetch (read_committed) from an aborted transaction's first offset lists it."""
     log = kafkalog.Log(env["clean"], read_only=True)
@@ -703,7 +702,6 @@ LSO_BUG = ("BUG: when the loader replays transaction markers (every open without
            "transaction's first offset and read_committed stops there")
 
 
-@pytest.mark.xfail(strict=True, reason=LSO_BUG)
 def test_unclean_read_only_read_committed(env):
     d = env["unclean"]
     log = kafkalog.Log(d, read_only=True)
@@ -726,7 +724,6 @@ def _torn_expected(env):
     return t, lastb, complete
 
 
-@pytest.mark.xfail(strict=True, raises=kafkalog.CorruptRecordError, reason=TORN_TAIL_BUG)
 def test_unclean_torn_tail_read_only(env):
     """Read-only over a torn tail: every complete record, the torn bytes hidden, nothing written."""
     t, lastb, complete = _torn_expected(env)
@@ -743,7 +740,6 @@ def test_unclean_torn_tail_read_only(env):
         assert snapshot_files([ro.parent]) == before, "a read-only open changed files"
 
 
-@pytest.mark.xfail(strict=True, raises=kafkalog.CorruptRecordError, reason=TORN_TAIL_BUG)
 def test_unclean_torn_tail_writable(env):
     """A writable open truncates the torn tail on disk; Kafka's tool accepts the result."""
     t, lastb, complete = _torn_expected(env)
@@ -815,7 +811,6 @@ SNAPSHOT_BUG = ("BUG: delete_old_segments() deletes a segment's .log/.index/.tim
                 "deleteProducerSnapshots removes it), so stray snapshots below the log start remain")
 
 
-@pytest.mark.xfail(strict=True, reason=SNAPSHOT_BUG)
 def test_write_retention_deletes_producer_snapshots(env):
     w = _written(env)
     stray = [n for n in w["snapshots"] if int(n[:20]) < w["segments"][0]]
@@ -930,7 +925,6 @@ def test_write_broker_appends_after_leo(env):
 # minimal reproductions of the bugs above (no broker)
 # --------------------------------------------------------------------------- #
 
-@pytest.mark.xfail(strict=True, reason=LSO_BUG)
 def test_repro_lso_stuck_after_replayed_marker(tmp_path):
     d = tmp_path / "t-0"
     log = kafkalog.Log(d, read_only=False, create=True)
@@ -949,7 +943,6 @@ def test_repro_lso_stuck_after_replayed_marker(tmp_path):
     log.close()
 
 
-@pytest.mark.xfail(strict=True, raises=kafkalog.CorruptRecordError, reason=TORN_TAIL_BUG)
 @pytest.mark.parametrize("read_only", [True, False])
 def test_repro_torn_tail_open(tmp_path, read_only):
     d = tmp_path / "t-0"
@@ -968,7 +961,6 @@ def test_repro_torn_tail_open(tmp_path, read_only):
     assert seg.stat().st_size == (size - 20 if read_only else size - 170)
 
 
-@pytest.mark.xfail(strict=True, reason=SNAPSHOT_BUG)
 def test_repro_retention_leaves_snapshots(tmp_path):
     d = tmp_path / "t-0"
     cfg = {"segment.bytes": 4096, "file.delete.delay.ms": 0}
@@ -983,7 +975,6 @@ def test_repro_retention_leaves_snapshots(tmp_path):
     assert sorted(p.name for p in d.glob("*.snapshot")) == [f"{b:020d}.snapshot" for b in (22, 33, 44, 55, 60)]
 
 
-@pytest.mark.xfail(strict=True, reason=FETCH_ABORTED_BUG)
 def test_repro_aborted_marker_in_later_segment(tmp_path):
     log = kafkalog.Log(tmp_path / "t-0", read_only=False, create=True)
     log.append([{"value": b"x"}] * 3, producer_id=5, producer_epoch=0, base_sequence=0, transactional=True)

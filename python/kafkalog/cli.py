@@ -87,9 +87,11 @@ def cmd_demo(args) -> int:
             for r in committed[:3]:
                 print(f"    offset {r.offset} key {_text(r.key)!r} value {_text(r.value)!r}")
         own = Path(tmp) / "written-0"
-        with kafkalog.Log(own, read_only=False, create=True, config={"segment.bytes": 4096}) as log:
-            for i in range(20):
-                log.append([{"key": f"k{i}".encode(), "value": f"value {i}".encode() * 10}], compression="zstd")
+        with kafkalog.Log(own, read_only=False, create=True, config={"segment.bytes": 4096, "file.delete.delay.ms": 0}) as log:
+            for i in range(200):
+                log.append([{"key": f"k{i}".encode(), "value": f"value {i} ".encode() * 10}], compression="lz4")
+            log.delete_records(50)
+            log.delete_old_segments()
             summarize(log)
         print(f"  wrote {sorted(p.name for p in own.iterdir())[:6]} ...")
     return 0

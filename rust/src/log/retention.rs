@@ -88,6 +88,9 @@ impl Log {
         for base in &deletable {
             let segment = st.segments.remove(*base).expect("listed segment");
             self.delete_segment_files(segment, false)?;
+            // The producer snapshot taken when this segment was rolled goes with it (Kafka's
+            // deleteProducerSnapshots).
+            st.producer_state.remove_and_delete_snapshot(*base)?;
         }
         let first = st.segments.first().map_or(leo, LogSegment::base_offset);
         if first > st.log_start_offset {

@@ -87,3 +87,26 @@ def install_snappy_shim() -> bool:
     sys.modules.setdefault("snappy", mod)
     kc.snappy = mod
     return kc.has_snappy()
+
+
+def messages(rng, n, tag, ts_base, ooo=False, value_len=(40, 300)):
+    """Varied test messages: null keys and values, str/null/empty/binary headers, optional
+    out-of-order timestamps."""
+    out = []
+    for i in range(n):
+        key = None if i % 7 == 3 else f"{tag}-key-{i}".encode()
+        value = None if i % 11 == 5 else (f"{tag}-value-{i}-" + "".join(
+            rng.choice("abcdefghijklmnopqrstuvwxyz0123456789 ") for _ in range(rng.randint(*value_len)))).encode()
+        if i % 3 == 0:
+            headers = [("h-str", f"{tag}-{i}".encode()), ("h-null", None), ("h-empty", b"")]
+        elif i % 3 == 1:
+            headers = [("bin", bytes([0, 1, 255, i % 256]))]
+        else:
+            headers = []
+        ts = ts_base + i * 3
+        if ooo and i % 9 == 4:
+            ts -= 20_000  # out-of-order timestamps: the time index keeps the max so far
+        out.append({"key": key, "value": value, "headers": headers, "timestamp": ts})
+    return out
+
+

@@ -11,7 +11,6 @@ Nothing here skips: if Kafka cannot be fetched or started, the tests fail.
 
 from __future__ import annotations
 
-import os
 import random
 import time
 from pathlib import Path

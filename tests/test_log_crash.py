@@ -7,7 +7,6 @@ not every append is fsynced (flush.messages=1) or flushing is left to the OS."""
 from __future__ import annotations
 
 import json
-import os
 import random
 import signal
 import subprocess

@@ -54,6 +54,7 @@ import pytest
 
 import kafka_harness as kh
 import kafkalog
+import compat_util
 from compat_util import TS_TYPE_KAFKA, make_read_only, snapshot_files
 
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
@@ -73,25 +74,8 @@ TXN_TIMEOUT_MS = 300_000
 # helpers
 # --------------------------------------------------------------------------- #
 
-def _messages(rng: random.Random, n: int, tag: str, ts_base: int, ooo: bool = False) -> List[Dict[str, Any]]:
-    out = []
-    for i in range(n):
-        key = None if i % 7 == 3 else f"{tag}-key-{i}".encode()
-        value = None if i % 11 == 5 else (f"{tag}-value-{i}-" + "".join(
-            rng.choice("abcdefghijklmnopqrstuvwxyz0123456789 ") for _ in range(rng.randint(30, 160)))).encode()
-        if i % 3 == 0:
-            headers = [("h-str", f"{tag}-{i}".encode()), ("h-null", None), ("h-empty", b"")]
-        elif i % 3 == 1:
-            headers = [("bin", bytes([0, 1, 255, i % 256]))]
-        else:
-            headers = []
-        ts = ts_base + i * 3
-        if ooo and i % 9 == 4:
-            ts -= 20_000  # out of order: the time index keeps the max so far
-        out.append({"key": key, "value": value, "headers": headers, "timestamp": ts})
-    return out
-
-
+def _messages(rng, n, tag, ts_base, ooo=False):
+    return compat_util.messages(rng, n, tag, ts_base, ooo, value_len=(30, 160))
 def _consumer_view(rec: Dict[str, Any]) -> tuple:
     return (rec["offset"], rec["timestamp"], rec["timestamp_type"], rec["key"], rec["value"],
             [tuple(h) for h in rec["headers"]])

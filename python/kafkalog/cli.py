@@ -11,6 +11,7 @@ import argparse
 import base64
 import json
 import shutil
+import signal
 import sys
 import tempfile
 from pathlib import Path
@@ -113,6 +114,9 @@ def main(argv=None) -> int:
     demo = sub.add_parser("demo", help="run on the embedded example")
     demo.set_defaults(func=cmd_demo)
     args = p.parse_args(argv)
+    if hasattr(signal, "SIGPIPE"):
+        # `kafkalog records DIR | head` should end quietly, as other command-line tools do.
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     try:
         return args.func(args)
     except kafkalog.KafkaLogError as e:

@@ -12,7 +12,7 @@ use crate::log::{FetchIsolation, Log as RsLog, LogOptions};
 use crate::python::records::{
     batches_to_py, build_v2, decode_batch, extract_records, now_ms, record_to_py, DecodedBatch,
 };
-use crate::python::segment::config_from;
+use crate::python::segment::{aborted_to_py, config_from};
 use crate::record::batch::BatchIter;
 use crate::record::builder::{end_txn_marker_batch, BatchOptions};
 use crate::record::codec::Compression;
@@ -21,22 +21,6 @@ use crate::record::record::OwnedRecord;
 
 fn isolation_of(name: &str) -> Result<FetchIsolation> {
     FetchIsolation::from_name(name)
-}
-
-fn aborted_list<'py>(
-    py: Python<'py>,
-    txns: &[crate::index::txn::AbortedTxn],
-) -> PyResult<Bound<'py, PyList>> {
-    let out = PyList::empty(py);
-    for t in txns {
-        let d = PyDict::new(py);
-        d.set_item("producer_id", t.producer_id)?;
-        d.set_item("first_offset", t.first_offset)?;
-        d.set_item("last_offset", t.last_offset)?;
-        d.set_item("last_stable_offset", t.last_stable_offset)?;
-        out.append(d)?;
-    }
-    Ok(out)
 }
 
 /// Kafka's partition log (UnifiedLog): segments, offsets, append, read, retention, truncation.
@@ -323,7 +307,7 @@ impl Log {
         )?;
         d.set_item("first_entry_incomplete", info.first_entry_incomplete)?;
         match &info.aborted_transactions {
-            Some(a) => d.set_item("aborted_transactions", aborted_list(py, a)?)?,
+            Some(a) => d.set_item("aborted_transactions", aborted_to_py(py, a)?)?,
             None => d.set_item("aborted_transactions", py.None())?,
         }
         Ok(d)
@@ -386,7 +370,7 @@ impl Log {
         start_offset: i64,
         upper_bound_offset: i64,
     ) -> PyResult<Bound<'py, PyList>> {
-        aborted_list(
+        aborted_to_py(
             py,
             &self
                 .inner

@@ -37,7 +37,7 @@ pub fn config_from(config: Option<&Bound<'_, PyDict>>) -> PyResult<LogConfig> {
     Ok(c)
 }
 
-fn aborted_to_py<'py>(py: Python<'py>, txns: &[AbortedTxn]) -> PyResult<Bound<'py, PyList>> {
+pub fn aborted_to_py<'py>(py: Python<'py>, txns: &[AbortedTxn]) -> PyResult<Bound<'py, PyList>> {
     let out = PyList::empty(py);
     for t in txns {
         let d = PyDict::new(py);

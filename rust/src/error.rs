@@ -103,10 +103,10 @@ impl Error {
 
     pub fn in_file(mut self, file: &Path) -> Self {
         match &mut self {
-            Error::CorruptRecord { location, .. } | Error::CorruptIndex { location, .. } => {
-                if location.file.is_none() {
-                    location.file = Some(file.to_path_buf());
-                }
+            Error::CorruptRecord { location, .. } | Error::CorruptIndex { location, .. }
+                if location.file.is_none() =>
+            {
+                location.file = Some(file.to_path_buf());
             }
             Error::Io { path, .. } if path.is_none() => *path = Some(file.to_path_buf()),
             _ => {}

@@ -354,11 +354,9 @@ mod tests {
                 buf[i] = rng.gen();
             }
             buf.truncate(rng.gen_range(0..=buf.len()));
-            for batch in BatchIter::new(&buf) {
-                if let Ok(b) = batch {
-                    let mut scratch = Vec::new();
-                    let _ = b.records(&mut scratch, 1 << 16);
-                }
+            for b in BatchIter::new(&buf).flatten() {
+                let mut scratch = Vec::new();
+                let _ = b.records(&mut scratch, 1 << 16);
             }
         }
     }

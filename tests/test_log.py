@@ -1180,3 +1180,26 @@ def test_checkpoints_topic_partition_dir(tmp_path):
     assert "topic 3 7" in (tmp_path / "log-start-offset-checkpoint").read_text().split("\n")
     log = open_log(tmp_path, name="topic-3", single_replica=False)
     assert (log.log_start_offset, log.high_watermark, log.log_end_offset) == (7, 15, 20)
+
+
+def test_compact_policy_keeps_segments_past_retention(tmp_path):
+    """Kafka applies retention.ms/retention.bytes only to cleanup.policy=delete logs; the log start
+    offset still removes whole segments below it."""
+    config = {"segment.bytes": 600, "retention.ms": 1, "retention.bytes": 0, "file.delete.delay.ms": 0,
+              "message.timestamp.before.max.ms": 10**13}
+    for policy, survives in (("compact", True), ("delete", False), ("compact,delete", False)):
+        d = tmp_path / f"{policy.replace(',', '_')}-0"
+        log = kafkalog.Log(d, read_only=False, create=True, config={**config, "cleanup.policy": policy})
+        for i in range(20):
+            log.append([{"value": b"x" * 100, "timestamp": 1000 + i}])
+        before = list(log.segments)
+        assert len(before) > 2
+        log.delete_old_segments()
+        assert (log.segments == before) is survives, (policy, before, log.segments)
+        if survives:
+            log.delete_records(before[2])
+            log.delete_old_segments()
+            assert log.segments == before[2:]
+        log.close()
+    with pytest.raises(ValueError):
+        kafkalog.Log(tmp_path / "bad-0", read_only=False, create=True, config={"cleanup.policy": "shred"})

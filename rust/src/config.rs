@@ -34,6 +34,10 @@ pub struct LogConfig {
     pub flush_messages: i64,
     /// preallocate
     pub preallocate: bool,
+    /// cleanup.policy: `delete`, `compact` or both. Retention by time and size applies only to
+    /// `delete` logs; compaction itself is not this library's (yet).
+    pub cleanup_policy_delete: bool,
+    pub cleanup_policy_compact: bool,
     /// How much one batch may inflate when decompressed (a decoder limit, not a Kafka setting).
     pub max_decompressed_batch_bytes: usize,
 }
@@ -56,6 +60,8 @@ impl Default for LogConfig {
             flush_messages: i64::MAX,
             preallocate: false,
             max_decompressed_batch_bytes: crate::record::batch::DEFAULT_MAX_DECOMPRESSED_BYTES,
+            cleanup_policy_delete: true,
+            cleanup_policy_compact: false,
         }
     }
 }
@@ -99,8 +105,23 @@ impl LogConfig {
             "preallocate" => self.preallocate = matches!(value, "true" | "True" | "1"),
             // Settings of the broker's other machinery (compaction, replication) that do not change
             // how one log reads or writes its files.
-            "cleanup.policy"
-            | "min.insync.replicas"
+            "cleanup.policy" => {
+                let (mut delete, mut compact) = (false, false);
+                for policy in value.split(',').map(str::trim) {
+                    match policy {
+                        "delete" => delete = true,
+                        "compact" => compact = true,
+                        other => {
+                            return Err(Error::InvalidArgument(format!(
+                                "cleanup.policy: '{other}' (delete, compact, or both)"
+                            )))
+                        }
+                    }
+                }
+                self.cleanup_policy_delete = delete;
+                self.cleanup_policy_compact = compact;
+            }
+            "min.insync.replicas"
             | "unclean.leader.election.enable"
             | "compression.type"
             | "min.cleanable.dirty.ratio"

@@ -16,14 +16,16 @@ pub enum DeletionReason {
 }
 
 impl Log {
-    /// Kafka's `deleteOldSegments`: applies `retention.ms`, `retention.bytes` and the log start
-    /// offset; returns the number of segments deleted.
+    /// Kafka's `deleteOldSegments`: applies `retention.ms` and `retention.bytes` (for
+    /// `cleanup.policy=delete` logs, as Kafka) and the log start offset (always); returns the
+    /// number of segments deleted.
     pub fn delete_old_segments(&self) -> Result<usize> {
         let mut st = self.write_state()?;
         let now = self.now();
         let retention_ms = self.config().retention_ms;
+        let by_retention = self.config().cleanup_policy_delete;
         let mut deleted = 0;
-        if retention_ms >= 0 {
+        if by_retention && retention_ms >= 0 {
             deleted += self.delete_segments_where(
                 &mut st,
                 DeletionReason::RetentionTime,
@@ -31,7 +33,7 @@ impl Log {
             )?;
         }
         let retention_bytes = self.config().retention_bytes;
-        if retention_bytes >= 0 {
+        if by_retention && retention_bytes >= 0 {
             let mut diff = st.segments.size_in_bytes() as i64 - retention_bytes;
             deleted += self.delete_segments_where(
                 &mut st,

@@ -6,7 +6,8 @@ pub mod codec;
 pub mod control;
 pub mod file_records;
 pub mod legacy;
-#[allow(clippy::module_inception)] // record::record mirrors Kafka's record.Record, as DESIGN.md maps it
+#[allow(clippy::module_inception)]
+// record::record mirrors Kafka's record.Record, as DESIGN.md maps it
 pub mod record;
 pub mod varint;
 

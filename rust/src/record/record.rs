@@ -77,7 +77,7 @@ impl Record<'_> {
 
 /// Reads a varint length followed by that many bytes; -1 means null. The length is checked against
 /// what is left of `buf`, never used to allocate.
-#[inline]
+#[inline(always)]
 fn read_nullable_bytes<'a>(buf: &'a [u8], pos: &mut usize, what: &str) -> Result<Option<&'a [u8]>> {
     let len = read_varint(buf, pos)?;
     if len < 0 {
@@ -149,7 +149,12 @@ pub fn read_default_record<'a>(
             body_end - *pos
         )));
     }
-    let mut headers = Vec::with_capacity(header_count as usize);
+    // Most records have no headers; skip the allocator call entirely for them.
+    let mut headers = if header_count == 0 {
+        Vec::new()
+    } else {
+        Vec::with_capacity(header_count as usize)
+    };
     for _ in 0..header_count {
         let key_len = read_varint(body, pos)?;
         if key_len < 0 {

@@ -3,47 +3,61 @@
 
 use crate::error::{Error, Result};
 
-/// Reads an unsigned LEB128 value of at most `max_bytes` bytes from `buf[*pos..]`.
-#[inline]
-fn read_unsigned(buf: &[u8], pos: &mut usize, max_bytes: usize) -> Result<u64> {
-    let mut value: u64 = 0;
-    let mut shift = 0u32;
-    for i in 0..max_bytes {
-        let Some(&byte) = buf.get(*pos + i) else {
-            return Err(Error::corrupt(format!(
-                "varint runs past the end of the buffer at {}",
-                *pos
-            )));
-        };
-        value |= u64::from(byte & 0x7f) << shift;
+/// Decodes an unsigned LEB128 value of at most `max_bytes` bytes from `buf[*pos..]`; `None` when
+/// it runs past the buffer or is too long. Kept free of `Error` so the hot path stays in registers.
+#[inline(always)]
+fn decode_unsigned(buf: &[u8], pos: &mut usize, max_bytes: usize) -> Option<u64> {
+    let rest = buf.get(*pos..)?;
+    let first = *rest.first()?;
+    if first < 0x80 {
+        *pos += 1;
+        return Some(u64::from(first));
+    }
+    let mut value = u64::from(first & 0x7f);
+    let limit = rest.len().min(max_bytes);
+    let mut i = 1;
+    while i < limit {
+        let byte = rest[i];
+        value |= u64::from(byte & 0x7f) << (7 * i);
         if byte & 0x80 == 0 {
             *pos += i + 1;
-            return Ok(value);
+            return Some(value);
         }
-        shift += 7;
+        i += 1;
     }
-    Err(Error::corrupt(format!(
-        "varint longer than {max_bytes} bytes at {}",
-        *pos
-    )))
+    None
+}
+
+#[cold]
+#[inline(never)]
+fn varint_error(pos: usize, max_bytes: usize) -> Error {
+    Error::corrupt(format!("invalid varint at {pos}: runs past the end of the buffer or is longer than {max_bytes} bytes"))
 }
 
 /// Kafka's `readVarint`: a zig-zag encoded i32 in at most 5 bytes.
-#[inline]
+#[inline(always)]
 pub fn read_varint(buf: &[u8], pos: &mut usize) -> Result<i32> {
-    let raw = read_unsigned(buf, pos, 5)?;
-    if raw > u64::from(u32::MAX) {
-        return Err(Error::corrupt("varint does not fit in 32 bits"));
+    let start = *pos;
+    match decode_unsigned(buf, pos, 5) {
+        Some(raw) if raw <= u64::from(u32::MAX) => {
+            let raw = raw as u32;
+            Ok(((raw >> 1) as i32) ^ -((raw & 1) as i32))
+        }
+        _ => {
+            *pos = start;
+            Err(varint_error(start, 5))
+        }
     }
-    let raw = raw as u32;
-    Ok(((raw >> 1) as i32) ^ -((raw & 1) as i32))
 }
 
 /// Kafka's `readVarlong`: a zig-zag encoded i64 in at most 10 bytes.
-#[inline]
+#[inline(always)]
 pub fn read_varlong(buf: &[u8], pos: &mut usize) -> Result<i64> {
-    let raw = read_unsigned(buf, pos, 10)?;
-    Ok(((raw >> 1) as i64) ^ -((raw & 1) as i64))
+    let start = *pos;
+    match decode_unsigned(buf, pos, 10) {
+        Some(raw) => Ok(((raw >> 1) as i64) ^ -((raw & 1) as i64)),
+        None => Err(varint_error(start, 10)),
+    }
 }
 
 #[inline]

@@ -60,7 +60,8 @@ impl BatchBuilder {
     pub fn new(options: BatchOptions) -> Self {
         BatchBuilder {
             options,
-            records: Vec::new(),
+            // The header is written in front of the records when the batch is built.
+            records: vec![0; RECORD_BATCH_OVERHEAD],
             count: 0,
             first_timestamp: None,
             max_timestamp: NO_TIMESTAMP,
@@ -78,7 +79,7 @@ impl BatchBuilder {
 
     /// Uncompressed size so far, header included (Kafka's estimate before compression).
     pub fn estimated_size(&self) -> usize {
-        RECORD_BATCH_OVERHEAD + self.records.len()
+        self.records.len()
     }
 
     /// Appends a record at the next offset.
@@ -164,8 +165,18 @@ impl BatchBuilder {
             return Err(Error::InvalidArgument("cannot build an empty batch".into()));
         }
         let o = &self.options;
-        let payload = codec::compress(o.compression, &self.records)?;
-        let size = RECORD_BATCH_OVERHEAD + payload.len();
+        // Uncompressed records are already in place behind the reserved header; compressed ones
+        // go into a new buffer behind a fresh header.
+        let mut out = if o.compression == Compression::None {
+            self.records
+        } else {
+            let payload = codec::compress(o.compression, &self.records[RECORD_BATCH_OVERHEAD..])?;
+            let mut out = Vec::with_capacity(RECORD_BATCH_OVERHEAD + payload.len());
+            out.resize(RECORD_BATCH_OVERHEAD, 0);
+            out.extend_from_slice(&payload);
+            out
+        };
+        let size = out.len();
         let batch_length = i32::try_from(size - 12)
             .map_err(|_| Error::RecordTooLarge(format!("batch of {size} bytes")))?;
         let base_timestamp = match o.delete_horizon_ms {
@@ -176,12 +187,6 @@ impl BatchBuilder {
             (TimestampType::LogAppendTime, Some(t)) => t,
             _ => self.max_timestamp,
         };
-        let mut out = Vec::with_capacity(size);
-        out.extend_from_slice(&o.base_offset.to_be_bytes());
-        out.extend_from_slice(&batch_length.to_be_bytes());
-        out.extend_from_slice(&o.partition_leader_epoch.to_be_bytes());
-        out.push(MAGIC_V2);
-        out.extend_from_slice(&[0; 4]); // CRC, filled in below
         let attrs = attributes(
             o.compression,
             o.timestamp_type,
@@ -189,15 +194,19 @@ impl BatchBuilder {
             o.is_control,
             o.delete_horizon_ms.is_some(),
         );
-        out.extend_from_slice(&attrs.to_be_bytes());
-        out.extend_from_slice(&self.last_offset_delta.to_be_bytes());
-        out.extend_from_slice(&base_timestamp.to_be_bytes());
-        out.extend_from_slice(&max_timestamp.to_be_bytes());
-        out.extend_from_slice(&o.producer_id.to_be_bytes());
-        out.extend_from_slice(&o.producer_epoch.to_be_bytes());
-        out.extend_from_slice(&o.base_sequence.to_be_bytes());
-        out.extend_from_slice(&self.count.to_be_bytes());
-        out.extend_from_slice(&payload);
+        let header = &mut out[..RECORD_BATCH_OVERHEAD];
+        header[..8].copy_from_slice(&o.base_offset.to_be_bytes());
+        header[8..12].copy_from_slice(&batch_length.to_be_bytes());
+        header[12..16].copy_from_slice(&o.partition_leader_epoch.to_be_bytes());
+        header[16] = MAGIC_V2;
+        header[21..23].copy_from_slice(&attrs.to_be_bytes());
+        header[23..27].copy_from_slice(&self.last_offset_delta.to_be_bytes());
+        header[27..35].copy_from_slice(&base_timestamp.to_be_bytes());
+        header[35..43].copy_from_slice(&max_timestamp.to_be_bytes());
+        header[43..51].copy_from_slice(&o.producer_id.to_be_bytes());
+        header[51..53].copy_from_slice(&o.producer_epoch.to_be_bytes());
+        header[53..57].copy_from_slice(&o.base_sequence.to_be_bytes());
+        header[57..61].copy_from_slice(&self.count.to_be_bytes());
         let crc = crc32c::crc32c(&out[ATTRIBUTES_OFFSET..]);
         out[CRC_OFFSET..CRC_OFFSET + 4].copy_from_slice(&crc.to_be_bytes());
         Ok(out)

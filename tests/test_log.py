@@ -1203,3 +1203,37 @@ def test_compact_policy_keeps_segments_past_retention(tmp_path):
         log.close()
     with pytest.raises(ValueError):
         kafkalog.Log(tmp_path / "bad-0", read_only=False, create=True, config={"cleanup.policy": "shred"})
+
+
+def test_read_only_view_recovers_lost_txnindex_entries(tmp_path):
+    """After an OS crash the .txnindex entries written since the last flush can be gone while the
+    log pages survived. A writable open rebuilds them on disk; a read-only open must still answer
+    read_committed correctly, from the batches it replays, without writing anything."""
+    d = tmp_path / "t-0"
+    log = kafkalog.Log(d, read_only=False, create=True, config={"segment.bytes": 400})
+    log.append([{"value": b"plain-0"}])
+    log.append([{"value": b"aborted-%d" % i} for i in range(3)], producer_id=9, producer_epoch=0,
+               base_sequence=0, transactional=True)
+    log.append([{"value": b"plain-1"}])
+    log.write_txn_marker(9, 0, commit=False)
+    log.append([{"value": b"plain-2"}])
+    expected = [r.value for r in log.records(isolation="read_committed")]
+    assert expected == [b"plain-0", b"plain-1", b"plain-2"]
+    log.close()
+    del log
+    txnindexes = list(d.glob("*.txnindex"))
+    assert txnindexes, "the abort should have produced a .txnindex entry"
+    for p in txnindexes:
+        p.unlink()
+    (tmp_path / "recovery-point-offset-checkpoint").unlink()  # the crash predates the last flush
+    before = {p.name: p.read_bytes() for p in d.iterdir()}
+    ro = kafkalog.Log(d, read_only=True)
+    assert [r.value for r in ro.records(isolation="read_committed")] == expected
+    fetched = ro.read(0, isolation="committed")
+    assert [t["producer_id"] for t in fetched["aborted_transactions"]] == [9]
+    del ro
+    assert {p.name: p.read_bytes() for p in d.iterdir()} == before
+    rw = kafkalog.Log(d, read_only=False)  # recovery rebuilds the index on disk
+    assert [r.value for r in rw.records(isolation="read_committed")] == expected
+    rw.close()
+    assert list(d.glob("*.txnindex"))

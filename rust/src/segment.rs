@@ -110,6 +110,9 @@ pub struct LogSegment {
     created_ms: i64,
     /// Indexes rebuilt for a read-only segment live in this private directory, never next to the log.
     _scratch_dir: Option<tempfile::TempDir>,
+    /// Aborted transactions a read-only view found by replaying an unverified tail whose
+    /// `.txnindex` entries are missing (written after the last flush and lost with the OS).
+    in_memory_aborted: Vec<AbortedTxn>,
 }
 
 impl LogSegment {
@@ -172,6 +175,7 @@ impl LogSegment {
             rolling_based_timestamp: None,
             created_ms: now_ms,
             _scratch_dir: scratch_dir,
+            in_memory_aborted: Vec::new(),
         };
         if segment._scratch_dir.is_some() {
             segment.rebuild_indexes()?;
@@ -655,8 +659,31 @@ impl LogSegment {
         fetch_offset: i64,
         upper_bound_offset: i64,
     ) -> Result<TxnIndexSearchResult> {
-        self.txn_index
-            .collect_aborted_txns(fetch_offset, upper_bound_offset)
+        let mut result = self
+            .txn_index
+            .collect_aborted_txns(fetch_offset, upper_bound_offset)?;
+        for txn in &self.in_memory_aborted {
+            // Kafka's rule per entry: overlapping the fetch, and complete once an entry's last
+            // stable offset reaches the upper bound.
+            if txn.last_offset >= fetch_offset && txn.first_offset < upper_bound_offset {
+                result.aborted.push(*txn);
+            }
+            if txn.last_stable_offset >= upper_bound_offset {
+                result.is_complete = true;
+            }
+        }
+        Ok(result)
+    }
+
+    /// Keeps an aborted transaction in memory for a read-only segment, unless its index has it.
+    pub fn add_in_memory_aborted_txn(&mut self, txn: AbortedTxn) -> Result<()> {
+        let known = self.txn_index.all_aborted_txns()?;
+        let same =
+            |t: &AbortedTxn| t.producer_id == txn.producer_id && t.first_offset == txn.first_offset;
+        if !known.iter().any(same) && !self.in_memory_aborted.iter().any(same) {
+            self.in_memory_aborted.push(txn);
+        }
+        Ok(())
     }
 
     /// Records an aborted transaction that completed in this segment.

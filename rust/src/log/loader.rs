@@ -7,6 +7,7 @@ use std::collections::BTreeSet;
 use std::path::Path;
 
 use crate::error::{Error, Result};
+use crate::index::txn::AbortedTxn;
 use crate::log::checkpoint::{self, OffsetCheckpointFile};
 use crate::log::epoch::LeaderEpochFileCache;
 use crate::log::producer_state::ProducerStateManager;
@@ -263,7 +264,10 @@ pub(crate) fn load(dir: &Path, options: LogOptions) -> Result<Log> {
                 drop_after = Some(base);
             }
         } else {
-            let valid = valid_prefix(seg)?;
+            let (valid, aborted) = valid_prefix(seg, &mut producer_state)?;
+            for txn in aborted {
+                seg.add_in_memory_aborted_txn(txn)?;
+            }
             if valid < seg.size() {
                 bytes_truncated += seg.size() - valid;
                 seg.limit_to(valid);
@@ -355,8 +359,14 @@ pub(crate) fn load(dir: &Path, options: LogOptions) -> Result<Log> {
     Ok(Log::from_parts(dir, &options, state, bytes_truncated))
 }
 
-/// A read-only segment's valid prefix: batches are validated (CRC, offsets) until the first bad one.
-fn valid_prefix(segment: &LogSegment) -> Result<u64> {
+/// A read-only segment's valid prefix: batches are validated (CRC, offsets) until the first bad
+/// one, and replayed into the producer state; the aborted transactions they complete are returned
+/// so the view can answer read_committed even where the `.txnindex` lost them.
+fn valid_prefix(
+    segment: &LogSegment,
+    producer_state: &mut ProducerStateManager,
+) -> Result<(u64, Vec<AbortedTxn>)> {
+    let mut aborted = Vec::new();
     let log = segment.log();
     let mut reader = log.batches(0, log.size_in_bytes(), segment.max_batch_size());
     let mut valid = 0u64;
@@ -376,9 +386,12 @@ fn valid_prefix(segment: &LogSegment) -> Result<u64> {
         {
             break;
         }
+        if let Some((done, lso)) = producer_state.replay_batch(&batch)? {
+            aborted.extend(done.to_aborted_txn(lso));
+        }
         valid = position + bytes.len() as u64;
     }
-    Ok(valid)
+    Ok((valid, aborted))
 }
 
 /// Replays the batches in [from, to) into the producer state (Kafka's `rebuildProducerState`

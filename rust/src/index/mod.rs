@@ -609,22 +609,6 @@ impl<E: IndexEntry> MmapIndex<E> {
     }
 }
 
-/// What a segment does with each of its indexes, whatever the kind (Kafka's `AbstractIndex` abstract
-/// methods plus the lifecycle calls `LogSegment` makes on all three indexes).
-pub trait SegmentIndex {
-    fn path(&self) -> &Path;
-    /// Detect obvious corruption (`CorruptIndex` naming the file).
-    fn sanity_check(&self) -> Result<()>;
-    /// Remove every entry for offsets `>= offset`.
-    fn truncate_to(&mut self, offset: i64) -> Result<()>;
-    /// Remove all entries (and, for the mapped indexes, re-grow to the max size).
-    fn reset(&mut self) -> Result<()>;
-    fn flush(&self) -> Result<()>;
-    fn close(&mut self) -> Result<()>;
-    fn delete(&mut self) -> Result<bool>;
-    fn rename_to(&mut self, new_path: &Path) -> Result<()>;
-}
-
 #[inline]
 pub(crate) fn be_i32(b: &[u8], at: usize) -> i32 {
     i32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])

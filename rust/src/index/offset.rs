@@ -5,7 +5,7 @@
 use std::ops::{Deref, DerefMut};
 use std::path::Path;
 
-use super::{be_i32, IndexEntry, IndexSearchType, MmapIndex, SegmentIndex, SlotObserver};
+use super::{be_i32, IndexEntry, IndexSearchType, MmapIndex, SlotObserver};
 use crate::error::{Error, Result};
 
 /// An offset and the byte position of its batch in the log file (Kafka's `OffsetPosition`).
@@ -215,33 +215,6 @@ impl OffsetIndex {
             .in_file(self.index.file()));
         }
         self.index.check_length("offset index")
-    }
-}
-
-impl SegmentIndex for OffsetIndex {
-    fn path(&self) -> &Path {
-        self.index.file()
-    }
-    fn sanity_check(&self) -> Result<()> {
-        OffsetIndex::sanity_check(self)
-    }
-    fn truncate_to(&mut self, offset: i64) -> Result<()> {
-        OffsetIndex::truncate_to(self, offset)
-    }
-    fn reset(&mut self) -> Result<()> {
-        OffsetIndex::reset(self)
-    }
-    fn flush(&self) -> Result<()> {
-        self.index.flush()
-    }
-    fn close(&mut self) -> Result<()> {
-        self.index.close()
-    }
-    fn delete(&mut self) -> Result<bool> {
-        self.index.delete()
-    }
-    fn rename_to(&mut self, new_path: &Path) -> Result<()> {
-        self.index.rename_to(new_path)
     }
 }
 
@@ -532,7 +505,7 @@ mod tests {
             assert!(matches!(ro.resize(1 << 20), Err(Error::ReadOnly(_))));
             assert!(matches!(ro.trim_to_valid_size(), Err(Error::ReadOnly(_))));
             assert!(matches!(
-                ro.rename_to(&dir.path().join("x")),
+                ro.rename_to(dir.path().join("x")),
                 Err(Error::ReadOnly(_))
             ));
             assert!(matches!(ro.delete(), Err(Error::ReadOnly(_))));

@@ -5,9 +5,7 @@
 use std::ops::{Deref, DerefMut};
 use std::path::Path;
 
-use super::{
-    be_i32, be_i64, IndexEntry, IndexSearchType, MmapIndex, SearchBound, SegmentIndex, SlotObserver,
-};
+use super::{be_i32, be_i64, IndexEntry, IndexSearchType, MmapIndex, SearchBound, SlotObserver};
 use crate::error::{Error, Result};
 
 /// Kafka's `RecordBatch.NO_TIMESTAMP`.
@@ -243,33 +241,6 @@ impl TimeIndex {
             }
         }
         self.index.check_length("time index")
-    }
-}
-
-impl SegmentIndex for TimeIndex {
-    fn path(&self) -> &Path {
-        self.index.file()
-    }
-    fn sanity_check(&self) -> Result<()> {
-        TimeIndex::sanity_check(self)
-    }
-    fn truncate_to(&mut self, offset: i64) -> Result<()> {
-        TimeIndex::truncate_to(self, offset)
-    }
-    fn reset(&mut self) -> Result<()> {
-        TimeIndex::reset(self)
-    }
-    fn flush(&self) -> Result<()> {
-        self.index.flush()
-    }
-    fn close(&mut self) -> Result<()> {
-        self.index.close()
-    }
-    fn delete(&mut self) -> Result<bool> {
-        self.index.delete()
-    }
-    fn rename_to(&mut self, new_path: &Path) -> Result<()> {
-        self.index.rename_to(new_path)
     }
 }
 

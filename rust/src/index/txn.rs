@@ -7,7 +7,7 @@ use std::io::{ErrorKind, Write};
 use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 
-use super::{be_i64, SegmentIndex};
+use super::be_i64;
 use crate::error::{Error, Result};
 
 /// One aborted transaction (Kafka's `AbortedTxn`). On disk: version i16 (0), producer id i64,
@@ -378,33 +378,6 @@ impl TransactionIndex {
         if let Some(name) = self.path.file_name() {
             self.path = parent.as_ref().join(name);
         }
-    }
-}
-
-impl SegmentIndex for TransactionIndex {
-    fn path(&self) -> &Path {
-        &self.path
-    }
-    fn sanity_check(&self) -> Result<()> {
-        TransactionIndex::sanity_check(self)
-    }
-    fn truncate_to(&mut self, offset: i64) -> Result<()> {
-        TransactionIndex::truncate_to(self, offset)
-    }
-    fn reset(&mut self) -> Result<()> {
-        TransactionIndex::reset(self)
-    }
-    fn flush(&self) -> Result<()> {
-        TransactionIndex::flush(self)
-    }
-    fn close(&mut self) -> Result<()> {
-        TransactionIndex::close(self)
-    }
-    fn delete(&mut self) -> Result<bool> {
-        TransactionIndex::delete(self)
-    }
-    fn rename_to(&mut self, new_path: &Path) -> Result<()> {
-        TransactionIndex::rename_to(self, new_path)
     }
 }
 

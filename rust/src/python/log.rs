@@ -5,14 +5,14 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyList};
+use pyo3::types::{PyDict, PyList};
 
 use crate::error::Result;
 use crate::log::{FetchIsolation, Log as RsLog, LogOptions};
 use crate::python::records::{
     batches_to_py, build_v2, decode_batch, extract_records, now_ms, record_to_py, DecodedBatch,
 };
-use crate::python::segment::{aborted_to_py, config_from};
+use crate::python::segment::{aborted_to_py, config_from, fetch_info_to_py};
 use crate::record::batch::BatchIter;
 use crate::record::builder::{end_txn_marker_batch, BatchOptions};
 use crate::record::codec::Compression;
@@ -227,6 +227,7 @@ impl Log {
     /// Writes a transaction marker (COMMIT or ABORT) for a producer, as the transaction
     /// coordinator does; returns its offset.
     #[pyo3(signature = (producer_id, producer_epoch, *, commit, coordinator_epoch = 0, leader_epoch = 0, timestamp = None))]
+    #[allow(clippy::too_many_arguments)]
     fn write_txn_marker(
         &self,
         py: Python<'_>,
@@ -293,19 +294,8 @@ impl Log {
             }
             Ok((info, decoded))
         })?;
-        let d = PyDict::new(py);
-        d.set_item("records", PyBytes::new(py, &info.records))?;
+        let d = fetch_info_to_py(py, &info)?;
         d.set_item("batches", batches_to_py(py, decoded)?)?;
-        d.set_item("offset", info.fetch_offset_metadata.message_offset)?;
-        d.set_item(
-            "segment_base_offset",
-            info.fetch_offset_metadata.segment_base_offset,
-        )?;
-        d.set_item(
-            "position",
-            info.fetch_offset_metadata.relative_position_in_segment,
-        )?;
-        d.set_item("first_entry_incomplete", info.first_entry_incomplete)?;
         match &info.aborted_transactions {
             Some(a) => d.set_item("aborted_transactions", aborted_to_py(py, a)?)?,
             None => d.set_item("aborted_transactions", py.None())?,

@@ -481,7 +481,7 @@ fn encode_batch(
             }
             0 | 1 => {
                 let now = now_ms();
-                let recs: Vec<(i64, Option<&[u8]>, Option<&[u8]>)> = input
+                let recs: Vec<legacy::RecordFields<'_>> = input
                     .iter()
                     .map(|r| {
                         (

@@ -332,19 +332,7 @@ impl Segment {
         let info =
             py.allow_threads(|| inner.read(start_offset, max_size, max_position, min_one_message))?;
         let Some(info) = info else { return Ok(None) };
-        let d = PyDict::new(py);
-        d.set_item("records", PyBytes::new(py, &info.records))?;
-        d.set_item("offset", info.fetch_offset_metadata.message_offset)?;
-        d.set_item(
-            "segment_base_offset",
-            info.fetch_offset_metadata.segment_base_offset,
-        )?;
-        d.set_item(
-            "position",
-            info.fetch_offset_metadata.relative_position_in_segment,
-        )?;
-        d.set_item("first_entry_incomplete", info.first_entry_incomplete)?;
-        Ok(Some(d))
+        Ok(Some(fetch_info_to_py(py, &info)?))
     }
 
     /// Every batch in the segment, decoded (CRC checked).
@@ -493,6 +481,27 @@ impl Segment {
             self.inner.log().path()
         )
     }
+}
+
+/// Kafka's FetchDataInfo as a dict: `records` (raw bytes), `offset`, `segment_base_offset`,
+/// `position`, `first_entry_incomplete`.
+pub fn fetch_info_to_py<'py>(
+    py: Python<'py>,
+    info: &crate::segment::FetchDataInfo,
+) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("records", PyBytes::new(py, &info.records))?;
+    d.set_item("offset", info.fetch_offset_metadata.message_offset)?;
+    d.set_item(
+        "segment_base_offset",
+        info.fetch_offset_metadata.segment_base_offset,
+    )?;
+    d.set_item(
+        "position",
+        info.fetch_offset_metadata.relative_position_in_segment,
+    )?;
+    d.set_item("first_entry_incomplete", info.first_entry_incomplete)?;
+    Ok(d)
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {

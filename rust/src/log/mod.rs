@@ -408,7 +408,7 @@ impl Log {
         let mut buf = records.to_vec();
         let stamp_log_append_time = config.message_timestamp_type == TimestampType::LogAppendTime;
 
-        // 3. Offsets (and the leader epoch, LogAppendTime) stamped into each batch.
+        // 2. Offsets (and the leader epoch, LogAppendTime) stamped into each batch.
         let leo = st.log_end_offset.message_offset;
         let mut next_offset = leo;
         let mut first_offset = -1;
@@ -417,12 +417,6 @@ impl Log {
         let mut record_count = 0usize;
         for &(pos, size) in &batches {
             let bytes = &mut buf[pos..pos + size];
-            let (count, last_delta) = {
-                let Batch::V2(b) = Batch::parse(bytes)? else {
-                    unreachable!()
-                };
-                (b.records_count() as i64, b.last_offset_delta() as i64)
-            };
             if assign_offsets {
                 set_base_offset(bytes, next_offset);
                 if let Some(epoch) = leader_epoch {
@@ -448,13 +442,12 @@ impl Log {
                 max_timestamp = b.max_timestamp();
                 offset_of_max_timestamp = b.last_offset();
             }
-            record_count += count as usize;
-            let _ = last_delta;
+            record_count += b.records_count() as usize;
             next_offset = b.last_offset() + 1;
         }
         let last_offset = next_offset - 1;
 
-        // 4. Idempotent and transactional producers: sequences and epochs checked; a retried
+        // 3. Idempotent and transactional producers: sequences and epochs checked; a retried
         //    batch is answered with its original offsets and nothing is written.
         let pending = {
             let views: Vec<_> = batches
@@ -485,7 +478,7 @@ impl Log {
             }
         };
 
-        // 5. Roll if the active segment cannot take these batches.
+        // 4. Roll if the active segment cannot take these batches.
         self.maybe_roll(
             &mut st,
             buf.len(),
@@ -495,7 +488,7 @@ impl Log {
             now,
         )?;
 
-        // 6. Write; then leader epochs, producer state, and the aborted-transaction index.
+        // 5. Write; then leader epochs, producer state, and the aborted-transaction index.
         for &(pos, size) in &batches {
             let Batch::V2(b) = Batch::parse(&buf[pos..pos + size])? else {
                 unreachable!()
@@ -528,7 +521,7 @@ impl Log {
             }
         }
 
-        // 7. Publish the new log end offset; a lone leader's high watermark follows it.
+        // 6. Publish the new log end offset; a lone leader's high watermark follows it.
         st.log_end_offset = LogOffsetMetadata {
             message_offset: last_offset + 1,
             segment_base_offset: active_base,

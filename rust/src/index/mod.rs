@@ -331,6 +331,26 @@ impl<E: IndexEntry> MmapIndex<E> {
             .map(|n| self.read_slot(n, &mut ()))
     }
 
+    /// How many entries to keep when truncating to `offset`: those whose offset (the entry's key
+    /// or value, as `by` says) is below it. Kafka's `truncateTo` for both mapped indexes.
+    pub(crate) fn entries_below_offset(&self, offset: i64, by: IndexSearchType) -> usize {
+        match self.largest_lower_bound_slot_for(offset, by) {
+            None => 0,
+            Some(slot) => {
+                let e = self.read_slot(slot, &mut ());
+                let entry_offset = match by {
+                    IndexSearchType::Key => e.key(),
+                    IndexSearchType::Value => e.value(),
+                };
+                if entry_offset == offset {
+                    slot
+                } else {
+                    slot + 1
+                }
+            }
+        }
+    }
+
     #[inline(always)]
     fn read_slot<O: SlotObserver>(&self, n: usize, observer: &mut O) -> E {
         observer.on_read(n);

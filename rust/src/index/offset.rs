@@ -174,15 +174,10 @@ impl OffsetIndex {
     /// Remove every entry whose offset is `>= offset`; a larger offset than the last one changes
     /// nothing.
     pub fn truncate_to(&mut self, offset: i64) -> Result<()> {
-        let new_entries = match self
+        let keep = self
             .index
-            .largest_lower_bound_slot_for(offset, IndexSearchType::Key)
-        {
-            None => 0,
-            Some(slot) if self.index.read_slot(slot, &mut ()).offset == offset => slot,
-            Some(slot) => slot + 1,
-        };
-        self.truncate_to_entries(new_entries)
+            .entries_below_offset(offset, IndexSearchType::Key);
+        self.truncate_to_entries(keep)
     }
 
     /// Remove all entries (the file keeps its size).

@@ -1,10 +1,13 @@
 //! kafkalog: Apache Kafka's on-disk log format (record batches, segments, offset/time/transaction
 //! indexes, the partition log) in Rust, byte-compatible with a Kafka broker.
 
+pub mod arrow;
 pub mod config;
+pub mod datadir;
 pub mod error;
 pub mod index;
 pub mod log;
+pub mod producer;
 pub mod record;
 pub mod segment;
 

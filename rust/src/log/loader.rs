@@ -343,9 +343,10 @@ pub(crate) fn load(dir: &Path, options: LogOptions) -> Result<Log> {
     }
     rebuild_producer_state(&mut state, log_start_offset, log_end, now, false)?;
     let hw = match checkpoints.high_watermark {
-        // A lone leader's acknowledged appends are committed: Kafka moves its HW to the LEO
-        // when it becomes leader. Read-only opens keep what the broker checkpointed.
-        Some(_) if writable && options.single_replica => log_end,
+        // A lone leader's acknowledged appends are committed: Kafka moves its HW to the LEO when
+        // it becomes leader again, so a read-only view of a crashed single-node broker's folder
+        // answers what the restarted broker serves, not its last (seconds old) checkpoint.
+        Some(_) if options.single_replica => log_end,
         Some(hw) => hw,
         None => log_end,
     };
@@ -356,7 +357,13 @@ pub(crate) fn load(dir: &Path, options: LogOptions) -> Result<Log> {
     let hw = state.high_watermark.message_offset;
     state.producer_state.on_high_watermark_updated(hw);
     let dir = dir.to_path_buf();
-    Ok(Log::from_parts(dir, &options, state, bytes_truncated))
+    Ok(Log::from_parts(
+        dir,
+        &options,
+        state,
+        bytes_truncated,
+        checkpoints.high_watermark,
+    ))
 }
 
 /// A read-only segment's valid prefix: batches are validated (CRC, offsets) until the first bad

@@ -133,6 +133,8 @@ pub struct Log {
     state: RwLock<LogState>,
     /// Bytes truncated from torn tails when the log was opened (recovery or the read-only view).
     recovered_bytes_truncated: u64,
+    /// This partition's entry in the log dir's `replication-offset-checkpoint` when opened.
+    checkpointed_high_watermark: Option<i64>,
 }
 
 impl std::fmt::Debug for Log {
@@ -155,6 +157,7 @@ impl Log {
         options: &LogOptions,
         state: LogState,
         recovered_bytes_truncated: u64,
+        checkpointed_high_watermark: Option<i64>,
     ) -> Log {
         Log {
             dir,
@@ -164,6 +167,7 @@ impl Log {
             clock: options.clock.clone(),
             state: RwLock::new(state),
             recovered_bytes_truncated,
+            checkpointed_high_watermark,
         }
     }
 
@@ -181,6 +185,11 @@ impl Log {
     }
     pub fn recovered_bytes_truncated(&self) -> u64 {
         self.recovered_bytes_truncated
+    }
+    /// The high watermark the broker last checkpointed for this partition, if its log dir has
+    /// one; `high_watermark` may be ahead of it (a lone replica's, see `LogOptions`).
+    pub fn checkpointed_high_watermark(&self) -> Option<i64> {
+        self.checkpointed_high_watermark
     }
 
     pub(crate) fn read_state(&self) -> RwLockReadGuard<'_, LogState> {
@@ -236,6 +245,12 @@ impl Log {
             Some(first) if first < hw => first,
             _ => hw,
         }
+    }
+    /// The last offset (exclusive) a consumer with `isolation` may read: the log end, the high
+    /// watermark, or the last stable offset.
+    pub fn fetch_upper_bound(&self, isolation: FetchIsolation) -> i64 {
+        let st = self.read_state();
+        Self::max_offset_metadata(&st, isolation).message_offset
     }
     pub fn first_unstable_offset(&self) -> Option<i64> {
         self.read_state().producer_state.first_unstable_offset()

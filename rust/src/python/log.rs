@@ -345,6 +345,69 @@ impl Log {
         batches_to_py(py, decoded)
     }
 
+    /// The log's records as a `pyarrow.RecordBatchReader` with Spark's Kafka source schema
+    /// (key, value, topic, partition, offset, timestamp, timestampType[, headers]). It streams:
+    /// Arrow batches of about `batch_rows` rows are decoded one at a time, so memory stays flat.
+    /// `end=None` stops at what a consumer with `isolation` could read (the high watermark, or
+    /// the last stable offset for read_committed); `isolation="log_end"` reads to the log end.
+    #[pyo3(signature = (start = None, end = None, isolation = "read_uncommitted", include_headers = false,
+        batch_rows = crate::arrow::DEFAULT_BATCH_ROWS))]
+    fn to_arrow(
+        &self,
+        py: Python<'_>,
+        start: Option<i64>,
+        end: Option<i64>,
+        isolation: &str,
+        include_headers: bool,
+        batch_rows: usize,
+    ) -> PyResult<PyObject> {
+        crate::python::arrow::log_to_arrow(
+            py,
+            self.inner.clone(),
+            start,
+            end,
+            isolation_of(isolation)?,
+            include_headers,
+            batch_rows,
+        )
+    }
+
+    /// Appends an Arrow table, batch or stream (anything with `__arrow_c_stream__` or
+    /// `__arrow_c_array__`) with Spark's Kafka sink columns: `value` (binary or string),
+    /// optional `key`, `headers` (list<struct<key: string, value: binary>>) and `timestamp`
+    /// (timestamp or int64 ms; now when absent). `topic`/`partition` columns are ignored here.
+    /// Each Arrow batch is one all-or-nothing append. Returns (first, last) offsets or None.
+    #[pyo3(signature = (data, *, compression = "none", batch_bytes = crate::arrow::DEFAULT_SINK_BATCH_BYTES))]
+    fn append_arrow(
+        &self,
+        py: Python<'_>,
+        data: pyo3_arrow::input::AnyRecordBatch,
+        compression: &str,
+        batch_bytes: usize,
+    ) -> PyResult<Option<(i64, i64)>> {
+        crate::python::arrow::log_append_arrow(
+            py,
+            self.inner.clone(),
+            data,
+            compression,
+            batch_bytes,
+        )
+    }
+
+    /// The end offset a consumer with `isolation` gets from ListOffsets(LATEST): the high
+    /// watermark (read_uncommitted), the last stable offset (read_committed) or the log end.
+    #[pyo3(signature = (isolation = "read_uncommitted"))]
+    fn latest_offset(&self, isolation: &str) -> PyResult<i64> {
+        Ok(self.inner.fetch_upper_bound(isolation_of(isolation)?))
+    }
+
+    /// The high watermark the broker last checkpointed for this partition (None without a
+    /// `replication-offset-checkpoint` entry). `high_watermark` is ahead of it for a lone replica.
+    #[getter]
+    fn checkpointed_high_watermark(&self) -> Option<i64> {
+        self.inner.checkpointed_high_watermark()
+    }
+
     /// Kafka's ListOffsets: `timestamp` is a time in ms, or EARLIEST (-2), LATEST (-1),
     /// MAX_TIMESTAMP (-3). Returns (timestamp, offset) or None.
     fn offset_for_timestamp(&self, py: Python<'_>, timestamp: i64) -> PyResult<Option<(i64, i64)>> {

@@ -1,6 +1,7 @@
 //! PyO3 bindings (cargo feature `python`): translation of types and errors only; every rule
 //! lives in the crate. The GIL is released around file I/O and decoding.
 
+mod arrow;
 mod errors;
 mod log;
 mod records;
@@ -14,6 +15,7 @@ fn _kafkalog(m: &Bound<'_, PyModule>) -> PyResult<()> {
     records::register(m)?;
     segment::register(m)?;
     log::register(m)?;
+    arrow::register(m)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -1,0 +1,914 @@
+//! Kafka records as Arrow record batches with the schema of Spark's Kafka source
+//! (`KafkaRecordToRowConverter`), and Arrow tables with Spark's Kafka sink columns back into
+//! Kafka record batches. Records reach the builder from the Log's one batch iterator
+//! (`Log::for_each_batch`); nothing here parses Kafka bytes.
+
+use std::sync::Arc;
+
+use arrow_array::builder::{
+    BinaryBuilder, Int32Builder, Int64Builder, ListBuilder, StringBuilder, StructBuilder,
+    TimestampMicrosecondBuilder,
+};
+use arrow_array::cast::AsArray;
+use arrow_array::types::{
+    Int32Type, Int64Type, TimestampMicrosecondType, TimestampMillisecondType,
+    TimestampNanosecondType, TimestampSecondType,
+};
+use arrow_array::{Array, ArrayRef, RecordBatch, RecordBatchReader};
+use arrow_schema::{ArrowError, DataType, Field, Fields, Schema, SchemaRef, TimeUnit};
+
+use std::collections::{BTreeMap, HashMap};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use crate::datadir::validate_topic_name;
+use crate::error::{Error, Result};
+use crate::log::{FetchIsolation, Log};
+use crate::producer::partitioner::DEFAULT_BATCH_SIZE;
+use crate::producer::{partition_for_key, StickyPartitioner};
+use crate::record::builder::{BatchBuilder, BatchOptions};
+use crate::record::codec::Compression;
+use crate::record::record::Record;
+
+/// Rows per Arrow batch unless the caller says otherwise.
+pub const DEFAULT_BATCH_ROWS: usize = 64 * 1024;
+
+/// `struct<key: string, value: binary>`, one Kafka header.
+pub fn header_fields() -> Fields {
+    Fields::from(vec![
+        Field::new("key", DataType::Utf8, true),
+        Field::new("value", DataType::Binary, true),
+    ])
+}
+
+/// The `headers` column's type: Spark's `array<struct<key, value>>` as Spark's own Arrow
+/// conversion names it (list item "element").
+pub fn headers_type() -> DataType {
+    DataType::List(Arc::new(Field::new(
+        "element",
+        DataType::Struct(header_fields()),
+        true,
+    )))
+}
+
+/// The timestamp column's type: Spark's TimestampType in Arrow, microseconds in UTC.
+pub fn timestamp_type() -> DataType {
+    DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into()))
+}
+
+/// Spark's Kafka source schema: key, value, topic, partition, offset, timestamp, timestampType,
+/// and headers when asked for. Every field nullable, as Spark declares them.
+pub fn kafka_source_schema(include_headers: bool) -> SchemaRef {
+    let mut fields = vec![
+        Field::new("key", DataType::Binary, true),
+        Field::new("value", DataType::Binary, true),
+        Field::new("topic", DataType::Utf8, true),
+        Field::new("partition", DataType::Int32, true),
+        Field::new("offset", DataType::Int64, true),
+        Field::new("timestamp", timestamp_type(), true),
+        Field::new("timestampType", DataType::Int32, true),
+    ];
+    if include_headers {
+        fields.push(Field::new("headers", headers_type(), true));
+    }
+    Arc::new(Schema::new(fields))
+}
+
+/// Column builders for one Arrow batch of one partition's records.
+pub struct KafkaRecordBatchBuilder {
+    schema: SchemaRef,
+    topic: Option<String>,
+    partition: Option<i32>,
+    key: BinaryBuilder,
+    value: BinaryBuilder,
+    topic_col: StringBuilder,
+    partition_col: Int32Builder,
+    offset: Int64Builder,
+    timestamp: TimestampMicrosecondBuilder,
+    timestamp_type: Int32Builder,
+    headers: Option<ListBuilder<StructBuilder>>,
+    rows: usize,
+}
+
+impl KafkaRecordBatchBuilder {
+    /// `topic`/`partition` fill their columns (null when the folder is not named `<topic>-<n>`).
+    pub fn new(topic: Option<String>, partition: Option<i32>, include_headers: bool) -> Self {
+        let headers = include_headers.then(|| {
+            let entry = StructBuilder::new(
+                header_fields(),
+                vec![
+                    Box::new(StringBuilder::new()),
+                    Box::new(BinaryBuilder::new()),
+                ],
+            );
+            ListBuilder::new(entry).with_field(Arc::new(Field::new(
+                "element",
+                DataType::Struct(header_fields()),
+                true,
+            )))
+        });
+        KafkaRecordBatchBuilder {
+            schema: kafka_source_schema(include_headers),
+            topic,
+            partition,
+            key: BinaryBuilder::new(),
+            value: BinaryBuilder::new(),
+            topic_col: StringBuilder::new(),
+            partition_col: Int32Builder::new(),
+            offset: Int64Builder::new(),
+            timestamp: TimestampMicrosecondBuilder::new().with_timezone("UTC"),
+            timestamp_type: Int32Builder::new(),
+            headers,
+            rows: 0,
+        }
+    }
+
+    pub fn schema(&self) -> SchemaRef {
+        self.schema.clone()
+    }
+
+    pub fn len(&self) -> usize {
+        self.rows
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.rows == 0
+    }
+
+    /// Adds one record as a row, the way Spark's Kafka source converts a ConsumerRecord.
+    pub fn append(&mut self, record: &Record<'_>) {
+        self.key.append_option(record.key);
+        self.value.append_option(record.value);
+        self.topic_col.append_option(self.topic.as_deref());
+        self.partition_col.append_option(self.partition);
+        self.offset.append_value(record.offset);
+        // Kafka's milliseconds as Spark's microseconds; exact, since 1000 divides them back.
+        self.timestamp
+            .append_value(record.timestamp.saturating_mul(1000));
+        self.timestamp_type
+            .append_value(i32::from(record.timestamp_type.id()));
+        if let Some(headers) = &mut self.headers {
+            // Spark gives null, not an empty array, for a record without headers.
+            if record.headers.is_empty() {
+                headers.append_null();
+            } else {
+                let entries = headers.values();
+                for h in &record.headers {
+                    entries
+                        .field_builder::<StringBuilder>(0)
+                        .expect("header key builder")
+                        .append_value(h.key);
+                    entries
+                        .field_builder::<BinaryBuilder>(1)
+                        .expect("header value builder")
+                        .append_option(h.value);
+                    entries.append(true);
+                }
+                headers.append(true);
+            }
+        }
+        self.rows += 1;
+    }
+
+    /// The rows added so far as one batch; the builder starts empty again.
+    pub fn finish(&mut self) -> RecordBatch {
+        let mut columns: Vec<ArrayRef> = vec![
+            Arc::new(self.key.finish()),
+            Arc::new(self.value.finish()),
+            Arc::new(self.topic_col.finish()),
+            Arc::new(self.partition_col.finish()),
+            Arc::new(self.offset.finish()),
+            Arc::new(self.timestamp.finish()),
+            Arc::new(self.timestamp_type.finish()),
+        ];
+        if let Some(headers) = &mut self.headers {
+            columns.push(Arc::new(headers.finish()));
+        }
+        self.rows = 0;
+        RecordBatch::try_new(self.schema.clone(), columns)
+            .expect("columns built to the schema they are checked against")
+    }
+}
+
+/// The topic and partition a `<topic>-<partition>` folder holds.
+pub fn topic_partition_of(log: &Log) -> (Option<String>, Option<i32>) {
+    match log
+        .dir()
+        .file_name()
+        .and_then(|n| n.to_str())
+        .and_then(crate::log::checkpoint::parse_topic_partition)
+    {
+        Some((topic, partition)) => (Some(topic), Some(partition)),
+        None => (None, None),
+    }
+}
+
+/// Streams a log's records as Arrow batches of at most about `batch_rows` rows (a Kafka batch is
+/// never split, so a batch may run over by one Kafka batch). The range is fixed when the reader
+/// is made; the log's lock is held only while one Arrow batch is decoded, so appends go on.
+pub struct LogArrowReader {
+    log: Arc<Log>,
+    builder: KafkaRecordBatchBuilder,
+    next: i64,
+    end: i64,
+    isolation: FetchIsolation,
+    batch_rows: usize,
+    done: bool,
+}
+
+impl LogArrowReader {
+    /// `start=None` is the log start offset; `end=None` is what a consumer with `isolation` could
+    /// read (the high watermark, or the last stable offset for read_committed), and an `end` past
+    /// it is cut there. A `start` outside [log start, log end] is `OffsetOutOfRange`.
+    pub fn new(
+        log: Arc<Log>,
+        start: Option<i64>,
+        end: Option<i64>,
+        isolation: FetchIsolation,
+        include_headers: bool,
+        batch_rows: usize,
+    ) -> Result<Self> {
+        if batch_rows == 0 {
+            return Err(Error::InvalidArgument(
+                "batch_rows must be at least 1".into(),
+            ));
+        }
+        let (log_start, log_end) = (log.log_start_offset(), log.log_end_offset());
+        let start = start.unwrap_or(log_start);
+        if start < log_start || start > log_end {
+            return Err(Error::OffsetOutOfRange {
+                offset: start,
+                start: log_start,
+                end: log_end,
+            });
+        }
+        let bound = log.fetch_upper_bound(isolation);
+        let end = end.map_or(bound, |e| e.min(bound));
+        let (topic, partition) = topic_partition_of(&log);
+        Ok(LogArrowReader {
+            builder: KafkaRecordBatchBuilder::new(topic, partition, include_headers),
+            log,
+            next: start,
+            end,
+            isolation,
+            batch_rows,
+            done: false,
+        })
+    }
+
+    pub fn schema(&self) -> SchemaRef {
+        self.builder.schema()
+    }
+
+    /// The offset the next Arrow batch starts at (the end once the reader is done).
+    pub fn position(&self) -> i64 {
+        self.next
+    }
+
+    /// The next Arrow batch, `Ok(None)` once the range is read.
+    pub fn next_batch(&mut self) -> Result<Option<RecordBatch>> {
+        if self.done || self.next >= self.end {
+            self.done = true;
+            return Ok(None);
+        }
+        let (builder, next, limit) = (&mut self.builder, &mut self.next, self.batch_rows);
+        self.log.for_each_batch(
+            Some(*next),
+            Some(self.end),
+            self.isolation,
+            false,
+            &mut |batch, records| {
+                for r in records {
+                    builder.append(r);
+                }
+                *next = batch.last_offset() + 1;
+                Ok(builder.len() < limit)
+            },
+        )?;
+        if self.builder.is_empty() {
+            // Only aborted or control batches were left before the end.
+            self.done = true;
+            return Ok(None);
+        }
+        Ok(Some(self.builder.finish()))
+    }
+}
+
+impl Iterator for LogArrowReader {
+    type Item = std::result::Result<RecordBatch, ArrowError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        self.next_batch()
+            .map_err(|e| ArrowError::ExternalError(Box::new(e)))
+            .transpose()
+    }
+}
+
+impl RecordBatchReader for LogArrowReader {
+    fn schema(&self) -> SchemaRef {
+        self.builder.schema()
+    }
+}
+
+/// One row of Spark's Kafka sink columns, borrowed from the Arrow arrays.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SinkRow<'a> {
+    pub key: Option<&'a [u8]>,
+    pub value: Option<&'a [u8]>,
+    pub headers: Vec<(&'a str, Option<&'a [u8]>)>,
+    /// Milliseconds since the epoch; None leaves the producer's clock to stamp it.
+    pub timestamp: Option<i64>,
+    pub topic: Option<&'a str>,
+    pub partition: Option<i32>,
+}
+
+/// Spark's Kafka sink columns of one Arrow batch (`value` required; `key`, `headers`, `topic`,
+/// `partition`, `timestamp` optional), type-checked once so rows are read without checks.
+pub struct SinkColumns {
+    key: Option<ArrayRef>,
+    value: ArrayRef,
+    headers: Option<ArrayRef>,
+    timestamp: Option<ArrayRef>,
+    topic: Option<ArrayRef>,
+    partition: Option<ArrayRef>,
+    rows: usize,
+}
+
+fn is_bytes_like(t: &DataType) -> bool {
+    matches!(
+        t,
+        DataType::Binary
+            | DataType::LargeBinary
+            | DataType::BinaryView
+            | DataType::Utf8
+            | DataType::LargeUtf8
+            | DataType::Utf8View
+    )
+}
+
+fn is_string(t: &DataType) -> bool {
+    matches!(t, DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View)
+}
+
+/// Bytes of row `i` of a binary or string array of any width; None when null.
+fn bytes_at(array: &dyn Array, i: usize) -> Option<&[u8]> {
+    if array.is_null(i) {
+        return None;
+    }
+    Some(match array.data_type() {
+        DataType::Binary => array.as_binary::<i32>().value(i),
+        DataType::LargeBinary => array.as_binary::<i64>().value(i),
+        DataType::BinaryView => array.as_binary_view().value(i),
+        DataType::Utf8 => array.as_string::<i32>().value(i).as_bytes(),
+        DataType::LargeUtf8 => array.as_string::<i64>().value(i).as_bytes(),
+        DataType::Utf8View => array.as_string_view().value(i).as_bytes(),
+        _ => unreachable!("checked by SinkColumns::new"),
+    })
+}
+
+fn str_at(array: &dyn Array, i: usize) -> Option<&str> {
+    // Only string arrays reach here (checked), whose bytes are UTF-8.
+    bytes_at(array, i).map(|b| std::str::from_utf8(b).expect("Arrow strings are UTF-8"))
+}
+
+fn column_error(name: &str, found: &DataType, wanted: &str) -> Error {
+    Error::InvalidArgument(format!(
+        "column '{name}' has type {found}; Kafka's sink takes {wanted}"
+    ))
+}
+
+impl SinkColumns {
+    /// Checks a batch's columns against Spark's Kafka sink; a wrong type names the column.
+    pub fn new(batch: &RecordBatch) -> Result<Self> {
+        let schema = batch.schema();
+        let get = |name: &str| -> Option<ArrayRef> {
+            schema.index_of(name).ok().map(|i| batch.column(i).clone())
+        };
+        let bytes_col = |name: &str| -> Result<Option<ArrayRef>> {
+            match get(name) {
+                Some(c) if is_bytes_like(c.data_type()) || c.data_type() == &DataType::Null => {
+                    Ok(Some(c))
+                }
+                Some(c) => Err(column_error(name, c.data_type(), "binary or string")),
+                None => Ok(None),
+            }
+        };
+        let value = bytes_col("value")?.ok_or_else(|| {
+            Error::InvalidArgument(format!(
+                "Kafka's sink needs a 'value' column (binary or string); found columns {:?}",
+                schema
+                    .fields()
+                    .iter()
+                    .map(|f| f.name().as_str())
+                    .collect::<Vec<_>>()
+            ))
+        })?;
+        let key = bytes_col("key")?;
+        let topic = match get("topic") {
+            Some(c) if is_string(c.data_type()) || c.data_type() == &DataType::Null => Some(c),
+            Some(c) => return Err(column_error("topic", c.data_type(), "string")),
+            None => None,
+        };
+        let partition = match get("partition") {
+            Some(c)
+                if matches!(
+                    c.data_type(),
+                    DataType::Int32 | DataType::Int64 | DataType::Null
+                ) =>
+            {
+                Some(c)
+            }
+            Some(c) => return Err(column_error("partition", c.data_type(), "int")),
+            None => None,
+        };
+        let timestamp = match get("timestamp") {
+            Some(c)
+                if matches!(
+                    c.data_type(),
+                    DataType::Timestamp(_, _) | DataType::Int64 | DataType::Null
+                ) =>
+            {
+                Some(c)
+            }
+            Some(c) => {
+                return Err(column_error(
+                    "timestamp",
+                    c.data_type(),
+                    "timestamp or int64 milliseconds",
+                ))
+            }
+            None => None,
+        };
+        let headers = match get("headers") {
+            Some(c) if c.data_type() == &DataType::Null => None,
+            Some(c) => {
+                let ok = match c.data_type() {
+                    DataType::List(item) | DataType::LargeList(item) => match item.data_type() {
+                        DataType::Struct(fields) => {
+                            fields.len() == 2
+                                && fields[0].name() == "key"
+                                && is_string(fields[0].data_type())
+                                && fields[1].name() == "value"
+                                && (is_bytes_like(fields[1].data_type())
+                                    || fields[1].data_type() == &DataType::Null)
+                        }
+                        _ => false,
+                    },
+                    _ => false,
+                };
+                if !ok {
+                    return Err(column_error(
+                        "headers",
+                        c.data_type(),
+                        "array<struct<key: string, value: binary>>",
+                    ));
+                }
+                Some(c)
+            }
+            None => None,
+        };
+        Ok(SinkColumns {
+            key,
+            value,
+            headers,
+            timestamp,
+            topic,
+            partition,
+            rows: batch.num_rows(),
+        })
+    }
+
+    pub fn num_rows(&self) -> usize {
+        self.rows
+    }
+
+    pub fn has_topic(&self) -> bool {
+        self.topic.is_some()
+    }
+
+    /// Row `i` (< `num_rows()`).
+    pub fn row(&self, i: usize) -> Result<SinkRow<'_>> {
+        fn opt_bytes(c: Option<&ArrayRef>, i: usize) -> Option<&[u8]> {
+            match c {
+                Some(a) if a.data_type() != &DataType::Null => bytes_at(a.as_ref(), i),
+                _ => None,
+            }
+        }
+        let partition = match &self.partition {
+            Some(a) if !a.is_null(i) => Some(match a.data_type() {
+                DataType::Int32 => a.as_primitive::<Int32Type>().value(i),
+                DataType::Int64 => {
+                    let p = a.as_primitive::<Int64Type>().value(i);
+                    i32::try_from(p).map_err(|_| {
+                        Error::InvalidArgument(format!("partition {p} in row {i} is out of range"))
+                    })?
+                }
+                _ => unreachable!("checked by SinkColumns::new"),
+            }),
+            _ => None,
+        };
+        let timestamp = match &self.timestamp {
+            Some(a) if !a.is_null(i) => Some(match a.data_type() {
+                DataType::Int64 => a.as_primitive::<Int64Type>().value(i),
+                DataType::Timestamp(TimeUnit::Second, _) => a
+                    .as_primitive::<TimestampSecondType>()
+                    .value(i)
+                    .saturating_mul(1000),
+                DataType::Timestamp(TimeUnit::Millisecond, _) => {
+                    a.as_primitive::<TimestampMillisecondType>().value(i)
+                }
+                DataType::Timestamp(TimeUnit::Microsecond, _) => a
+                    .as_primitive::<TimestampMicrosecondType>()
+                    .value(i)
+                    .div_euclid(1000),
+                DataType::Timestamp(TimeUnit::Nanosecond, _) => a
+                    .as_primitive::<TimestampNanosecondType>()
+                    .value(i)
+                    .div_euclid(1_000_000),
+                _ => unreachable!("checked by SinkColumns::new"),
+            }),
+            _ => None,
+        };
+        let mut headers = Vec::new();
+        if let Some(h) = &self.headers {
+            if !h.is_null(i) {
+                // Entries are read from the column's child array, so they borrow from the column.
+                let (child, range) = match h.data_type() {
+                    DataType::List(_) => {
+                        let l = h.as_list::<i32>();
+                        let o = l.value_offsets();
+                        (l.values(), o[i] as usize..o[i + 1] as usize)
+                    }
+                    _ => {
+                        let l = h.as_list::<i64>();
+                        let o = l.value_offsets();
+                        (l.values(), o[i] as usize..o[i + 1] as usize)
+                    }
+                };
+                let fields = child.as_struct();
+                let (keys, values) = (fields.column(0), fields.column(1));
+                for j in range {
+                    if fields.is_null(j) {
+                        continue;
+                    }
+                    let key = str_at(keys.as_ref(), j).ok_or_else(|| {
+                        Error::InvalidArgument(format!("row {i} has a header with a null key"))
+                    })?;
+                    let value = if values.data_type() == &DataType::Null {
+                        None
+                    } else {
+                        bytes_at(values.as_ref(), j)
+                    };
+                    headers.push((key, value));
+                }
+            }
+        }
+        Ok(SinkRow {
+            key: opt_bytes(self.key.as_ref(), i),
+            value: opt_bytes(Some(&self.value), i),
+            headers,
+            timestamp,
+            topic: match &self.topic {
+                Some(a) if a.data_type() != &DataType::Null => str_at(a.as_ref(), i),
+                _ => None,
+            },
+            partition,
+        })
+    }
+}
+
+/// Producer settings for turning sink rows into Kafka batches.
+#[derive(Debug, Clone, Copy)]
+pub struct SinkBatchOptions {
+    pub compression: Compression,
+    /// A batch is closed once its uncompressed size reaches this (Kafka's `batch.size` idea,
+    /// kept under the default `max.message.bytes`).
+    pub batch_bytes: usize,
+}
+
+impl Default for SinkBatchOptions {
+    fn default() -> Self {
+        SinkBatchOptions {
+            compression: Compression::None,
+            batch_bytes: DEFAULT_SINK_BATCH_BYTES,
+        }
+    }
+}
+
+/// Well under Kafka's default `max.message.bytes` (1 MiB + 12) so a broker takes every batch.
+pub const DEFAULT_SINK_BATCH_BYTES: usize = 512 * 1024;
+
+fn append_row(builder: &mut BatchBuilder, row: &SinkRow<'_>, now: i64) -> Result<()> {
+    builder.append(
+        row.timestamp.unwrap_or(now),
+        row.key,
+        row.value,
+        &row.headers,
+    )
+}
+
+/// Encodes every row of `columns` (a single partition's) as v2 batches back to back, offsets
+/// relative, ready for `Log::append_as_leader`.
+pub fn encode_sink_rows(
+    columns: &SinkColumns,
+    options: SinkBatchOptions,
+    now: i64,
+) -> Result<Vec<u8>> {
+    let mut out = Vec::new();
+    let mut builder = BatchBuilder::new(BatchOptions {
+        compression: options.compression,
+        ..Default::default()
+    });
+    for i in 0..columns.num_rows() {
+        append_row(&mut builder, &columns.row(i)?, now)?;
+        if builder.estimated_size() >= options.batch_bytes {
+            let full = std::mem::replace(
+                &mut builder,
+                BatchBuilder::new(BatchOptions {
+                    compression: options.compression,
+                    ..Default::default()
+                }),
+            );
+            out.extend_from_slice(&full.build()?);
+        }
+    }
+    if !builder.is_empty() {
+        out.extend_from_slice(&builder.build()?);
+    }
+    Ok(out)
+}
+
+/// Where each sink row goes: the `topic` option over the column, the `partition` column, else
+/// Kafka's built-in partitioner (murmur2 of the key, sticky for null keys) over the topic's
+/// partition count (the data dir's, or `new_topic_partitions` for a topic it does not have yet).
+pub struct PartitionRouter {
+    topic_option: Option<String>,
+    counts: BTreeMap<String, i32>,
+    new_topic_partitions: i32,
+    sticky: HashMap<String, StickyPartitioner>,
+}
+
+impl PartitionRouter {
+    pub fn new(
+        topic_option: Option<String>,
+        counts: BTreeMap<String, i32>,
+        new_topic_partitions: i32,
+    ) -> Result<Self> {
+        if let Some(t) = &topic_option {
+            validate_topic_name(t)?;
+        }
+        if new_topic_partitions < 1 {
+            return Err(Error::InvalidArgument(format!(
+                "a new topic needs at least one partition, not {new_topic_partitions}"
+            )));
+        }
+        Ok(PartitionRouter {
+            topic_option,
+            counts,
+            new_topic_partitions,
+            sticky: HashMap::new(),
+        })
+    }
+
+    /// Partition count a topic has or will be created with.
+    pub fn partition_count(&self, topic: &str) -> i32 {
+        self.counts
+            .get(topic)
+            .copied()
+            .unwrap_or(self.new_topic_partitions)
+    }
+
+    pub fn route(&mut self, row: &SinkRow<'_>, row_index: usize) -> Result<(String, i32)> {
+        let topic = match (&self.topic_option, row.topic) {
+            (Some(t), _) => t.clone(),
+            (None, Some(t)) => {
+                if !self.counts.contains_key(t) {
+                    validate_topic_name(t)?;
+                }
+                t.to_string()
+            }
+            (None, None) => {
+                return Err(Error::InvalidArgument(format!(
+                    "row {row_index} has no topic: give the 'topic' option or a 'topic' column"
+                )))
+            }
+        };
+        let count = self.partition_count(&topic);
+        let partition = match (row.partition, row.key) {
+            (Some(p), _) if p < 0 || p >= count => {
+                return Err(Error::InvalidArgument(format!(
+                    "row {row_index} asks for partition {p} of topic '{topic}', which has {count}"
+                )))
+            }
+            (Some(p), _) => p,
+            (None, Some(key)) => partition_for_key(key, count),
+            (None, None) => {
+                let size = row.value.map_or(0, <[u8]>::len);
+                self.sticky
+                    .entry(topic.clone())
+                    .or_insert_with(|| StickyPartitioner::new(count, DEFAULT_BATCH_SIZE))
+                    .partition(size)
+            }
+        };
+        Ok((topic, partition))
+    }
+}
+
+/// Writes routed rows as v2 batches into one staging file per topic-partition under `dir`, so
+/// a task's output can be appended later by the log's one writer (`datadir::commit_staged`).
+pub struct BatchStager {
+    dir: PathBuf,
+    prefix: String,
+    options: SinkBatchOptions,
+    open: BTreeMap<(String, i32), (BatchBuilder, std::fs::File, PathBuf)>,
+}
+
+impl BatchStager {
+    /// Files are named `<topic>-<partition>.<prefix>.batches` (the prefix tells tasks apart).
+    pub fn new(dir: &Path, prefix: &str, options: SinkBatchOptions) -> Result<Self> {
+        std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+        Ok(BatchStager {
+            dir: dir.to_path_buf(),
+            prefix: prefix.to_string(),
+            options,
+            open: BTreeMap::new(),
+        })
+    }
+
+    fn new_builder(&self) -> BatchBuilder {
+        BatchBuilder::new(BatchOptions {
+            compression: self.options.compression,
+            ..Default::default()
+        })
+    }
+
+    pub fn add(
+        &mut self,
+        topic: String,
+        partition: i32,
+        row: &SinkRow<'_>,
+        now: i64,
+    ) -> Result<()> {
+        let key = (topic, partition);
+        if !self.open.contains_key(&key) {
+            let path = self
+                .dir
+                .join(format!("{}-{}.{}.batches", key.0, key.1, self.prefix));
+            let file = std::fs::File::create(&path).map_err(|e| Error::io(&path, e))?;
+            let builder = self.new_builder();
+            self.open.insert(key.clone(), (builder, file, path));
+        }
+        let fresh = self.new_builder();
+        let (builder, file, path) = self.open.get_mut(&key).expect("inserted above");
+        append_row(builder, row, now)?;
+        if builder.estimated_size() >= self.options.batch_bytes {
+            let full = std::mem::replace(builder, fresh);
+            file.write_all(&full.build()?)
+                .map_err(|e| Error::io(&*path, e))?;
+        }
+        Ok(())
+    }
+
+    /// Writes what is left, syncs, and lists the staged files.
+    pub fn finish(self) -> Result<Vec<(String, i32, PathBuf)>> {
+        let mut out = Vec::new();
+        for ((topic, partition), (builder, mut file, path)) in self.open {
+            if !builder.is_empty() {
+                file.write_all(&builder.build()?)
+                    .map_err(|e| Error::io(&path, e))?;
+            }
+            file.sync_data().map_err(|e| Error::io(&path, e))?;
+            out.push((topic, partition, path));
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::log::LogOptions;
+    use arrow_array::{BinaryArray, Int64Array, ListArray, StringArray, StructArray};
+
+    fn log_with(
+        records: &[(Option<&[u8]>, Option<&[u8]>, Vec<(&str, Option<&[u8]>)>)],
+    ) -> (tempfile::TempDir, Arc<Log>) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("orders-3");
+        let log = Log::open(
+            &path,
+            LogOptions {
+                read_only: false,
+                create: true,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        for (key, value, headers) in records {
+            let mut b = BatchBuilder::new(BatchOptions::default());
+            b.append(1_700_000_000_123, *key, *value, headers).unwrap();
+            log.append_as_leader(&b.build().unwrap(), 0).unwrap();
+        }
+        (dir, Arc::new(log))
+    }
+
+    #[test]
+    fn rows_follow_sparks_kafka_source() {
+        let (_d, log) = log_with(&[
+            (Some(b"k0"), Some(b"v0"), vec![]),
+            (None, None, vec![("h", Some(b"1")), ("n", None)]),
+        ]);
+        let mut reader =
+            LogArrowReader::new(log, None, None, FetchIsolation::HighWatermark, true, 10).unwrap();
+        let batch = reader.next_batch().unwrap().unwrap();
+        assert!(reader.next_batch().unwrap().is_none());
+        assert_eq!(batch.schema(), kafka_source_schema(true));
+        assert_eq!(batch.num_rows(), 2);
+        let key = batch
+            .column(0)
+            .as_any()
+            .downcast_ref::<BinaryArray>()
+            .unwrap();
+        assert_eq!(key.value(0), b"k0");
+        assert!(key.is_null(1));
+        let topic = batch
+            .column(2)
+            .as_any()
+            .downcast_ref::<StringArray>()
+            .unwrap();
+        assert_eq!(topic.value(1), "orders");
+        assert_eq!(batch.column(3).as_primitive::<Int32Type>().value(0), 3);
+        let offsets = batch
+            .column(4)
+            .as_any()
+            .downcast_ref::<Int64Array>()
+            .unwrap();
+        assert_eq!(offsets.values(), &[0, 1]);
+        assert_eq!(
+            batch
+                .column(5)
+                .as_primitive::<TimestampMicrosecondType>()
+                .value(0),
+            1_700_000_000_123_000
+        );
+        assert_eq!(batch.column(6).as_primitive::<Int32Type>().value(0), 0);
+        let headers = batch
+            .column(7)
+            .as_any()
+            .downcast_ref::<ListArray>()
+            .unwrap();
+        assert!(headers.is_null(0), "no headers is null, as Spark gives");
+        let entries = headers.value(1);
+        let entries = entries.as_any().downcast_ref::<StructArray>().unwrap();
+        assert_eq!(entries.len(), 2);
+        assert_eq!(entries.column(0).as_string::<i32>().value(1), "n");
+        assert!(entries.column(1).is_null(1));
+    }
+
+    #[test]
+    fn batches_stream_in_bounded_chunks_and_resume_where_they_stopped() {
+        let recs: Vec<_> = (0..25).map(|_| (None, Some(&b"x"[..]), vec![])).collect();
+        let (_d, log) = log_with(&recs);
+        let reader = LogArrowReader::new(
+            log,
+            Some(3),
+            Some(20),
+            FetchIsolation::HighWatermark,
+            false,
+            4,
+        )
+        .unwrap();
+        let batches: Vec<_> = reader.map(|b| b.unwrap()).collect();
+        assert!(batches.iter().all(|b| b.num_rows() <= 4));
+        let offsets: Vec<i64> = batches
+            .iter()
+            .flat_map(|b| b.column(4).as_primitive::<Int64Type>().values().to_vec())
+            .collect();
+        assert_eq!(offsets, (3..20).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn start_outside_the_log_is_out_of_range() {
+        let (_d, log) = log_with(&[(None, Some(b"v"), vec![])]);
+        let err = LogArrowReader::new(log, Some(5), None, FetchIsolation::HighWatermark, false, 4)
+            .err()
+            .unwrap();
+        assert!(
+            matches!(err, Error::OffsetOutOfRange { offset: 5, .. }),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn sink_columns_reject_wrong_types_by_name() {
+        let schema = Arc::new(Schema::new(vec![Field::new(
+            "value",
+            DataType::Int64,
+            true,
+        )]));
+        let batch =
+            RecordBatch::try_new(schema, vec![Arc::new(Int64Array::from(vec![1]))]).unwrap();
+        let err = SinkColumns::new(&batch).err().unwrap().to_string();
+        assert!(err.contains("'value'") && err.contains("Int64"), "{err}");
+    }
+}

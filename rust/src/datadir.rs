@@ -1,0 +1,253 @@
+//! A Kafka data dir as Kafka's `LogManager` sees it: `<topic>-<partition>` folders, topics and
+//! their partition counts, Kafka's topic-name rules; and writing many partitions at once with
+//! all-or-nothing commit (staged batches appended by one writer, rolled back on failure).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, Result};
+use crate::log::checkpoint::parse_topic_partition;
+use crate::log::{Log, LogOptions};
+use crate::record::file_records::FileRecords;
+
+/// How many bytes of staged batches one append takes.
+const APPEND_CHUNK_BYTES: usize = 4 << 20;
+
+/// One live partition folder of a data dir.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct PartitionFolder {
+    pub topic: String,
+    pub partition: i32,
+    pub path: PathBuf,
+}
+
+/// Kafka's `Topic.MAX_NAME_LENGTH`.
+pub const MAX_TOPIC_NAME_LENGTH: usize = 249;
+
+/// Kafka's `Topic.validate`: 1 to 249 characters of `[a-zA-Z0-9._-]`, not `.` or `..`.
+pub fn validate_topic_name(name: &str) -> Result<()> {
+    let problem = if name.is_empty() {
+        Some("is empty".to_string())
+    } else if name == "." || name == ".." {
+        Some("cannot be '.' or '..'".to_string())
+    } else if name.len() > MAX_TOPIC_NAME_LENGTH {
+        Some(format!(
+            "is {} characters long; the maximum is {MAX_TOPIC_NAME_LENGTH}",
+            name.len()
+        ))
+    } else if let Some(c) = name
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')))
+    {
+        Some(format!(
+            "contains '{c}'; legal characters are ASCII letters, digits, '.', '_' and '-'"
+        ))
+    } else {
+        None
+    };
+    match problem {
+        Some(p) => Err(Error::InvalidArgument(format!("topic name '{name}' {p}"))),
+        None => Ok(()),
+    }
+}
+
+/// The live partition folders directly under `data_dir`, sorted by topic and partition.
+pub fn partition_folders(data_dir: &Path) -> Result<Vec<PartitionFolder>> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(data_dir).map_err(|e| Error::io(data_dir, e))? {
+        let entry = entry.map_err(|e| Error::io(data_dir, e))?;
+        let path = entry.path();
+        if !path.is_dir() {
+            continue;
+        }
+        let Some((topic, partition)) = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(parse_topic_partition)
+        else {
+            continue;
+        };
+        out.push(PartitionFolder {
+            topic,
+            partition,
+            path,
+        });
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// Partition count of each topic of a data dir (the highest partition + 1, as a broker that
+/// holds every partition of a topic has them).
+pub fn topic_partition_counts(data_dir: &Path) -> Result<BTreeMap<String, i32>> {
+    let mut counts = BTreeMap::new();
+    for f in partition_folders(data_dir)? {
+        let c = counts.entry(f.topic).or_insert(0);
+        *c = (*c).max(f.partition + 1);
+    }
+    Ok(counts)
+}
+
+/// Creates the folders of a new topic's partitions (an empty log each).
+pub fn create_topic(data_dir: &Path, topic: &str, partitions: i32) -> Result<()> {
+    validate_topic_name(topic)?;
+    if partitions < 1 {
+        return Err(Error::InvalidArgument(format!(
+            "a topic needs at least one partition, not {partitions}"
+        )));
+    }
+    std::fs::create_dir_all(data_dir).map_err(|e| Error::io(data_dir, e))?;
+    for p in 0..partitions {
+        let log = Log::open(
+            data_dir.join(format!("{topic}-{p}")),
+            LogOptions {
+                read_only: false,
+                create: true,
+                ..Default::default()
+            },
+        )?;
+        log.close()?;
+    }
+    Ok(())
+}
+
+/// Appends staged files of whole v2 batches (offsets relative, as a producer sends them) to
+/// their partitions' logs in `data_dir`, as the leader. All or nothing: when any append fails,
+/// every log already appended to is truncated back to where it was, and the error is returned.
+/// Returns the records' (topic, partition, first offset, last offset) per partition written.
+pub fn commit_staged(
+    data_dir: &Path,
+    staged: &[(String, i32, PathBuf)],
+    config: &crate::config::LogConfig,
+) -> Result<Vec<(String, i32, i64, i64)>> {
+    let mut by_partition: BTreeMap<(String, i32), Vec<&Path>> = BTreeMap::new();
+    for (topic, partition, file) in staged {
+        validate_topic_name(topic)?;
+        by_partition
+            .entry((topic.clone(), *partition))
+            .or_default()
+            .push(file);
+    }
+    let mut appended: Vec<(Log, i64)> = Vec::new();
+    let mut written = Vec::new();
+    let result = (|| -> Result<()> {
+        for ((topic, partition), files) in &by_partition {
+            let log = Log::open(
+                data_dir.join(format!("{topic}-{partition}")),
+                LogOptions {
+                    read_only: false,
+                    create: true,
+                    config: config.clone(),
+                    ..Default::default()
+                },
+            )?;
+            let before = log.log_end_offset();
+            appended.push((log, before));
+            let log = &appended.last().expect("just pushed").0;
+            let mut first = None;
+            let mut last = before - 1;
+            for file in files {
+                let records = FileRecords::open(file, false)?;
+                let mut reader =
+                    records.batches(0, records.size_in_bytes(), config.max_message_bytes * 4);
+                // Whole batches go in appends of at most a few MB, each within one segment.
+                let mut chunk = Vec::new();
+                loop {
+                    let next = reader.next_batch()?;
+                    let flush = match next {
+                        Some((_, bytes)) => {
+                            chunk.extend_from_slice(bytes);
+                            chunk.len() >= APPEND_CHUNK_BYTES
+                        }
+                        None => !chunk.is_empty(),
+                    };
+                    if flush {
+                        let info = log.append_as_leader(&chunk, 0)?;
+                        first.get_or_insert(info.first_offset);
+                        last = info.last_offset;
+                        chunk.clear();
+                    }
+                    if next.is_none() {
+                        break;
+                    }
+                }
+            }
+            log.flush()?;
+            if let Some(first) = first {
+                written.push((topic.clone(), *partition, first, last));
+            }
+        }
+        Ok(())
+    })();
+    match result {
+        Ok(()) => {
+            for (log, _) in appended {
+                log.close()?;
+            }
+            Ok(written)
+        }
+        Err(e) => {
+            for (log, before) in appended.iter().rev() {
+                // Best effort: the first error is the one to report.
+                let _ = log.truncate_to(*before);
+                let _ = log.close();
+            }
+            Err(e)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn topic_names_follow_kafka() {
+        for ok in ["orders", "a.b_c-1", &"x".repeat(249)] {
+            validate_topic_name(ok).unwrap();
+        }
+        for bad in ["", ".", "..", "with space", "ü", &"x".repeat(250)] {
+            assert!(validate_topic_name(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn folders_and_counts() {
+        let dir = tempfile::tempdir().unwrap();
+        create_topic(dir.path(), "t", 3).unwrap();
+        std::fs::create_dir(dir.path().join("t-7.abc-delete")).unwrap();
+        std::fs::write(
+            dir.path().join("recovery-point-offset-checkpoint"),
+            "0\n0\n",
+        )
+        .unwrap();
+        let folders = partition_folders(dir.path()).unwrap();
+        assert_eq!(folders.len(), 3);
+        assert_eq!(topic_partition_counts(dir.path()).unwrap()["t"], 3);
+    }
+
+    #[test]
+    fn a_failed_commit_leaves_every_log_as_it_was() {
+        use crate::record::builder::{BatchBuilder, BatchOptions};
+        let dir = tempfile::tempdir().unwrap();
+        create_topic(dir.path(), "t", 2).unwrap();
+        let mut b = BatchBuilder::new(BatchOptions::default());
+        b.append(1, None, Some(b"v"), &[]).unwrap();
+        let good = dir.path().join("good.batches");
+        std::fs::write(&good, b.build().unwrap()).unwrap();
+        let bad = dir.path().join("bad.batches");
+        std::fs::write(&bad, b"not a batch at all, just bytes").unwrap();
+        let config = crate::config::LogConfig::default();
+        let staged = vec![
+            ("t".to_string(), 0, good.clone()),
+            ("t".to_string(), 1, bad),
+        ];
+        assert!(commit_staged(dir.path(), &staged, &config).is_err());
+        for p in 0..2 {
+            let log = Log::open(dir.path().join(format!("t-{p}")), LogOptions::default()).unwrap();
+            assert_eq!(log.log_end_offset(), 0, "partition {p} rolled back");
+        }
+        let ok = commit_staged(dir.path(), &[("t".to_string(), 0, good)], &config).unwrap();
+        assert_eq!(ok, vec![("t".to_string(), 0, 0, 0)]);
+    }
+}

@@ -1,0 +1,6 @@
+//! The producer's side above one partition: which partition a record goes to (Kafka's
+//! `BuiltInPartitioner` and `Utils.murmur2`).
+
+pub mod partitioner;
+
+pub use partitioner::{murmur2, partition_for_key, to_positive, StickyPartitioner};

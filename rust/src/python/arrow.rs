@@ -1,0 +1,241 @@
+//! Arrow for Python: the crate's Arrow batches handed to pyarrow through the C data interface
+//! (pyo3-arrow), Arrow input taken from anything with `__arrow_c_stream__`/`__arrow_c_array__`,
+//! and the data-dir functions the Spark data source plans and writes with.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use pyo3::prelude::*;
+use pyo3_arrow::input::AnyRecordBatch;
+use pyo3_arrow::{PyRecordBatch, PySchema};
+
+use crate::arrow::{
+    encode_sink_rows, kafka_source_schema, BatchStager, LogArrowReader, PartitionRouter,
+    SinkBatchOptions, SinkColumns,
+};
+use crate::datadir;
+use crate::error::{Error, Result};
+use crate::log::Log as RsLog;
+use crate::python::records::now_ms;
+use crate::record::codec::Compression;
+
+fn arrow_error(e: arrow_schema::ArrowError) -> Error {
+    Error::InvalidArgument(format!("Arrow input: {e}"))
+}
+
+/// Pulls Arrow batches from a log; each `__next__` decodes one batch with the GIL released.
+#[pyclass(module = "kafkalog")]
+pub struct ArrowBatchIterator {
+    reader: Mutex<LogArrowReader>,
+}
+
+#[pymethods]
+impl ArrowBatchIterator {
+    fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        slf
+    }
+
+    fn __next__(&self, py: Python<'_>) -> PyResult<Option<PyObject>> {
+        let batch = py.allow_threads(|| {
+            self.reader
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .next_batch()
+        })?;
+        batch
+            .map(|b| PyRecordBatch::new(b).to_pyarrow(py))
+            .transpose()
+    }
+}
+
+/// `Log.to_arrow`: a `pyarrow.RecordBatchReader` over the log's records.
+pub fn log_to_arrow(
+    py: Python<'_>,
+    log: Arc<RsLog>,
+    start: Option<i64>,
+    end: Option<i64>,
+    isolation: crate::log::FetchIsolation,
+    include_headers: bool,
+    batch_rows: usize,
+) -> PyResult<PyObject> {
+    let reader = py.allow_threads(|| {
+        LogArrowReader::new(log, start, end, isolation, include_headers, batch_rows)
+    })?;
+    let schema = PySchema::new(reader.schema()).to_pyarrow(py)?;
+    let batches = Py::new(
+        py,
+        ArrowBatchIterator {
+            reader: Mutex::new(reader),
+        },
+    )?;
+    let pyarrow = py.import("pyarrow")?;
+    Ok(pyarrow
+        .getattr("RecordBatchReader")?
+        .call_method1("from_batches", (schema, batches))?
+        .unbind())
+}
+
+/// `Log.append_arrow`: appends Arrow rows with Spark's Kafka sink columns as the leader, one
+/// append (all or nothing) per Arrow batch. Returns (first offset, last offset), or None when
+/// there were no rows.
+pub fn log_append_arrow(
+    py: Python<'_>,
+    log: Arc<RsLog>,
+    data: AnyRecordBatch,
+    compression: &str,
+    batch_bytes: usize,
+) -> PyResult<Option<(i64, i64)>> {
+    let options = SinkBatchOptions {
+        compression: Compression::from_name(compression)?,
+        batch_bytes,
+    };
+    let reader = data.into_reader()?;
+    let range = py.allow_threads(move || -> Result<Option<(i64, i64)>> {
+        let mut range: Option<(i64, i64)> = None;
+        for batch in reader {
+            let batch = batch.map_err(arrow_error)?;
+            let columns = SinkColumns::new(&batch)?;
+            if columns.num_rows() == 0 {
+                continue;
+            }
+            let bytes = encode_sink_rows(&columns, options, now_ms())?;
+            let info = log.append_as_leader(&bytes, 0)?;
+            range = Some((range.map_or(info.first_offset, |r| r.0), info.last_offset));
+        }
+        Ok(range)
+    })?;
+    Ok(range)
+}
+
+/// Spark's Kafka source schema as a `pyarrow.Schema`.
+#[pyfunction]
+#[pyo3(signature = (include_headers = false))]
+fn kafka_source_schema_arrow(py: Python<'_>, include_headers: bool) -> PyResult<PyObject> {
+    PySchema::new(kafka_source_schema(include_headers)).to_pyarrow(py)
+}
+
+/// The live `<topic>-<partition>` folders of a data dir: [(topic, partition, path)].
+#[pyfunction]
+fn partition_folders(py: Python<'_>, data_dir: PathBuf) -> PyResult<Vec<(String, i32, PathBuf)>> {
+    let folders = py.allow_threads(|| datadir::partition_folders(&data_dir))?;
+    Ok(folders
+        .into_iter()
+        .map(|f| (f.topic, f.partition, f.path))
+        .collect())
+}
+
+/// Raises ValueError when `name` is not a legal Kafka topic name.
+#[pyfunction]
+fn validate_topic_name(name: &str) -> PyResult<()> {
+    Ok(datadir::validate_topic_name(name)?)
+}
+
+/// Creates a topic's partition folders in a data dir.
+#[pyfunction]
+fn create_topic(py: Python<'_>, data_dir: PathBuf, topic: &str, partitions: i32) -> PyResult<()> {
+    Ok(py.allow_threads(|| datadir::create_topic(&data_dir, topic, partitions))?)
+}
+
+/// Kafka's `Utils.murmur2` and the partition Kafka's producer picks for a key.
+#[pyfunction]
+fn murmur2(key: &[u8]) -> i32 {
+    crate::producer::murmur2(key)
+}
+
+#[pyfunction]
+fn partition_for_key(key: &[u8], num_partitions: i32) -> PyResult<i32> {
+    if num_partitions < 1 {
+        return Err(pyo3::exceptions::PyValueError::new_err(
+            "num_partitions must be at least 1",
+        ));
+    }
+    Ok(crate::producer::partition_for_key(key, num_partitions))
+}
+
+/// Routes Arrow rows with Spark's Kafka sink columns to topic-partitions of `data_dir` and
+/// writes them as Kafka batches into staging files under `staging_dir` (nothing in `data_dir`
+/// changes). Returns [(topic, partition, staged file)] for `commit_staged`.
+#[pyfunction]
+#[pyo3(signature = (data, data_dir, staging_dir, prefix, *, topic = None, new_topic_partitions = 1,
+    compression = "none", batch_bytes = crate::arrow::DEFAULT_SINK_BATCH_BYTES))]
+#[allow(clippy::too_many_arguments)]
+fn stage_arrow(
+    py: Python<'_>,
+    data: AnyRecordBatch,
+    data_dir: PathBuf,
+    staging_dir: PathBuf,
+    prefix: &str,
+    topic: Option<String>,
+    new_topic_partitions: i32,
+    compression: &str,
+    batch_bytes: usize,
+) -> PyResult<Vec<(String, i32, PathBuf)>> {
+    let options = SinkBatchOptions {
+        compression: Compression::from_name(compression)?,
+        batch_bytes,
+    };
+    let reader = data.into_reader()?;
+    let prefix = prefix.to_string();
+    let staged = py.allow_threads(move || -> Result<_> {
+        let counts = if data_dir.exists() {
+            datadir::topic_partition_counts(&data_dir)?
+        } else {
+            Default::default()
+        };
+        let mut router = PartitionRouter::new(topic, counts, new_topic_partitions)?;
+        let mut stager = BatchStager::new(&staging_dir, &prefix, options)?;
+        let mut row_index = 0usize;
+        for batch in reader {
+            let batch = batch.map_err(arrow_error)?;
+            let columns = SinkColumns::new(&batch)?;
+            let now = now_ms();
+            for i in 0..columns.num_rows() {
+                let row = columns.row(i)?;
+                let (t, p) = router.route(&row, row_index + i)?;
+                stager.add(t, p, &row, now)?;
+            }
+            row_index += columns.num_rows();
+        }
+        stager.finish()
+    })?;
+    Ok(staged)
+}
+
+/// Appends staged files to their logs in `data_dir` (creating missing topics with
+/// `new_topic_partitions` partitions), all or nothing. Returns [(topic, partition, first, last)].
+#[pyfunction]
+#[pyo3(signature = (data_dir, staged, *, new_topic_partitions = 1))]
+fn commit_staged(
+    py: Python<'_>,
+    data_dir: PathBuf,
+    staged: Vec<(String, i32, PathBuf)>,
+    new_topic_partitions: i32,
+) -> PyResult<Vec<(String, i32, i64, i64)>> {
+    Ok(py.allow_threads(move || -> Result<_> {
+        let counts = if data_dir.exists() {
+            datadir::topic_partition_counts(&data_dir)?
+        } else {
+            Default::default()
+        };
+        let mut created = std::collections::BTreeSet::new();
+        for (topic, _, _) in &staged {
+            if !counts.contains_key(topic) && created.insert(topic.clone()) {
+                datadir::create_topic(&data_dir, topic, new_topic_partitions)?;
+            }
+        }
+        datadir::commit_staged(&data_dir, &staged, &Default::default())
+    })?)
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<ArrowBatchIterator>()?;
+    m.add_function(wrap_pyfunction!(kafka_source_schema_arrow, m)?)?;
+    m.add_function(wrap_pyfunction!(partition_folders, m)?)?;
+    m.add_function(wrap_pyfunction!(validate_topic_name, m)?)?;
+    m.add_function(wrap_pyfunction!(create_topic, m)?)?;
+    m.add_function(wrap_pyfunction!(murmur2, m)?)?;
+    m.add_function(wrap_pyfunction!(partition_for_key, m)?)?;
+    m.add_function(wrap_pyfunction!(stage_arrow, m)?)?;
+    m.add_function(wrap_pyfunction!(commit_staged, m)?)?;
+    Ok(())
+}

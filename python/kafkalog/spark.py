@@ -1,0 +1,555 @@
+"""Kafka log folders as PySpark DataFrames, without a broker.
+
+``register(spark)`` adds the Python data source ``kafkalog``; its options are those of Spark's
+own Kafka source (``subscribe``, ``startingOffsets``, ``kafka.isolation.level``, ...) with
+``path`` in place of ``kafka.bootstrap.servers``. ``read_logs(spark, folders, **options)`` builds
+the same DataFrame with ``mapInArrow``. Writing (``df.write.format("kafkalog")``) takes Spark's
+Kafka sink columns. This module plans and parses options only: every Arrow batch is built in Rust.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import uuid
+from dataclasses import dataclass
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
+
+from . import _kafkalog
+from ._kafkalog import Log
+
+try:  # pyspark is an extra: `pip install kafkalog[spark]`
+    from pyspark.sql.datasource import (
+        DataSource,
+        DataSourceArrowWriter,
+        DataSourceReader,
+        InputPartition,
+        WriterCommitMessage,
+    )
+    from pyspark.sql.types import (
+        ArrayType,
+        BinaryType,
+        IntegerType,
+        LongType,
+        StringType,
+        StructField,
+        StructType,
+        TimestampType,
+    )
+except ImportError as e:  # pragma: no cover - exercised only without pyspark
+    raise ImportError(
+        "kafkalog.spark needs PySpark 4.0 or later: pip install 'kafkalog[spark]'"
+    ) from e
+
+__all__ = ["register", "read_logs", "kafka_schema", "KafkaLogDataSource", "READ_OPTIONS", "WRITE_OPTIONS"]
+
+EARLIEST = -2
+LATEST = -1
+
+#: Options of the read side (Spark's Kafka source names), lower-cased as Spark passes them.
+READ_OPTIONS = {
+    "path": "a Kafka data dir (folders <topic>-<partition>) or a partition folder; several comma-separated",
+    "paths": "(set by Spark for load([...]))",
+    "subscribe": "comma-separated topics",
+    "subscribepattern": "a Java regex over topic names",
+    "assign": 'JSON {"topic":[partitions]}',
+    "startingoffsets": 'earliest (default) or JSON {"topic":{"0":offset}} with -2 for earliest',
+    "endingoffsets": 'latest (default) or JSON {"topic":{"0":offset}} with -1 for latest',
+    "startingtimestamp": "ms since the epoch, for every partition",
+    "endingtimestamp": "ms since the epoch, for every partition",
+    "startingoffsetsbytimestamp": 'JSON {"topic":{"0":ts}}',
+    "endingoffsetsbytimestamp": 'JSON {"topic":{"0":ts}}',
+    "startingoffsetsbytimestampstrategy": "error (default) or latest: when no offset has the timestamp",
+    "includeheaders": "true/false (default false)",
+    "kafka.isolation.level": "read_uncommitted (default) or read_committed",
+    "failondataloss": "true (default) fails when a requested offset is gone; false skips",
+    "minpartitions": "at least this many Spark partitions",
+    "maxrecordsperpartition": "split partitions into ranges of at most this many offsets",
+}
+
+#: Options of the write side.
+WRITE_OPTIONS = {
+    "path": "the Kafka data dir to write topics into",
+    "topic": "the topic of every row (overrides a topic column)",
+    "kafka.compression.type": "none (default), gzip, snappy, lz4 or zstd",
+    "kafka.batch.size": "bytes of records per Kafka batch before it is closed",
+    "partitions": "partition count of a topic the write creates (default 1)",
+    "stagingdir": "where tasks stage batches before the commit (default: beside the data dir)",
+}
+
+# Options of Spark's Kafka source that need a broker or a stream: a clear error, not silence.
+_BROKER_ONLY = {
+    "kafka.bootstrap.servers": "kafkalog reads files: give .option('path', <Kafka data dir>) instead",
+    "kafkaconsumer.polltimeoutms": "there is no consumer to poll",
+    "fetchoffset.numretries": "offsets come from the files, not a broker",
+    "fetchoffset.retryintervalms": "offsets come from the files, not a broker",
+    "groupidprefix": "no consumer group is joined",
+    "kafka.group.id": "no consumer group is joined",
+    "maxoffsetspertrigger": "streaming only; kafkalog reads batches",
+    "minoffsetspertrigger": "streaming only; kafkalog reads batches",
+    "maxtriggerdelay": "streaming only; kafkalog reads batches",
+    "includeheaders.streaming": "streaming only",
+}
+
+_INTERNAL_TOPICS = {"__consumer_offsets", "__transaction_state", "__share_group_state", "__cluster_metadata"}
+
+
+class KafkaLogOptionError(ValueError):
+    """An option kafkalog's Spark source does not take, or a value it cannot use."""
+
+
+def kafka_schema(include_headers: bool = False) -> StructType:
+    """Spark's Kafka source schema."""
+    fields = [
+        StructField("key", BinaryType()),
+        StructField("value", BinaryType()),
+        StructField("topic", StringType()),
+        StructField("partition", IntegerType()),
+        StructField("offset", LongType()),
+        StructField("timestamp", TimestampType()),
+        StructField("timestampType", IntegerType()),
+    ]
+    if include_headers:
+        header = StructType([StructField("key", StringType()), StructField("value", BinaryType())])
+        fields.append(StructField("headers", ArrayType(header)))
+    return StructType(fields)
+
+
+def _bool(options: Mapping[str, str], name: str, default: bool) -> bool:
+    raw = options.get(name)
+    if raw is None:
+        return default
+    value = str(raw).strip().lower()
+    if value not in ("true", "false"):
+        raise KafkaLogOptionError(f"option {name} must be true or false, not {raw!r}")
+    return value == "true"
+
+
+def _int(options: Mapping[str, str], name: str) -> Optional[int]:
+    raw = options.get(name)
+    if raw is None:
+        return None
+    try:
+        return int(str(raw).strip())
+    except ValueError:
+        raise KafkaLogOptionError(f"option {name} must be an integer, not {raw!r}") from None
+
+
+def _json(options: Mapping[str, str], name: str) -> Any:
+    try:
+        return json.loads(options[name])
+    except json.JSONDecodeError as e:
+        raise KafkaLogOptionError(f"option {name} is not valid JSON: {e}") from None
+
+
+def _lower(options: Mapping[str, Any]) -> Dict[str, str]:
+    return {str(k).lower(): str(v) for k, v in options.items()}
+
+
+def _check_names(options: Mapping[str, str], allowed: Mapping[str, str]) -> None:
+    for name in options:
+        if name in _BROKER_ONLY:
+            raise KafkaLogOptionError(f"option {name} is not supported: {_BROKER_ONLY[name]}")
+        if name not in allowed:
+            valid = ", ".join(sorted(allowed))
+            raise KafkaLogOptionError(f"unknown option {name!r}; kafkalog takes: {valid}")
+
+
+def _paths(options: Mapping[str, str]) -> List[str]:
+    paths: List[str] = []
+    if "paths" in options:
+        raw = options["paths"]
+        try:
+            listed = json.loads(raw)
+        except json.JSONDecodeError:
+            listed = [raw]
+        paths.extend(str(p) for p in listed)
+    if "path" in options:
+        paths.extend(p.strip() for p in options["path"].split(",") if p.strip())
+    if not paths:
+        raise KafkaLogOptionError("option path is required: a Kafka data dir or partition folder")
+    return paths
+
+
+@dataclass(frozen=True)
+class TopicPartitionFolder:
+    topic: str
+    partition: int
+    path: str
+
+
+def discover(paths: Sequence[str]) -> List[TopicPartitionFolder]:
+    """The partition folders under each path (a data dir, or a partition folder itself)."""
+    found: Dict[Tuple[str, int], TopicPartitionFolder] = {}
+    for raw in paths:
+        path = os.path.abspath(os.path.expanduser(raw))
+        if not os.path.exists(path):
+            raise FileNotFoundError(f"{raw}: no such file or directory")
+        if not os.path.isdir(path):
+            raise KafkaLogOptionError(f"{raw} is a file; path takes a Kafka data dir or partition folder")
+        folders = _kafkalog.partition_folders(path)
+        if folders:
+            for topic, partition, folder in folders:
+                found[(topic, partition)] = TopicPartitionFolder(topic, partition, str(folder))
+            continue
+        name = os.path.basename(path.rstrip(os.sep))
+        match = re.fullmatch(r"(.+)-(\d+)", name)
+        if match and any(f.endswith(".log") for f in os.listdir(path)):
+            key = (match.group(1), int(match.group(2)))
+            found[key] = TopicPartitionFolder(key[0], key[1], path)
+            continue
+        raise KafkaLogOptionError(
+            f"{raw} is neither a Kafka data dir (no <topic>-<partition> folders in it) nor a "
+            "partition folder (no .log segments)"
+        )
+    return sorted(found.values(), key=lambda f: (f.topic, f.partition))
+
+
+def _select(folders: List[TopicPartitionFolder], options: Mapping[str, str], required: bool) -> List[TopicPartitionFolder]:
+    strategies = [s for s in ("subscribe", "subscribepattern", "assign") if s in options]
+    if len(strategies) > 1:
+        raise KafkaLogOptionError(f"give exactly one of subscribe, subscribePattern, assign; got {strategies}")
+    if not strategies:
+        if required:
+            raise KafkaLogOptionError("give one of the options subscribe, subscribePattern or assign")
+        return folders
+    strategy = strategies[0]
+    if strategy == "subscribe":
+        topics = [t.strip() for t in options["subscribe"].split(",") if t.strip()]
+        if not topics:
+            raise KafkaLogOptionError("option subscribe lists no topic")
+        missing = sorted(set(topics) - {f.topic for f in folders})
+        if missing:
+            raise KafkaLogOptionError(f"topics {missing} have no partition folders under the path")
+        return [f for f in folders if f.topic in topics]
+    if strategy == "subscribepattern":
+        try:
+            pattern = re.compile(options["subscribepattern"])
+        except re.error as e:
+            raise KafkaLogOptionError(f"option subscribePattern is not a valid pattern: {e}") from None
+        return [f for f in folders if f.topic not in _INTERNAL_TOPICS and pattern.fullmatch(f.topic)]
+    assigned = _json(options, "assign")
+    if not isinstance(assigned, dict) or not all(isinstance(v, list) for v in assigned.values()):
+        raise KafkaLogOptionError('option assign must be JSON like {"topicA":[0,1],"topicB":[2,4]}')
+    wanted = {(t, int(p)) for t, ps in assigned.items() for p in ps}
+    have = {(f.topic, f.partition): f for f in folders}
+    missing = sorted(wanted - set(have))
+    if missing:
+        raise KafkaLogOptionError(f"assigned partitions {missing} have no folders under the path")
+    return [have[k] for k in sorted(wanted)]
+
+
+class OffsetRange(InputPartition):
+    """One Spark partition: offsets [start, end) of one Kafka partition folder."""
+
+    def __init__(self, path: str, topic: str, partition: int, start: int, end: int) -> None:
+        super().__init__((topic, partition, start, end))
+        self.path, self.topic, self.partition, self.start, self.end = path, topic, partition, start, end
+
+    @property
+    def size(self) -> int:
+        return max(0, self.end - self.start)
+
+
+def _per_partition(options: Mapping[str, str], name: str, folders: List[TopicPartitionFolder]) -> Dict[Tuple[str, int], int]:
+    spec = _json(options, name)
+    if not isinstance(spec, dict) or not all(isinstance(v, dict) for v in spec.values()):
+        raise KafkaLogOptionError(f'option {name} must be JSON like {{"topicA":{{"0":23,"1":-2}}}}')
+    out = {(t, int(p)): int(v) for t, parts in spec.items() for p, v in parts.items()}
+    selected = {(f.topic, f.partition) for f in folders}
+    if set(out) != selected:
+        raise KafkaLogOptionError(
+            f"If {name} contains specific offsets, you must specify all TopicPartitions.\n"
+            f"Specified: {sorted(out)} Assigned: {sorted(selected)}"
+        )
+    return out
+
+
+class _Limits:
+    """What the starting or ending options ask for, before they meet the logs."""
+
+    def __init__(self, options: Mapping[str, str], folders: List[TopicPartitionFolder], starting: bool) -> None:
+        side = "starting" if starting else "ending"
+        self.starting = starting
+        self.kind: str
+        self.value: Any = None
+        if f"{side}timestamp" in options:
+            self.kind, self.value = "timestamp", _int(options, f"{side}timestamp")
+        elif f"{side}offsetsbytimestamp" in options:
+            self.kind = "timestamps"
+            self.value = _per_partition(options, f"{side}offsetsbytimestamp", folders)
+        elif f"{side}offsets" in options:
+            raw = options[f"{side}offsets"].strip()
+            if raw.lower() == "earliest":
+                self.kind = "earliest"
+            elif raw.lower() == "latest":
+                self.kind = "latest"
+            else:
+                self.kind, self.value = "offsets", _per_partition(options, f"{side}offsets", folders)
+        else:
+            self.kind = "earliest" if starting else "latest"
+        # Spark's batch rules: a batch cannot start at latest or end at earliest.
+        if starting and (self.kind == "latest" or (self.kind == "offsets" and LATEST in self.value.values())):
+            raise KafkaLogOptionError("starting offset can't be latest for batch queries on Kafka")
+        if not starting and (self.kind == "earliest" or (self.kind == "offsets" and EARLIEST in self.value.values())):
+            raise KafkaLogOptionError("ending offset can't be earliest for batch queries on Kafka")
+
+
+def _resolve(limits: _Limits, log: Log, tp: Tuple[str, int], isolation: str, strategy: str) -> int:
+    earliest, latest = log.log_start_offset, log.latest_offset(isolation)
+    if limits.kind == "earliest":
+        return earliest
+    if limits.kind == "latest":
+        return latest
+    if limits.kind == "offsets":
+        offset = limits.value[tp]
+        return earliest if offset == EARLIEST else latest if offset == LATEST else offset
+    timestamp = limits.value if limits.kind == "timestamp" else limits.value[tp]
+    found = log.offset_for_timestamp(timestamp)
+    if found is not None:
+        return min(found[1], latest)
+    if limits.starting and strategy == "error":
+        raise KafkaLogOptionError(
+            f"No offset matched from request of topic-partition {tp[0]}-{tp[1]} and timestamp "
+            f"{timestamp}. (set startingOffsetsByTimestampStrategy=latest to start at the latest offset)"
+        )
+    return latest
+
+
+def _split(ranges: List[OffsetRange], max_records: Optional[int], min_partitions: Optional[int]) -> List[OffsetRange]:
+    """Kafka's offset ranges cut as Spark's KafkaOffsetRangeCalculator cuts them."""
+
+    def cut(r: OffsetRange, parts: int) -> List[OffsetRange]:
+        parts = max(1, min(parts, r.size or 1))
+        step, extra = divmod(r.size, parts)
+        out, start = [], r.start
+        for i in range(parts):
+            end = start + step + (1 if i < extra else 0)
+            out.append(OffsetRange(r.path, r.topic, r.partition, start, end))
+            start = end
+        return out
+
+    if max_records is not None:
+        if max_records < 1:
+            raise KafkaLogOptionError("maxRecordsPerPartition must be positive")
+        ranges = [piece for r in ranges for piece in cut(r, -(-r.size // max_records))]
+    if min_partitions is not None:
+        if min_partitions < 1:
+            raise KafkaLogOptionError("minPartitions must be positive")
+        total = sum(r.size for r in ranges)
+        if min_partitions > len(ranges) and total > 0:
+            ranges = [
+                piece
+                for r in ranges
+                for piece in (cut(r, max(1, round(r.size / total * min_partitions))) if r.size else [r])
+            ]
+    return ranges
+
+
+@dataclass
+class ReadPlan:
+    ranges: List[OffsetRange]
+    isolation: str
+    include_headers: bool
+
+
+def plan_read(options: Mapping[str, Any], folders: Optional[Sequence[str]] = None) -> ReadPlan:
+    """Options of Spark's Kafka source into offset ranges over partition folders."""
+    opts = _lower(options)
+    _check_names(opts, READ_OPTIONS)
+    if folders is not None:
+        found = discover(folders)
+        found = _select(found, opts, required=False)
+    else:
+        found = _select(discover(_paths(opts)), opts, required=True)
+    isolation = opts.get("kafka.isolation.level", "read_uncommitted").strip().lower()
+    if isolation not in ("read_uncommitted", "read_committed"):
+        raise KafkaLogOptionError(f"kafka.isolation.level must be read_uncommitted or read_committed, not {isolation!r}")
+    include_headers = _bool(opts, "includeheaders", False)
+    fail_on_data_loss = _bool(opts, "failondataloss", True)
+    strategy = opts.get("startingoffsetsbytimestampstrategy", "error").strip().lower()
+    if strategy not in ("error", "latest"):
+        raise KafkaLogOptionError(f"startingOffsetsByTimestampStrategy must be error or latest, not {strategy!r}")
+    starting, ending = _Limits(opts, found, True), _Limits(opts, found, False)
+    ranges = []
+    for f in found:
+        log = Log(f.path)
+        try:
+            tp = (f.topic, f.partition)
+            start = _resolve(starting, log, tp, isolation, strategy)
+            end = _resolve(ending, log, tp, isolation, strategy)
+            earliest, latest = log.log_start_offset, log.latest_offset(isolation)
+        finally:
+            log.close()
+        if start < earliest:
+            if fail_on_data_loss:
+                raise KafkaLogOptionError(
+                    f"Cannot fetch offset {start} of {f.topic}-{f.partition}: the log starts at {earliest}. "
+                    "Some data may have been lost because it is not in the log any more (retention or "
+                    'deleteRecords). Set the source option "failOnDataLoss" to "false" to read from the log start.'
+                )
+            start = earliest
+        if end > latest:
+            if fail_on_data_loss:
+                raise KafkaLogOptionError(
+                    f"Ending offset {end} of {f.topic}-{f.partition} is past the latest offset {latest} "
+                    f"({isolation}). Set failOnDataLoss=false to stop at the latest offset."
+                )
+            end = latest
+        if start > end:
+            raise KafkaLogOptionError(
+                f"Beginning offset {start} is after the ending offset {end} for topic {f.topic} partition "
+                f"{f.partition}. You either provided an invalid fromOffset, or the Kafka topic has been damaged"
+            )
+        ranges.append(OffsetRange(f.path, f.topic, f.partition, start, end))
+    ranges = _split(ranges, _int(opts, "maxrecordsperpartition"), _int(opts, "minpartitions"))
+    return ReadPlan(ranges, isolation, include_headers)
+
+
+def read_range(r: OffsetRange, isolation: str, include_headers: bool) -> Iterator[Any]:
+    """Arrow batches of one offset range, built in Rust."""
+    if r.size == 0:
+        return
+    log = Log(r.path)
+    try:
+        yield from log.to_arrow(start=r.start, end=r.end, isolation=isolation, include_headers=include_headers)
+    finally:
+        log.close()
+
+
+class KafkaLogReader(DataSourceReader):
+    def __init__(self, plan: ReadPlan) -> None:
+        self.plan = plan
+
+    def partitions(self) -> Sequence[InputPartition]:
+        return [r for r in self.plan.ranges if r.size > 0] or [OffsetRange("", "", 0, 0, 0)]
+
+    def read(self, partition: InputPartition) -> Iterator[Any]:  # type: ignore[override]
+        assert isinstance(partition, OffsetRange)
+        yield from read_range(partition, self.plan.isolation, self.plan.include_headers)
+
+
+@dataclass
+class StagedCommit(WriterCommitMessage):
+    staged: List[Tuple[str, int, str]]
+
+
+class KafkaLogWriter(DataSourceArrowWriter):
+    """Tasks stage Kafka batches (routed and compressed in Rust) next to the data dir; the driver's
+    commit appends them to each log as its one writer, all or nothing; abort leaves logs as they were."""
+
+    def __init__(self, options: Mapping[str, str]) -> None:
+        opts = _lower(options)
+        _check_names(opts, WRITE_OPTIONS)
+        if "path" not in opts:
+            raise KafkaLogOptionError("option path is required: the Kafka data dir to write into")
+        self.data_dir = os.path.abspath(os.path.expanduser(opts["path"]))
+        if os.path.isfile(self.data_dir):
+            raise KafkaLogOptionError(f"{opts['path']} is a file; path takes a Kafka data dir")
+        self.topic = opts.get("topic")
+        if self.topic is not None:
+            _kafkalog.validate_topic_name(self.topic)
+        self.compression = opts.get("kafka.compression.type", "none").strip().lower()
+        if self.compression not in ("none", "gzip", "snappy", "lz4", "zstd"):
+            raise KafkaLogOptionError(f"kafka.compression.type {self.compression!r} (none, gzip, snappy, lz4, zstd)")
+        self.batch_bytes = _int(opts, "kafka.batch.size") or 512 * 1024
+        self.partitions = _int(opts, "partitions") or 1
+        parent, name = os.path.split(self.data_dir.rstrip(os.sep))
+        # Outside the data dir: a broker refuses to start beside folders not named <topic>-<n>.
+        root = opts.get("stagingdir") or os.path.join(parent, f".{name}.kafkalog-staging")
+        self.staging = os.path.join(os.path.abspath(root), uuid.uuid4().hex)
+
+    def write(self, iterator: Iterator[Any]) -> StagedCommit:
+        import pyarrow as pa
+        from pyspark import TaskContext
+
+        first = next(iterator, None)
+        if first is None:
+            return StagedCommit([])
+        ctx = TaskContext.get()
+        prefix = f"task{ctx.partitionId() if ctx else 0}-{uuid.uuid4().hex[:12]}"
+        stream = pa.RecordBatchReader.from_batches(first.schema, _chain(first, iterator))
+        staged = _kafkalog.stage_arrow(
+            stream,
+            self.data_dir,
+            self.staging,
+            prefix,
+            topic=self.topic,
+            new_topic_partitions=self.partitions,
+            compression=self.compression,
+            batch_bytes=self.batch_bytes,
+        )
+        return StagedCommit([(t, p, str(f)) for t, p, f in staged])
+
+    def commit(self, messages: List[Optional[WriterCommitMessage]]) -> None:  # type: ignore[override]
+        try:
+            staged = [s for m in messages if isinstance(m, StagedCommit) for s in m.staged]
+            if staged:
+                _kafkalog.commit_staged(self.data_dir, staged, new_topic_partitions=self.partitions)
+        finally:
+            self._clean()
+
+    def abort(self, messages: List[Optional[WriterCommitMessage]]) -> None:  # type: ignore[override]
+        self._clean()
+
+    def _clean(self) -> None:
+        shutil.rmtree(self.staging, ignore_errors=True)
+        try:
+            os.rmdir(os.path.dirname(self.staging))
+        except OSError:
+            pass  # other jobs' staging, or already gone
+
+
+def _chain(first: Any, rest: Iterator[Any]) -> Iterator[Any]:
+    yield first
+    yield from rest
+
+
+class KafkaLogDataSource(DataSource):
+    """``spark.read.format("kafkalog")`` / ``df.write.format("kafkalog")``."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "kafkalog"
+
+    def schema(self) -> StructType:
+        return kafka_schema(_bool(_lower(self.options), "includeheaders", False))
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        return KafkaLogReader(plan_read(self.options))
+
+    def writer(self, schema: StructType, overwrite: bool) -> KafkaLogWriter:
+        if overwrite:
+            raise KafkaLogOptionError("Kafka logs are append-only: use mode('append')")
+        return KafkaLogWriter(self.options)
+
+
+def register(spark: Any) -> None:
+    """Registers the ``kafkalog`` format with a SparkSession."""
+    spark.dataSource.register(KafkaLogDataSource)
+
+
+def read_logs(spark: Any, folders: Sequence[str], **options: Any) -> Any:
+    """A DataFrame of partition folders' records through ``mapInArrow``: one Spark partition per
+    offset range, batches built in Rust. Options as the ``kafkalog`` format takes them
+    (``subscribe`` and the like are optional here: the folders already choose)."""
+    if isinstance(folders, (str, os.PathLike)):
+        folders = [str(folders)]
+    plan = plan_read(options, folders=[str(f) for f in folders])
+    ranges = [r for r in plan.ranges if r.size > 0]
+    isolation, include_headers = plan.isolation, plan.include_headers
+    schema = kafka_schema(include_headers)
+    plan_schema = "path string, topic string, partition int, start long, end long"
+    if not ranges:
+        return spark.createDataFrame([], schema)
+    rows = [(r.path, r.topic, r.partition, r.start, r.end) for r in ranges]
+    frame = spark.createDataFrame(rows, plan_schema).repartition(len(rows))
+
+    def read(batches: Iterator[Any]) -> Iterator[Any]:
+        for batch in batches:
+            for path, topic, partition, start, end in zip(*(batch.column(i).to_pylist() for i in range(5))):
+                yield from read_range(OffsetRange(path, topic, partition, start, end), isolation, include_headers)
+
+    return frame.mapInArrow(read, schema)

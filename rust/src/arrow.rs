@@ -277,8 +277,8 @@ impl LogArrowReader {
             Some(self.end),
             self.isolation,
             false,
-            &mut |batch, records| {
-                for r in records {
+            &mut |_position, batch, records, in_range| {
+                for r in &records[in_range] {
                     builder.append(r);
                 }
                 *next = batch.last_offset() + 1;

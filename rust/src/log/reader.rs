@@ -11,7 +11,8 @@ use crate::index::txn::AbortedTxn;
 use crate::log::{FetchIsolation, Log};
 use crate::record::batch::Batch;
 use crate::record::control::ControlRecordType;
-use crate::record::record::OwnedRecord;
+use crate::record::record::{OwnedRecord, Record};
+use std::ops::Range;
 
 /// What a read_committed consumer tracks: aborted transactions not yet reached, and producers
 /// whose aborted transaction is in progress at the current position.
@@ -53,16 +54,18 @@ impl AbortedFilter {
 }
 
 impl Log {
-    /// Calls `visit` (which returns whether to go on) for each batch in [start, end) up to the isolation's bound, with the records a
-    /// consumer at that isolation sees (read_uncommitted keeps control batches out as consumers do
-    /// unless `include_control`).
+    /// Calls `visit(position, batch, records, in_range)` (it returns whether to go on) for each
+    /// batch a consumer with `isolation` sees in [start, end) up to the isolation's bound:
+    /// `records` is the whole batch, `records[in_range]` those in [start, end). Control batches
+    /// stay out, as consumers never see them, unless `include_control`.
+    /// Batches come from each segment's `FileRecords::for_each_batch`, the one batch loop.
     pub fn for_each_batch(
         &self,
         start: Option<i64>,
         end: Option<i64>,
         isolation: FetchIsolation,
         include_control: bool,
-        visit: &mut dyn FnMut(&Batch<'_>, &[crate::record::record::Record<'_>]) -> Result<bool>,
+        visit: &mut dyn FnMut(u64, &Batch<'_>, &[Record<'_>], Range<usize>) -> Result<bool>,
     ) -> Result<()> {
         let st = self.read_state();
         let start = start.unwrap_or(st.log_start_offset);
@@ -84,45 +87,46 @@ impl Log {
             None
         };
         let mut scratch = Vec::new();
+        let mut finished = false;
         for segment in st.segments.from_offset(start) {
-            if segment.base_offset() >= end {
+            if finished || segment.base_offset() >= end {
                 break;
             }
             let position = segment
                 .translate_offset(start, 0)?
                 .map_or(segment.size(), |p| p.position);
             let log = segment.log();
-            let mut reader = log.batches(position, log.size_in_bytes(), segment.max_batch_size());
-            while let Some((pos, bytes)) = reader.next_batch()? {
-                let batch = Batch::parse(bytes).map_err(|e| e.at(Some(log.path()), pos))?;
-                if batch.last_offset() < start {
-                    continue;
-                }
-                batch
-                    .ensure_valid()
-                    .map_err(|e| e.at(Some(log.path()), pos))?;
-                let skip = match &mut filter {
-                    Some(f) => f.skip(&batch)?,
-                    None => batch.is_control() && !include_control,
-                };
-                let records = batch
-                    .records(&mut scratch, segment.max_decompressed())
-                    .map_err(|e| e.at(Some(log.path()), pos))?;
-                let done = records.last().is_some_and(|r| r.offset >= end - 1)
-                    || batch.last_offset() >= end - 1;
-                if !skip || (include_control && batch.is_control()) {
-                    let in_range: Vec<_> = records
-                        .into_iter()
-                        .filter(|r| r.offset >= start && r.offset < end)
-                        .collect();
-                    if !in_range.is_empty() && !visit(&batch, &in_range)? {
-                        return Ok(());
+            let max_decompressed = segment.max_decompressed();
+            log.for_each_batch(
+                position,
+                log.size_in_bytes(),
+                segment.max_batch_size(),
+                &mut |pos, batch| {
+                    if batch.last_offset() < start {
+                        return Ok(true);
                     }
-                }
-                if done {
-                    return Ok(());
-                }
-            }
+                    let skip = match &mut filter {
+                        Some(f) => f.skip(batch)?,
+                        None => batch.is_control() && !include_control,
+                    };
+                    let done = batch.last_offset() >= end - 1;
+                    if !skip || (include_control && batch.is_control()) {
+                        let records = batch.records(&mut scratch, max_decompressed)?;
+                        let done = done || records.last().is_some_and(|r| r.offset >= end - 1);
+                        // Records are in offset order, so those in range are one run.
+                        let first = records.partition_point(|r| r.offset < start);
+                        let last = records.partition_point(|r| r.offset < end);
+                        if first < last && !visit(pos, batch, &records, first..last)? {
+                            finished = true;
+                            return Ok(false);
+                        }
+                        finished = done;
+                    } else {
+                        finished = done;
+                    }
+                    Ok(!finished)
+                },
+            )?;
         }
         Ok(())
     }
@@ -135,10 +139,16 @@ impl Log {
         isolation: FetchIsolation,
     ) -> Result<Vec<OwnedRecord>> {
         let mut out = Vec::new();
-        self.for_each_batch(start, end, isolation, false, &mut |_batch, records| {
-            out.extend(records.iter().map(|r| r.to_owned_record()));
-            Ok(true)
-        })?;
+        self.for_each_batch(
+            start,
+            end,
+            isolation,
+            false,
+            &mut |_pos, _batch, records, in_range| {
+                out.extend(records[in_range].iter().map(|r| r.to_owned_record()));
+                Ok(true)
+            },
+        )?;
         Ok(out)
     }
 }

@@ -13,7 +13,7 @@ use crate::python::records::{
     batches_to_py, build_v2, decode_batch, extract_records, now_ms, record_to_py, DecodedBatch,
 };
 use crate::python::segment::{aborted_to_py, config_from, fetch_info_to_py};
-use crate::record::batch::BatchIter;
+use crate::record::batch::{is_partial_batch, BatchIter};
 use crate::record::builder::{end_txn_marker_batch, BatchOptions};
 use crate::record::codec::Compression;
 use crate::record::control::{ControlRecordType, EndTransactionMarker};
@@ -288,8 +288,11 @@ impl Log {
                         position,
                         log.config().max_decompressed_batch_bytes,
                     )?),
-                    // A fetch may end inside a batch (max_bytes); that partial batch is not decoded.
-                    Some(Err(_)) | None => break,
+                    // A fetch may end inside its last batch (max_bytes), which consumers drop;
+                    // anything else that does not decode is damage and is reported.
+                    Some(Err(_)) if is_partial_batch(&info.records[position as usize..]) => break,
+                    Some(Err(e)) => return Err(e),
+                    None => break,
                 }
             }
             Ok((info, decoded))
@@ -335,11 +338,16 @@ impl Log {
         let log = self.inner.clone();
         let decoded = py.allow_threads(move || -> Result<Vec<DecodedBatch>> {
             let mut out = Vec::new();
-            let max = log.config().max_decompressed_batch_bytes;
-            log.for_each_batch(start, end, isolation, true, &mut |batch, _records| {
-                out.push(decode_batch(batch, 0, max)?);
-                Ok(true)
-            })?;
+            log.for_each_batch(
+                start,
+                end,
+                isolation,
+                true,
+                &mut |position, batch, records, _| {
+                    out.push(DecodedBatch::new(batch, position, records)?);
+                    Ok(true)
+                },
+            )?;
             Ok(out)
         })?;
         batches_to_py(py, decoded)
@@ -515,11 +523,17 @@ impl RecordIterator {
                 if start >= log.log_end_offset() {
                     return Ok((chunk, next, true));
                 }
-                log.for_each_batch(Some(start), end, isolation, false, &mut |batch, records| {
-                    chunk.extend(records.iter().map(|r| r.to_owned_record()));
-                    next = batch.last_offset() + 1;
-                    Ok(chunk.len() < RECORDS_PER_CHUNK)
-                })?;
+                log.for_each_batch(
+                    Some(start),
+                    end,
+                    isolation,
+                    false,
+                    &mut |_pos, batch, records, in_range| {
+                        chunk.extend(records[in_range].iter().map(|r| r.to_owned_record()));
+                        next = batch.last_offset() + 1;
+                        Ok(chunk.len() < RECORDS_PER_CHUNK)
+                    },
+                )?;
                 let done = chunk.is_empty();
                 Ok((chunk, next, done))
             })?;

@@ -4,12 +4,12 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 
 use crate::error::{Error, Result};
-use crate::record::batch::{Batch, BatchIter, DEFAULT_MAX_DECOMPRESSED_BYTES, MAGIC_V2};
+use crate::record::batch::{Batch, BatchInfo, BatchIter, DEFAULT_MAX_DECOMPRESSED_BYTES};
 use crate::record::builder::{BatchBuilder, BatchOptions};
 use crate::record::codec::Compression;
 use crate::record::control::ControlRecordType;
 use crate::record::legacy;
-use crate::record::record::{OwnedRecord, TimestampType};
+use crate::record::record::{OwnedRecord, Record as RsRecord, TimestampType};
 
 /// One record as Python sees it.
 #[pyclass(module = "kafkalog", frozen)]
@@ -92,33 +92,22 @@ pub fn record_to_py(py: Python<'_>, r: &OwnedRecord) -> PyResult<Record> {
     })
 }
 
-/// A shallow batch's header, decoded in Rust (GIL released) before becoming Python objects.
+/// A batch decoded in Rust (GIL released) before it becomes Python objects.
 pub struct DecodedBatch {
-    pub base_offset: i64,
-    pub last_offset: i64,
-    pub size_in_bytes: usize,
-    pub partition_leader_epoch: i32,
-    pub magic: u8,
-    pub crc: u32,
-    pub is_valid: bool,
-    pub attributes: i16,
-    pub last_offset_delta: i32,
-    pub base_timestamp: i64,
-    pub max_timestamp: i64,
-    pub producer_id: i64,
-    pub producer_epoch: i16,
-    pub base_sequence: i32,
-    pub last_sequence: i32,
-    pub records_count: i32,
-    pub compression: Compression,
-    pub timestamp_type: TimestampType,
-    pub is_transactional: bool,
-    pub is_control: bool,
-    pub delete_horizon_ms: Option<i64>,
-    pub control_type: Option<ControlRecordType>,
-    pub coordinator_epoch: Option<i32>,
+    pub info: BatchInfo,
     pub position: u64,
     pub records: Vec<OwnedRecord>,
+}
+
+impl DecodedBatch {
+    /// From a batch and the records already decoded from it.
+    pub fn new(batch: &Batch<'_>, position: u64, records: &[RsRecord<'_>]) -> Result<Self> {
+        Ok(DecodedBatch {
+            info: batch.info(records)?,
+            position,
+            records: records.iter().map(RsRecord::to_owned_record).collect(),
+        })
+    }
 }
 
 /// Decodes one batch fully (CRC checked, records inflated) into owned data.
@@ -129,80 +118,8 @@ pub fn decode_batch(
 ) -> Result<DecodedBatch> {
     batch.ensure_valid()?;
     let mut scratch = Vec::new();
-    let records: Vec<OwnedRecord> = batch
-        .records(&mut scratch, max_decompressed)?
-        .iter()
-        .map(|r| r.to_owned_record())
-        .collect();
-    let (control_type, coordinator_epoch) = match batch.end_txn_marker()? {
-        Some(m) => (Some(m.control_type), Some(m.coordinator_epoch)),
-        None if batch.is_control() => {
-            let t = records
-                .first()
-                .map(|r| ControlRecordType::parse_key(r.key.as_deref()))
-                .transpose()?;
-            (t, None)
-        }
-        None => (None, None),
-    };
-    Ok(match batch {
-        Batch::V2(b) => DecodedBatch {
-            base_offset: b.base_offset(),
-            last_offset: b.last_offset(),
-            size_in_bytes: b.size_in_bytes(),
-            partition_leader_epoch: b.partition_leader_epoch(),
-            magic: MAGIC_V2,
-            crc: b.crc(),
-            is_valid: true,
-            attributes: b.attributes(),
-            last_offset_delta: b.last_offset_delta(),
-            base_timestamp: b.base_timestamp(),
-            max_timestamp: b.max_timestamp(),
-            producer_id: b.producer_id(),
-            producer_epoch: b.producer_epoch(),
-            base_sequence: b.base_sequence(),
-            last_sequence: b.last_sequence(),
-            records_count: b.records_count(),
-            compression: b.compression()?,
-            timestamp_type: b.timestamp_type(),
-            is_transactional: b.is_transactional(),
-            is_control: b.is_control(),
-            delete_horizon_ms: b.delete_horizon_ms(),
-            control_type,
-            coordinator_epoch,
-            position,
-            records,
-        },
-        Batch::Legacy(e) => DecodedBatch {
-            base_offset: records.first().map_or(e.offset, |r| r.offset),
-            last_offset: e.offset,
-            size_in_bytes: e.size_in_bytes,
-            partition_leader_epoch: -1,
-            magic: e.magic,
-            crc: e.crc,
-            is_valid: true,
-            attributes: i16::from(e.attributes),
-            last_offset_delta: records
-                .last()
-                .map_or(0, |r| (r.offset - records[0].offset) as i32),
-            base_timestamp: e.timestamp,
-            max_timestamp: e.timestamp,
-            producer_id: -1,
-            producer_epoch: -1,
-            base_sequence: -1,
-            last_sequence: -1,
-            records_count: records.len() as i32,
-            compression: e.compression()?,
-            timestamp_type: e.timestamp_type(),
-            is_transactional: false,
-            is_control: false,
-            delete_horizon_ms: None,
-            control_type: None,
-            coordinator_epoch: None,
-            position,
-            records,
-        },
-    })
+    let records = batch.records(&mut scratch, max_decompressed)?;
+    DecodedBatch::new(batch, position, &records)
 }
 
 /// A record batch (any magic) with its header fields by Kafka's names, in snake case.
@@ -259,30 +176,32 @@ pub fn batch_to_py(py: Python<'_>, b: DecodedBatch) -> PyResult<RecordBatch> {
     for r in &b.records {
         records.append(Py::new(py, record_to_py(py, r)?)?)?;
     }
+    let i = b.info;
     Ok(RecordBatch {
-        base_offset: b.base_offset,
-        last_offset: b.last_offset,
-        size_in_bytes: b.size_in_bytes,
-        partition_leader_epoch: b.partition_leader_epoch,
-        magic: b.magic,
-        crc: b.crc,
-        is_valid: b.is_valid,
-        attributes: b.attributes,
-        last_offset_delta: b.last_offset_delta,
-        base_timestamp: b.base_timestamp,
-        max_timestamp: b.max_timestamp,
-        producer_id: b.producer_id,
-        producer_epoch: b.producer_epoch,
-        base_sequence: b.base_sequence,
-        last_sequence: b.last_sequence,
-        records_count: b.records_count,
-        compression: b.compression.name(),
-        timestamp_type: timestamp_type_name(b.timestamp_type),
-        is_transactional: b.is_transactional,
-        is_control: b.is_control,
-        delete_horizon_ms: b.delete_horizon_ms,
-        control_type: b.control_type.map(ControlRecordType::name),
-        coordinator_epoch: b.coordinator_epoch,
+        base_offset: i.base_offset,
+        last_offset: i.last_offset,
+        size_in_bytes: i.size_in_bytes,
+        partition_leader_epoch: i.partition_leader_epoch,
+        magic: i.magic,
+        crc: i.crc,
+        // Only batches that passed their CRC check are decoded.
+        is_valid: true,
+        attributes: i.attributes,
+        last_offset_delta: i.last_offset_delta,
+        base_timestamp: i.base_timestamp,
+        max_timestamp: i.max_timestamp,
+        producer_id: i.producer_id,
+        producer_epoch: i.producer_epoch,
+        base_sequence: i.base_sequence,
+        last_sequence: i.last_sequence,
+        records_count: i.records_count,
+        compression: i.compression.name(),
+        timestamp_type: timestamp_type_name(i.timestamp_type),
+        is_transactional: i.is_transactional,
+        is_control: i.is_control,
+        delete_horizon_ms: i.delete_horizon_ms,
+        control_type: i.control_type.map(ControlRecordType::name),
+        coordinator_epoch: i.coordinator_epoch,
         position: b.position,
         records: records.unbind(),
     })

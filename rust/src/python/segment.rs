@@ -11,8 +11,7 @@ use crate::index::offset::OffsetIndex as RsOffsetIndex;
 use crate::index::time::TimeIndex as RsTimeIndex;
 use crate::index::txn::{AbortedTxn, TransactionIndex as RsTransactionIndex};
 use crate::index::DEFAULT_MAX_INDEX_SIZE;
-use crate::python::records::{batches_to_py, decode_batch, DecodedBatch};
-use crate::record::batch::Batch;
+use crate::python::records::{batches_to_py, DecodedBatch};
 use crate::record::file_records::headers_in;
 use crate::segment::LogSegment;
 
@@ -340,15 +339,18 @@ impl Segment {
         let inner = &self.inner;
         let decoded = py.allow_threads(|| -> Result<Vec<DecodedBatch>> {
             let log = inner.log();
-            let mut reader = log.batches(0, log.size_in_bytes(), inner.max_batch_size());
             let mut out = Vec::new();
-            while let Some((position, bytes)) = reader.next_batch()? {
-                let batch = Batch::parse(bytes).map_err(|e| e.at(Some(log.path()), position))?;
-                out.push(
-                    decode_batch(&batch, position, inner.max_decompressed())
-                        .map_err(|e| e.at(Some(log.path()), position))?,
-                );
-            }
+            let mut scratch = Vec::new();
+            log.for_each_batch(
+                0,
+                log.size_in_bytes(),
+                inner.max_batch_size(),
+                &mut |position, batch| {
+                    let records = batch.records(&mut scratch, inner.max_decompressed())?;
+                    out.push(DecodedBatch::new(batch, position, &records)?);
+                    Ok(true)
+                },
+            )?;
             Ok(out)
         })?;
         batches_to_py(py, decoded)

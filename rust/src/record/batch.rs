@@ -460,6 +460,118 @@ impl<'a> Batch<'a> {
     }
 }
 
+/// Every field of Kafka's `RecordBatch` interface for one batch of any magic, as
+/// `DefaultRecordBatch` and `AbstractLegacyRecordBatch` answer them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BatchInfo {
+    pub base_offset: i64,
+    pub last_offset: i64,
+    pub size_in_bytes: usize,
+    pub partition_leader_epoch: i32,
+    pub magic: u8,
+    pub crc: u32,
+    pub attributes: i16,
+    pub last_offset_delta: i32,
+    pub base_timestamp: i64,
+    pub max_timestamp: i64,
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+    pub base_sequence: i32,
+    pub last_sequence: i32,
+    pub records_count: i32,
+    pub compression: Compression,
+    pub timestamp_type: TimestampType,
+    pub is_transactional: bool,
+    pub is_control: bool,
+    pub delete_horizon_ms: Option<i64>,
+    /// The control record's type (COMMIT, ABORT, LEADER_CHANGE, ...) of a control batch.
+    pub control_type: Option<ControlRecordType>,
+    /// The coordinator epoch of a COMMIT/ABORT marker.
+    pub coordinator_epoch: Option<i32>,
+}
+
+impl Batch<'_> {
+    /// The batch's fields, given its decoded records (a legacy wrapper's base offset and count
+    /// are its inner messages'; a control batch's type is its record's key).
+    pub fn info(&self, records: &[Record<'_>]) -> Result<BatchInfo> {
+        let (control_type, coordinator_epoch) = match records.first() {
+            Some(first) if self.is_control() => {
+                let t = ControlRecordType::parse_key(first.key)?;
+                let epoch = match t {
+                    ControlRecordType::Abort | ControlRecordType::Commit => {
+                        Some(EndTransactionMarker::parse(t, first.value)?.coordinator_epoch)
+                    }
+                    _ => None,
+                };
+                (Some(t), epoch)
+            }
+            _ => (None, None),
+        };
+        Ok(match self {
+            Batch::V2(b) => BatchInfo {
+                base_offset: b.base_offset(),
+                last_offset: b.last_offset(),
+                size_in_bytes: b.size_in_bytes(),
+                partition_leader_epoch: b.partition_leader_epoch(),
+                magic: MAGIC_V2,
+                crc: b.crc(),
+                attributes: b.attributes(),
+                last_offset_delta: b.last_offset_delta(),
+                base_timestamp: b.base_timestamp(),
+                max_timestamp: b.max_timestamp(),
+                producer_id: b.producer_id(),
+                producer_epoch: b.producer_epoch(),
+                base_sequence: b.base_sequence(),
+                last_sequence: b.last_sequence(),
+                records_count: b.records_count(),
+                compression: b.compression()?,
+                timestamp_type: b.timestamp_type(),
+                is_transactional: b.is_transactional(),
+                is_control: b.is_control(),
+                delete_horizon_ms: b.delete_horizon_ms(),
+                control_type,
+                coordinator_epoch,
+            },
+            Batch::Legacy(e) => {
+                let base_offset = records.first().map_or(e.offset, |r| r.offset);
+                BatchInfo {
+                    base_offset,
+                    last_offset: e.offset,
+                    size_in_bytes: e.size_in_bytes,
+                    partition_leader_epoch: NO_PARTITION_LEADER_EPOCH,
+                    magic: e.magic,
+                    crc: e.crc,
+                    attributes: i16::from(e.attributes),
+                    last_offset_delta: records
+                        .last()
+                        .map_or(0, |r| (r.offset - base_offset) as i32),
+                    base_timestamp: e.timestamp,
+                    max_timestamp: e.timestamp,
+                    producer_id: NO_PRODUCER_ID,
+                    producer_epoch: NO_PRODUCER_EPOCH,
+                    base_sequence: NO_SEQUENCE,
+                    last_sequence: NO_SEQUENCE,
+                    records_count: records.len() as i32,
+                    compression: e.compression()?,
+                    timestamp_type: e.timestamp_type(),
+                    is_transactional: false,
+                    is_control: false,
+                    delete_horizon_ms: None,
+                    control_type: None,
+                    coordinator_epoch: None,
+                }
+            }
+        })
+    }
+}
+
+/// Whether `rest` is the start of a batch cut short (its header or its declared length runs past
+/// the buffer), as a fetch bounded by `max_bytes` may end; Kafka's consumers drop such a tail.
+pub fn is_partial_batch(rest: &[u8]) -> bool {
+    rest.len() < HEADER_SIZE_UP_TO_MAGIC
+        || BatchPrefix::parse(rest, usize::MAX).is_ok_and(|p| p.size_in_bytes > rest.len())
+}
+
 /// Iterates the shallow batches in a buffer holding whole batches back to back.
 pub struct BatchIter<'a> {
     buf: &'a [u8],

@@ -1,0 +1,265 @@
+"""Log.to_arrow / Log.append_arrow: Spark's Kafka source schema, rows equal to the record iterator
+at every isolation level, streaming with flat memory, and Spark's Kafka sink columns back in."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pyarrow as pa
+import pytest
+
+import kafkalog
+
+SPARK_KAFKA_SCHEMA = pa.schema(
+    [
+        pa.field("key", pa.binary()),
+        pa.field("value", pa.binary()),
+        pa.field("topic", pa.string()),
+        pa.field("partition", pa.int32()),
+        pa.field("offset", pa.int64()),
+        pa.field("timestamp", pa.timestamp("us", tz="UTC")),
+        pa.field("timestampType", pa.int32()),
+    ]
+)
+HEADERS_FIELD = pa.field(
+    "headers",
+    pa.list_(pa.field("element", pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())]))),
+)
+
+
+def make_log(path, **config):
+    return kafkalog.Log(str(path), read_only=False, create=True, config=config or None)
+
+
+@pytest.fixture
+def txn_log(tmp_path):
+    """A log with plain records, a committed and an aborted transaction, headers and nulls."""
+    path = tmp_path / "payments-2"
+    with make_log(path, **{"segment.bytes": 4096}) as log:
+        for i in range(40):
+            headers = [("i", str(i).encode()), ("nil", None)] if i % 3 == 0 else []
+            log.append(
+                [{"key": None if i % 5 == 0 else b"k%d" % i, "value": b"v%d" % i, "headers": headers,
+                  "timestamp": 1_700_000_000_000 + i}],
+                compression=["none", "gzip", "snappy", "lz4", "zstd"][i % 5],
+            )
+        log.append([{"value": b"committed-%d" % i, "timestamp": 1_700_000_001_000} for i in range(3)],
+                   producer_id=11, producer_epoch=0, base_sequence=0, transactional=True)
+        log.append([{"value": b"aborted-%d" % i, "timestamp": 1_700_000_002_000} for i in range(3)],
+                   producer_id=12, producer_epoch=0, base_sequence=0, transactional=True)
+        log.write_txn_marker(11, 0, commit=True)
+        log.write_txn_marker(12, 0, commit=False)
+        log.append([{"key": b"tail", "value": None, "timestamp": 1_700_000_003_000}])
+    return path
+
+
+def rows_from_records(log, isolation, **kw):
+    return [
+        {
+            "key": r.key,
+            "value": r.value,
+            "offset": r.offset,
+            "timestamp_ms": r.timestamp,
+            "headers": [{"key": k, "value": v} for k, v in r.headers] or None,
+        }
+        for r in log.records(isolation=isolation, **kw)
+    ]
+
+
+def rows_from_arrow(table):
+    out = []
+    ts = table.column("timestamp").cast(pa.int64()).to_pylist()
+    for row, micros in zip(table.to_pylist(), ts):
+        out.append(
+            {
+                "key": row["key"],
+                "value": row["value"],
+                "offset": row["offset"],
+                "timestamp_ms": micros // 1000,
+                "headers": row.get("headers"),
+            }
+        )
+    return out
+
+
+def test_schema_is_sparks_kafka_source_schema(txn_log):
+    log = kafkalog.Log(str(txn_log))
+    assert log.to_arrow().schema == SPARK_KAFKA_SCHEMA
+    assert log.to_arrow(include_headers=True).schema == SPARK_KAFKA_SCHEMA.append(HEADERS_FIELD)
+    assert kafkalog._kafkalog.kafka_source_schema_arrow(True) == SPARK_KAFKA_SCHEMA.append(HEADERS_FIELD)
+
+
+@pytest.mark.parametrize("isolation", ["read_uncommitted", "read_committed"])
+def test_rows_equal_the_record_iterator(txn_log, isolation):
+    log = kafkalog.Log(str(txn_log))
+    table = log.to_arrow(isolation=isolation, include_headers=True, batch_rows=7).read_all()
+    assert rows_from_arrow(table) == rows_from_records(log, isolation)
+    assert set(table.column("topic").to_pylist()) == {"payments"}
+    assert set(table.column("partition").to_pylist()) == {2}
+    assert set(table.column("timestampType").to_pylist()) == {0}
+    values = table.column("value").to_pylist()
+    assert (b"aborted-0" in values) == (isolation == "read_uncommitted")
+    assert b"committed-0" in values
+
+
+def test_end_defaults_to_what_a_consumer_can_read(tmp_path):
+    with make_log(tmp_path / "t-0") as log:
+        log.append([{"value": b"a"}, {"value": b"b"}])
+        log.append([{"value": b"open txn"}], producer_id=5, producer_epoch=0, base_sequence=0, transactional=True)
+        log.append([{"value": b"after"}])
+        assert log.last_stable_offset == 2 and log.high_watermark == 4
+        assert log.latest_offset("read_committed") == 2
+        assert log.latest_offset("read_uncommitted") == 4
+        committed = log.to_arrow(isolation="read_committed").read_all()
+        assert committed.column("offset").to_pylist() == [0, 1]
+        uncommitted = log.to_arrow().read_all()
+        assert uncommitted.column("offset").to_pylist() == [0, 1, 2, 3]
+        assert log.to_arrow(isolation="log_end").read_all().num_rows == 4
+        # An explicit end past the bound is cut to it; start/end select a range.
+        assert log.to_arrow(start=1, end=100, isolation="read_committed").read_all().column("offset").to_pylist() == [1]
+
+
+def test_timestamps_survive_in_milliseconds(tmp_path):
+    stamps = [0, 1, 999, 1_700_000_000_123, 253_402_300_799_999]
+    with make_log(tmp_path / "t-0", **{"message.timestamp.after.max.ms": 2**62}) as log:
+        log.append([{"value": b"x", "timestamp": t} for t in stamps])
+        table = log.to_arrow().read_all()
+    assert [m // 1000 for m in table.column("timestamp").cast(pa.int64()).to_pylist()] == stamps
+
+
+def test_errors_are_kafkalog_errors(tmp_path):
+    with make_log(tmp_path / "t-0") as log:
+        log.append([{"value": b"x"}])
+        with pytest.raises(kafkalog.OffsetOutOfRangeError):
+            log.to_arrow(start=5)
+        with pytest.raises(ValueError):
+            log.to_arrow(isolation="nope")
+        with pytest.raises(ValueError):
+            log.to_arrow(batch_rows=0)
+
+
+def test_corruption_inside_the_stream_raises_a_kafkalog_error(tmp_path):
+    path = tmp_path / "t-0"
+    with make_log(path) as log:
+        for i in range(10):
+            log.append([{"value": b"record-%d" % i}])
+    reader = kafkalog.Log(str(path)).to_arrow(batch_rows=1)
+    assert reader.read_next_batch().num_rows == 1
+    segment = path / ("0" * 20 + ".log")
+    data = bytearray(segment.read_bytes())
+    data[data.index(b"record-5")] ^= 0xFF  # a record in the middle, read after the stream started
+    segment.write_bytes(bytes(data))
+    with pytest.raises(kafkalog.CorruptRecordError, match=r"\.log"):
+        reader.read_all()
+
+
+def test_polars_consumes_the_stream(txn_log):
+    import polars as pl
+    frame = pl.from_arrow(kafkalog.Log(str(txn_log)).to_arrow(include_headers=True))
+    assert frame.height == len(list(kafkalog.Log(str(txn_log)).records()))
+    assert frame.schema["offset"] == pl.Int64
+
+
+def test_streaming_memory_stays_flat(tmp_path):
+    """Peak RSS while streaming a log 40x larger than one Arrow batch stays near one batch."""
+    path = tmp_path / "big-0"
+    value = b"x" * 1000
+    with make_log(path, **{"segment.bytes": 16 << 20}) as log:
+        for _ in range(200):
+            log.append([{"value": value} for _ in range(1000)], compression="none")
+    size = sum(f.stat().st_size for f in path.glob("*.log"))
+    script = textwrap.dedent(
+        f"""
+        import json, kafkalog, pyarrow
+        def hwm():  # peak RSS of this process image, in KiB (ru_maxrss would include pytest's)
+            with open("/proc/self/status") as f:
+                return next(int(l.split()[1]) for l in f if l.startswith("VmHWM:"))
+        imports = hwm()
+        log = kafkalog.Log({str(path)!r})
+        base = hwm()
+        rows = 0
+        for batch in log.to_arrow(batch_rows=5000):
+            rows += batch.num_rows
+        peak = hwm()
+        print(json.dumps({{"rows": rows, "imports_kib": imports, "base_kib": base, "peak_kib": peak}}))
+        """
+    )
+    out = json.loads(subprocess.run([sys.executable, "-c", script], check=True, capture_output=True, text=True).stdout)
+    assert out["rows"] == 200_000
+    growth = (out["peak_kib"] - out["base_kib"]) * 1024
+    print(f"\nstreamed {size / 1e6:.0f} MB in 5000-row batches: RSS after imports {out['imports_kib'] / 1024:.0f} MiB, "
+          f"after open {out['base_kib'] / 1024:.0f} MiB, peak {out['peak_kib'] / 1024:.0f} MiB")
+    # One Arrow batch is ~5 MB; growth of a quarter of the log would mean it is being held.
+    assert growth < size / 4, (growth, size)
+
+
+def test_append_arrow_round_trips_spark_sink_columns(tmp_path):
+    headers_type = HEADERS_FIELD.type
+    table = pa.table(
+        {
+            "key": pa.array(["a", None, "c"], pa.string()),
+            "value": pa.array([b"1", b"2", None], pa.binary()),
+            "headers": pa.array([[{"key": "h", "value": b"x"}, {"key": "n", "value": None}], None, []], headers_type),
+            "timestamp": pa.array([1_700_000_000_001_000, 1_700_000_000_002_000, None], pa.timestamp("us", tz="UTC")),
+        }
+    )
+    with make_log(tmp_path / "sink-0") as log:
+        assert log.append_arrow(table, compression="lz4") == (0, 2)
+        assert log.append_arrow(table.to_batches()[0]) == (3, 5)  # a RecordBatch too
+        assert log.append_arrow(pa.RecordBatchReader.from_batches(table.schema, table.to_batches())) == (6, 8)
+        assert log.append_arrow(table.slice(0, 0)) is None
+        records = list(log.records())
+    assert [r.key for r in records[:3]] == [b"a", None, b"c"]
+    assert [r.value for r in records[:3]] == [b"1", b"2", None]
+    assert records[0].headers == [("h", b"x"), ("n", None)]
+    assert records[1].headers == [] and records[2].headers == []
+    assert [r.timestamp for r in records[:2]] == [1_700_000_000_001, 1_700_000_000_002]
+    assert records[2].timestamp > 1_700_000_000_002  # stamped now when null
+    assert [r.offset for r in records] == list(range(9))
+
+
+@pytest.mark.parametrize(
+    "table, column",
+    [
+        (pa.table({"value": pa.array([1, 2])}), "value"),
+        (pa.table({"value": [b"v"], "key": pa.array([1.5])}), "key"),
+        (pa.table({"value": [b"v"], "headers": pa.array([["a"]])}), "headers"),
+        (pa.table({"value": [b"v"], "timestamp": pa.array(["now"])}), "timestamp"),
+        (pa.table({"key": [b"k"]}), "value"),
+    ],
+)
+def test_append_arrow_names_the_wrong_column(tmp_path, table, column):
+    with make_log(tmp_path / "sink-0") as log:
+        with pytest.raises(ValueError, match=f"'{column}'"):
+            log.append_arrow(table)
+        assert log.log_end_offset == 0
+
+
+def test_batches_report_their_file_positions(tmp_path):
+    with make_log(tmp_path / "t-0") as log:
+        for i in range(5):
+            log.append([{"value": b"v" * (i + 1)}])
+        positions = [b.position for b in log.batches()]
+        segment = kafkalog.Segment(str(tmp_path / "t-0"), 0)
+        assert positions == [b.position for b in segment.batches()]
+        assert positions[0] == 0 and positions == sorted(set(positions))
+        assert all(b.records_count == 1 and b.is_valid for b in log.batches())
+
+
+def test_read_only_open_of_a_lone_replica_reads_to_the_log_end(tmp_path):
+    """A broker killed after its last HW checkpoint: the read-only view serves what the restarted
+    broker would, and keeps the checkpointed value under its own name."""
+    data_dir = tmp_path / "data"
+    with make_log(data_dir / "t-0") as log:
+        log.append([{"value": b"%d" % i} for i in range(10)])
+    # The checkpoint a broker wrote seconds before it died.
+    (data_dir / "replication-offset-checkpoint").write_text("0\n1\nt 0 4\n")
+    log = kafkalog.Log(str(data_dir / "t-0"))
+    assert log.checkpointed_high_watermark == 4
+    assert log.high_watermark == 10
+    assert log.to_arrow().read_all().num_rows == 10
+    pinned = kafkalog.Log(str(data_dir / "t-0"), single_replica=False)
+    assert pinned.high_watermark == 4
+    assert pinned.to_arrow().read_all().num_rows == 4

@@ -2,7 +2,7 @@
 
     kafkalog dump DIR [--records] [--isolation read_committed]   # segments, offsets, batches
     kafkalog records DIR [--isolation ...] [--start N] [--end N]  # one JSON line per record
-    kafkalog demo                                               # the embedded example
+    kafkalog demo [--no-spark]                                  # the main job on the embedded example
 """
 
 from __future__ import annotations
@@ -10,11 +10,8 @@ from __future__ import annotations
 import argparse
 import base64
 import json
-import shutil
 import signal
 import sys
-import tempfile
-from pathlib import Path
 
 import kafkalog
 
@@ -65,37 +62,10 @@ def cmd_records(args) -> int:
     return 0
 
 
-def example_dir() -> Path:
-    return Path(__file__).with_name("examples")
-
-
 def cmd_demo(args) -> int:
-    """Opens the embedded example (a partition a real Kafka broker wrote), then writes a log."""
-    src = example_dir()
-    parts = sorted(p for p in src.iterdir() if p.is_dir())
-    if not parts:
-        print("demo: the embedded example is missing", file=sys.stderr)
-        return 1
-    with tempfile.TemporaryDirectory() as tmp:
-        for part in parts:
-            copy = Path(tmp) / part.name
-            shutil.copytree(part, copy)
-            log = kafkalog.Log(copy, read_only=True)
-            summarize(log)
-            uncommitted = list(log.records(isolation="read_uncommitted"))
-            committed = list(log.records(isolation="read_committed"))
-            print(f"  {len(uncommitted)} records read_uncommitted, {len(committed)} read_committed")
-            for r in committed[:3]:
-                print(f"    offset {r.offset} key {_text(r.key)!r} value {_text(r.value)!r}")
-        own = Path(tmp) / "written-0"
-        with kafkalog.Log(own, read_only=False, create=True, config={"segment.bytes": 4096, "file.delete.delay.ms": 0}) as log:
-            for i in range(200):
-                log.append([{"key": f"k{i}".encode(), "value": f"value {i} ".encode() * 10}], compression="lz4")
-            log.delete_records(50)
-            log.delete_old_segments()
-            summarize(log)
-        print(f"  wrote {sorted(p.name for p in own.iterdir())[:6]} ...")
-    return 0
+    from kafkalog import demo
+
+    return demo.run(spark_enabled=not args.no_spark)
 
 
 def main(argv=None) -> int:
@@ -111,7 +81,11 @@ def main(argv=None) -> int:
     r.add_argument("--start", type=int)
     r.add_argument("--end", type=int)
     r.set_defaults(func=cmd_records)
-    demo = sub.add_parser("demo", help="run on the embedded example")
+    demo = sub.add_parser(
+        "demo",
+        help="the main job on the embedded example: offsets, records, a Spark DataFrame, a topic written back",
+    )
+    demo.add_argument("--no-spark", action="store_true", help="stop after the Arrow part (no Java needed)")
     demo.set_defaults(func=cmd_demo)
     args = p.parse_args(argv)
     if hasattr(signal, "SIGPIPE"):

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Sets up a development environment from scratch: a virtualenv in .venv with the test
-# dependencies, kafkalog built into it (maturin, cargo's dev profile, shared with `cargo test`),
-# and the Apache Kafka jars the referee tests run (from Maven Central, cached in ~/.cache/kafkalog).
+# dependencies (PySpark among them), kafkalog built into it (maturin, cargo's dev profile, shared
+# with `cargo test`), and the jars the referee tests run: Apache Kafka and Spark's own Kafka
+# source (from Maven Central, cached in ~/.cache/kafkalog).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v cargo >/dev/null || { echo "setup: cargo (Rust) is required" >&2; exit 1; }
@@ -12,5 +13,6 @@ python3 -m venv .venv
 if [ "${KAFKALOG_SKIP_KAFKA_JARS:-0}" != 1 ]; then
   command -v java >/dev/null && command -v mvn >/dev/null || { echo "setup: java and mvn are required for the Kafka referee" >&2; exit 1; }
   for v in 4.4.0 3.9.2; do bash .ci/fetch_kafka.sh "$v" >/dev/null; done
+  bash .ci/fetch_spark_kafka.sh 4.2.0 >/dev/null
 fi
 echo "setup: done (.venv ready; run 'bash scripts/test.sh' or '.venv/bin/kafkalog demo')"

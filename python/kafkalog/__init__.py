@@ -1,7 +1,8 @@
 """kafkalog: Apache Kafka's on-disk log format (segments, indexes, record batches) in Rust.
 
 The classes and functions come from the Rust extension ``kafkalog._kafkalog``; this package only
-re-exports them and adds thin Python conveniences.
+re-exports them and adds thin Python conveniences. ``kafkalog.spark`` (with the ``spark`` extra)
+is the Spark data source; ``Log.to_arrow`` hands records to pyarrow, polars and duckdb.
 """
 
 from kafkalog._kafkalog import (  # noqa: F401
@@ -28,6 +29,11 @@ from kafkalog._kafkalog import (  # noqa: F401
     RecordBatch,
     decode_batches,
     encode_batch,
+    create_topic,
+    murmur2,
+    partition_for_key,
+    partition_folders,
+    validate_topic_name,
 )
 
 __all__ = [name for name in dir() if not name.startswith("_")]

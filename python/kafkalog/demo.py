@@ -40,7 +40,7 @@ def run(spark_enabled: bool = True, out: TextIO = sys.stdout) -> int:
         _say(out, f"   last stable offset        {log.last_stable_offset}   (what read_committed consumers may read)")
         uncommitted = log.to_arrow(isolation="read_uncommitted").read_all()
         committed = log.to_arrow(isolation="read_committed").read_all()
-        _say(out, f"   records: {uncommitted.num_rows} read_uncommitted, {committed.num_rows} read_committed"
+        _say(out, f"   {uncommitted.num_rows} records read_uncommitted, {committed.num_rows} read_committed"
                   f" ({uncommitted.num_rows - committed.num_rows} belong to the aborted transaction)")
         _say(out)
         if not spark_enabled:

@@ -197,9 +197,92 @@ pub fn commit_staged(
     }
 }
 
+/// Kafka's `LogManager.LockFileName`: a broker holds a lock on it while it runs.
+pub const BROKER_LOCK_FILE: &str = ".lock";
+
+/// Whether a live process holds the lock on a data dir's `.lock`, as a running broker does
+/// (Java's `FileChannel.tryLock`, a POSIX record lock: asked with `F_GETLK`, which never takes
+/// it, so a crashed broker's file, whose lock died with it, reads as free).
+pub fn broker_lock_holder(data_dir: &Path) -> Option<i32> {
+    use std::os::fd::AsRawFd;
+    let file = std::fs::File::open(data_dir.join(BROKER_LOCK_FILE)).ok()?;
+    // SAFETY: flock is plain data; F_GETLK only fills it in.
+    let mut query: libc::flock = unsafe { std::mem::zeroed() };
+    query.l_type = libc::F_WRLCK as libc::c_short;
+    query.l_whence = libc::SEEK_SET as libc::c_short;
+    // SAFETY: a valid fd and a pointer to a flock struct that lives across the call.
+    let rc = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_GETLK, &mut query) };
+    (rc == 0 && query.l_type != libc::F_UNLCK as libc::c_short).then_some(query.l_pid)
+}
+
+/// Takes the one-writer lock of a partition folder for a writable `Log`: an exclusive `flock`
+/// on the folder itself (no file is added, so a broker sees nothing new), released when the
+/// handle drops or the process dies, so a crash never leaves the folder locked. Refused while a
+/// running broker holds the data dir around it.
+pub fn lock_partition_dir(dir: &Path) -> Result<std::fs::File> {
+    if let Some(data_dir) = dir.parent() {
+        if let Some(pid) = broker_lock_holder(data_dir) {
+            return Err(Error::IllegalState(format!(
+                "{} belongs to a running Kafka broker (process {pid} holds {}); stop the broker \
+                 before writing, or open the log read-only",
+                dir.display(),
+                data_dir.join(BROKER_LOCK_FILE).display()
+            )));
+        }
+    }
+    let handle = std::fs::File::open(dir).map_err(|e| Error::io(dir, e))?;
+    match handle.try_lock() {
+        Ok(()) => Ok(handle),
+        Err(std::fs::TryLockError::WouldBlock) => Err(Error::IllegalState(format!(
+            "{} is already opened for writing (by another Log in this or another process); a \
+             Kafka log has one writer",
+            dir.display()
+        ))),
+        Err(std::fs::TryLockError::Error(e)) => Err(Error::io(dir, e)),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn one_writer_per_partition_folder() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t-0");
+        let first = Log::open(
+            &path,
+            LogOptions {
+                read_only: false,
+                create: true,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let second = Log::open(
+            &path,
+            LogOptions {
+                read_only: false,
+                ..Default::default()
+            },
+        );
+        let err = second
+            .err()
+            .expect("a second writer is refused")
+            .to_string();
+        assert!(err.contains("one writer"), "{err}");
+        // Readers are never blocked.
+        Log::open(&path, LogOptions::default()).unwrap();
+        first.close().unwrap();
+        Log::open(
+            &path,
+            LogOptions {
+                read_only: false,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    }
 
     #[test]
     fn topic_names_follow_kafka() {

@@ -191,6 +191,12 @@ pub(crate) fn load(dir: &Path, options: LogOptions) -> Result<Log> {
             ));
         }
     }
+    // Before anything on disk changes: one writer per log, and none beside a running broker.
+    let writer_lock = if writable {
+        Some(crate::datadir::lock_partition_dir(dir)?)
+    } else {
+        None
+    };
     let checkpoints = read_checkpoints(dir)?;
     if writable {
         clean_directory(dir, config, now)?;
@@ -334,6 +340,7 @@ pub(crate) fn load(dir: &Path, options: LogOptions) -> Result<Log> {
         leader_epoch_cache: epoch_cache,
         unflushed_messages: 0,
         closed: false,
+        writer_lock,
     };
     if writable {
         state.leader_epoch_cache.truncate_from_end(log_end)?;

@@ -114,6 +114,8 @@ pub(crate) struct LogState {
     pub(crate) leader_epoch_cache: epoch::LeaderEpochFileCache,
     pub(crate) unflushed_messages: i64,
     pub(crate) closed: bool,
+    /// The one-writer lock of a writable log's folder; dropped (released) on close.
+    pub(crate) writer_lock: Option<std::fs::File>,
 }
 
 pub mod checkpoint;
@@ -978,6 +980,7 @@ impl Log {
         }
         loader::write_checkpoints(&self.dir, &st)?;
         st.closed = true;
+        st.writer_lock = None;
         Ok(())
     }
 

@@ -14,7 +14,7 @@ use arrow_array::types::{
     Int32Type, Int64Type, TimestampMicrosecondType, TimestampMillisecondType,
     TimestampNanosecondType, TimestampSecondType,
 };
-use arrow_array::{Array, ArrayRef, RecordBatch, RecordBatchReader};
+use arrow_array::{Array, ArrayRef, Int32Array, RecordBatch, RecordBatchReader, StringArray};
 use arrow_schema::{ArrowError, DataType, Field, Fields, Schema, SchemaRef, TimeUnit};
 
 use std::collections::{BTreeMap, HashMap};
@@ -81,8 +81,6 @@ pub struct KafkaRecordBatchBuilder {
     partition: Option<i32>,
     key: BinaryBuilder,
     value: BinaryBuilder,
-    topic_col: StringBuilder,
-    partition_col: Int32Builder,
     offset: Int64Builder,
     timestamp: TimestampMicrosecondBuilder,
     timestamp_type: Int32Builder,
@@ -113,8 +111,6 @@ impl KafkaRecordBatchBuilder {
             partition,
             key: BinaryBuilder::new(),
             value: BinaryBuilder::new(),
-            topic_col: StringBuilder::new(),
-            partition_col: Int32Builder::new(),
             offset: Int64Builder::new(),
             timestamp: TimestampMicrosecondBuilder::new().with_timezone("UTC"),
             timestamp_type: Int32Builder::new(),
@@ -135,48 +131,70 @@ impl KafkaRecordBatchBuilder {
         self.rows == 0
     }
 
-    /// Adds one record as a row, the way Spark's Kafka source converts a ConsumerRecord.
-    pub fn append(&mut self, record: &Record<'_>) {
-        self.key.append_option(record.key);
-        self.value.append_option(record.value);
-        self.topic_col.append_option(self.topic.as_deref());
-        self.partition_col.append_option(self.partition);
-        self.offset.append_value(record.offset);
-        // Kafka's milliseconds as Spark's microseconds; exact, since 1000 divides them back.
-        self.timestamp
-            .append_value(record.timestamp.saturating_mul(1000));
+    /// Adds the records of one Kafka batch as rows, the way Spark's Kafka source converts each
+    /// ConsumerRecord; columns that are the same for the whole batch are filled in bulk.
+    pub fn append_batch(&mut self, records: &[Record<'_>]) {
+        let Some(first) = records.first() else { return };
+        // One batch has one timestamp type (CreateTime or LogAppendTime, or none for v0).
         self.timestamp_type
-            .append_value(i32::from(record.timestamp_type.id()));
-        if let Some(headers) = &mut self.headers {
-            // Spark gives null, not an empty array, for a record without headers.
-            if record.headers.is_empty() {
-                headers.append_null();
-            } else {
-                let entries = headers.values();
-                for h in &record.headers {
-                    entries
-                        .field_builder::<StringBuilder>(0)
-                        .expect("header key builder")
-                        .append_value(h.key);
-                    entries
-                        .field_builder::<BinaryBuilder>(1)
-                        .expect("header value builder")
-                        .append_option(h.value);
-                    entries.append(true);
-                }
-                headers.append(true);
+            .append_value_n(i32::from(first.timestamp_type.id()), records.len());
+        for record in records {
+            self.key.append_option(record.key);
+            self.value.append_option(record.value);
+            self.offset.append_value(record.offset);
+            // Kafka's milliseconds as Spark's microseconds; exact, since 1000 divides them back.
+            self.timestamp
+                .append_value(record.timestamp.saturating_mul(1000));
+            if let Some(headers) = &mut self.headers {
+                Self::append_headers(headers, record);
             }
         }
-        self.rows += 1;
+        self.rows += records.len();
+    }
+
+    /// Adds one record as a row.
+    pub fn append(&mut self, record: &Record<'_>) {
+        self.append_batch(std::slice::from_ref(record));
+    }
+
+    fn append_headers(headers: &mut ListBuilder<StructBuilder>, record: &Record<'_>) {
+        // Spark gives null, not an empty array, for a record without headers.
+        if record.headers.is_empty() {
+            headers.append_null();
+            return;
+        }
+        let entries = headers.values();
+        for h in &record.headers {
+            entries
+                .field_builder::<StringBuilder>(0)
+                .expect("header key builder")
+                .append_value(h.key);
+            entries
+                .field_builder::<BinaryBuilder>(1)
+                .expect("header value builder")
+                .append_option(h.value);
+            entries.append(true);
+        }
+        headers.append(true);
     }
 
     /// The rows added so far as one batch; the builder starts empty again.
     pub fn finish(&mut self) -> RecordBatch {
+        let rows = self.rows;
+        // The same topic and partition on every row: built once per Arrow batch.
+        let topic: ArrayRef = match &self.topic {
+            Some(t) => Arc::new(StringArray::from_iter_values(std::iter::repeat_n(t, rows))),
+            None => Arc::new(StringArray::new_null(rows)),
+        };
+        let partition: ArrayRef = match self.partition {
+            Some(p) => Arc::new(Int32Array::from_value(p, rows)),
+            None => Arc::new(Int32Array::new_null(rows)),
+        };
         let mut columns: Vec<ArrayRef> = vec![
             Arc::new(self.key.finish()),
             Arc::new(self.value.finish()),
-            Arc::new(self.topic_col.finish()),
-            Arc::new(self.partition_col.finish()),
+            topic,
+            partition,
             Arc::new(self.offset.finish()),
             Arc::new(self.timestamp.finish()),
             Arc::new(self.timestamp_type.finish()),
@@ -184,6 +202,15 @@ impl KafkaRecordBatchBuilder {
         if let Some(headers) = &mut self.headers {
             columns.push(Arc::new(headers.finish()));
         }
+        // finish() leaves empty buffers; size the next batch's like this one's so they are
+        // written once, not regrown (and copied) from nothing every batch.
+        let key_bytes = columns[0].to_data().buffers()[1].len();
+        let value_bytes = columns[1].to_data().buffers()[1].len();
+        self.key = BinaryBuilder::with_capacity(rows, key_bytes);
+        self.value = BinaryBuilder::with_capacity(rows, value_bytes);
+        self.offset = Int64Builder::with_capacity(rows);
+        self.timestamp = TimestampMicrosecondBuilder::with_capacity(rows).with_timezone("UTC");
+        self.timestamp_type = Int32Builder::with_capacity(rows);
         self.rows = 0;
         RecordBatch::try_new(self.schema.clone(), columns)
             .expect("columns built to the schema they are checked against")
@@ -278,9 +305,7 @@ impl LogArrowReader {
             self.isolation,
             false,
             &mut |_position, batch, records, in_range| {
-                for r in &records[in_range] {
-                    builder.append(r);
-                }
+                builder.append_batch(&records[in_range]);
                 *next = batch.last_offset() + 1;
                 Ok(builder.len() < limit)
             },

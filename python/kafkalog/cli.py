@@ -93,7 +93,8 @@ def main(argv=None) -> int:
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     try:
         return args.func(args)
-    except kafkalog.KafkaLogError as e:
+    except (kafkalog.KafkaLogError, OSError, ValueError) as e:
+        # One line, never a traceback: missing or unreadable paths, files that are not logs.
         print(f"kafkalog: {e}", file=sys.stderr)
         return 2
 

@@ -181,6 +181,15 @@ pub(crate) fn load(dir: &Path, options: LogOptions) -> Result<Log> {
     config.validate()?;
     let writable = !options.read_only;
     let now = (options.clock)();
+    if dir.exists() && !dir.is_dir() {
+        return Err(Error::io(
+            dir,
+            std::io::Error::new(
+                std::io::ErrorKind::NotADirectory,
+                "a file, not a Kafka partition folder (<topic>-<partition>)",
+            ),
+        ));
+    }
     if !dir.is_dir() {
         if options.create && writable {
             std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;

@@ -1,0 +1,67 @@
+"""Against a real Kafka 4.4.0 broker on 127.0.0.1: a running broker's data dir can be read but not
+written (its `.lock`), and a broker killed with SIGKILL after its last high-watermark checkpoint
+is read, read-only, as the restarted broker serves it: every acknowledged record."""
+
+import re
+import time
+
+import pytest
+
+import kafka_harness as kh
+import kafkalog
+
+VERSION = "4.4.0"
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory):
+    b = kh.Broker(VERSION, properties={"replica.high.watermark.checkpoint.interval.ms": 2000})
+    b.start()
+    try:
+        yield b
+    finally:
+        b.close()
+
+
+def test_writing_beside_a_running_broker_is_refused_and_reading_is_not(broker):
+    kh.create_topic(broker.bootstrap, "locked", partitions=1)
+    kh.produce(broker.bootstrap, "locked", [{"key": b"k%d" % i, "value": b"v%d" % i} for i in range(20)])
+    folder = broker.partition_dir("locked", 0)
+    with pytest.raises(kafkalog.KafkaLogError, match="running Kafka broker"):
+        kafkalog.Log(folder, read_only=False)
+    log = kafkalog.Log(folder)  # reading stays allowed
+    assert log.to_arrow().read_all().num_rows == 20
+
+
+def test_sigkilled_broker_is_read_as_the_restarted_broker_serves_it(broker):
+    kh.create_topic(broker.bootstrap, "crashed", partitions=1)
+    values = [b"%06d" % i for i in range(3000)]
+    produce = lambda vs: kh.produce(broker.bootstrap, "crashed", [{"value": v} for v in vs], config={"acks": "all"})
+    assert len(produce(values[:1000])) == 1000
+    checkpoint = broker.log_dir / "replication-offset-checkpoint"
+    deadline = time.monotonic() + 30
+    while "crashed 0 1000" not in (checkpoint.read_text() if checkpoint.exists() else ""):
+        assert time.monotonic() < deadline, "the broker never checkpointed its high watermark"
+        time.sleep(0.2)
+    assert len(produce(values[1000:])) == 2000  # acks=all: acknowledged, committed
+    broker.kill()  # SIGKILL: no clean shutdown, no fresh checkpoint
+    # A checkpoint may have landed between the last ack and the kill; put back the one a broker
+    # killed a little later would have left, so the case is always the one users meet.
+    text = checkpoint.read_text()
+    if "crashed 0 1000" not in text:
+        checkpoint.write_text(re.sub(r"crashed 0 \d+", "crashed 0 1000", text))
+    folder = broker.partition_dir("crashed", 0)
+    log = kafkalog.Log(folder)
+    assert log.checkpointed_high_watermark == 1000
+    assert log.high_watermark == 3000
+    table = log.to_arrow().read_all()
+    assert table.column("value").to_pylist() == values
+    del log
+    # The restarted broker serves the same records: kafkalog answered what it would.
+    broker.restart()
+    served = kh.consume_all(broker.bootstrap, "crashed")
+    assert [m["value"] for m in served] == table.column("value").to_pylist()
+    broker.stop()
+    # Once the broker is gone, the folder is free to write.
+    with kafkalog.Log(folder, read_only=False) as writable:
+        assert writable.log_end_offset == 3000

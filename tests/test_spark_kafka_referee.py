@@ -16,20 +16,24 @@ Broker session 1 (then a clean stop; the data dir is copied as ``clean``)
     ``codec-none`` / ``codec-gzip``; ``delete_records`` moves ``codec-none-0``'s log start
     offset to 5.
   * ``txn``: 2 partitions, two transactional producers whose committed and aborted
-    transactions interleave with each other and with plain writes, small segments.
+    transactions interleave with each other and with plain writes, small segments;
+    CreateTime from the producer's clock (in line with the markers' broker clock).
   * ``txnopen``: 1 partition, a transaction left open (LSO < high watermark) with a
-    committed transaction and plain records after its first record.
+    committed transaction and plain records after its first record; CreateTimes of 2023
+    before it (older than the transaction markers, which a timestamp lookup then finds),
+    a few minutes ahead from it on (a lookup past the LSO).
   * ``logappend``: 1 partition, ``message.timestamp.type=LogAppendTime``.
 
-  Cases (``CASES``): every topic with ``includeHeaders``; ``subscribePattern`` (Java full
-  match semantics, and ``.*`` which must leave out the internal topics and the metadata
-  log); ``assign`` JSON (with ``minPartitions``); ``startingOffsets``/``endingOffsets`` JSON
+  Cases (``CASES``): every topic with ``includeHeaders``; ``subscribePattern`` (Spark
+  matches it with ``find()``, i.e. ``Regex.findFirstIn``, not ``matches()``: ``txn`` also
+  picks ``txnopen``), and ``.*`` which must leave out the internal topics and the metadata
+  log; ``assign`` JSON (with ``minPartitions``); ``startingOffsets``/``endingOffsets`` JSON
   with specific offsets, -2/-1, an empty range, an offset below the log start offset
   (``failOnDataLoss=false``); ``startingTimestamp``/``endingTimestamp`` (with
   ``maxRecordsPerPartition``); ``startingOffsetsByTimestamp``/``endingOffsetsByTimestamp``
-  with ``startingOffsetsByTimestampStrategy=latest`` (timestamps past the end, and one
-  past the LSO of ``txnopen``). ``kafkalog.spark.read_logs`` on partition folders is
-  compared with the ``assign`` case.
+  with ``startingOffsetsByTimestampStrategy=latest`` (timestamps past the end, one inside an
+  aborted transaction, one past the LSO of ``txnopen``). ``kafkalog.spark.read_logs`` on
+  partition folders is compared with the ``assign`` case.
 
 Broker session 2 (unclean)
   The broker restarts, appends to ``codec-lz4`` and a new topic ``crash`` (a committed, an
@@ -111,15 +115,20 @@ def _spark_kafka_jars() -> List[str]:
 
 @pytest.fixture(scope="module")
 def spark():
+    jars: List[str] = []
+    err = None
     try:
         jars = _spark_kafka_jars()
     except Exception as e:
+        err = str(e)
+    if err is not None:
         pytest.fail(f"referee unavailable: Spark's Kafka source jars (spark-sql-kafka-0-10_2.13:"
-                    f"{SPARK_KAFKA_VERSION}) could not be fetched: {e}", pytrace=False)
+                    f"{SPARK_KAFKA_VERSION}) could not be fetched: {err}", pytrace=False)
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     from pyspark.sql import SparkSession
 
+    session = None
     try:
         session = (SparkSession.builder.master("local[2]")
                    .appName("kafkalog-spark-kafka-referee")
@@ -131,7 +140,9 @@ def spark():
                    .config("spark.sql.session.timeZone", "UTC")
                    .getOrCreate())
     except Exception as e:
-        pytest.fail(f"referee unavailable: SparkSession with spark.jars={jars} did not start: {e}", pytrace=False)
+        err = str(e)
+    if session is None:
+        pytest.fail(f"referee unavailable: SparkSession with spark.jars={jars} did not start: {err}", pytrace=False)
     session.sparkContext.setLogLevel("ERROR")
     try:
         yield session
@@ -143,10 +154,11 @@ def spark():
 # data
 # --------------------------------------------------------------------------- #
 
-def _messages(rng: random.Random, tag: str, n: int, partitions: int, ts_base: int = TS0, step: int = 10,
-              ooo: bool = False, first: int = 0) -> List[Dict[str, Any]]:
+def _messages(rng: random.Random, tag: str, n: int, partitions: int, ts_base: Optional[int] = TS0,
+              step: int = 10, ooo: bool = False, first: int = 0) -> List[Dict[str, Any]]:
     """Message ``first + i`` goes to partition ``(first + i) % partitions`` with timestamp
-    ``ts_base + step * (first + i)`` (minus 5 s for every 9th one when ``ooo``)."""
+    ``ts_base + step * (first + i)`` (minus 5 s for every 9th one when ``ooo``); no explicit
+    timestamp (the producer's clock) when ``ts_base`` is None."""
     out = []
     for j in range(n):
         i = first + j
@@ -162,8 +174,8 @@ def _messages(rng: random.Random, tag: str, n: int, partitions: int, ts_base: in
             headers = []
         else:
             headers = [("cl\u00e9-\u00fc", "v\u00e4lue \u2603".encode())]
-        ts = ts_base + step * i
-        if ooo and i % 9 == 4:
+        ts = None if ts_base is None else ts_base + step * i
+        if ts is not None and ooo and i % 9 == 4:
             ts -= 5_000
         out.append({"key": key, "value": value, "headers": headers, "timestamp": ts,
                     "partition": i % partitions})
@@ -171,7 +183,9 @@ def _messages(rng: random.Random, tag: str, n: int, partitions: int, ts_base: in
 
 
 class _Txn:
-    """A transactional producer (confluent-kafka) whose transactions the test interleaves."""
+    """A transactional producer (confluent-kafka) whose transactions the test interleaves.
+    ``commit``/``abort`` return once the broker has appended the transaction's markers (the
+    coordinator writes them after answering EndTxn), so the log is complete when it is read."""
 
     def __init__(self, bootstrap: str, tag: str, compression: str):
         from confluent_kafka import Producer
@@ -181,6 +195,8 @@ class _Txn:
         cfg["transactional.id"] = f"spark-referee-{tag}-{uuid.uuid4().hex[:8]}"
         self.p = Producer(cfg)
         self.p.init_transactions(60)
+        self.admin = kh._admin(bootstrap)
+        self.touched: set = set()
 
     def begin(self) -> "_Txn":
         self.p.begin_transaction()
@@ -194,25 +210,60 @@ class _Txn:
         left = self.p.flush(60)
         if left or d.errors:
             raise kh.KafkaHarnessError(f"transactional produce to {topic}: {left} undelivered, {d.errors[:5]}")
+        self.touched |= {(topic, r["partition"]) for r in d.results}  # type: ignore[index]
         return d.results  # type: ignore[return-value]
 
+    def _latest(self, tp: Tuple[str, int]) -> int:
+        from confluent_kafka import TopicPartition
+        from confluent_kafka.admin import OffsetSpec
+
+        k = TopicPartition(*tp)
+        return self.admin.list_offsets({k: OffsetSpec.latest()}, request_timeout=30)[k].result(timeout=30).offset
+
+    def _end(self, commit: bool) -> None:
+        before = {tp: self._latest(tp) for tp in self.touched}
+        if commit:
+            self.p.commit_transaction(60)
+        else:
+            self.p.abort_transaction(60)
+        deadline = time.monotonic() + 30
+        for tp, hw in before.items():  # one marker per partition, nothing else is being written
+            while self._latest(tp) < hw + 1:
+                if time.monotonic() > deadline:
+                    raise kh.KafkaHarnessError(f"no transaction marker in {tp} after 30 s")
+                time.sleep(0.02)
+        self.touched = set()
+
     def commit(self) -> None:
-        self.p.commit_transaction(60)
+        self._end(True)
 
     def abort(self) -> None:
-        self.p.abort_transaction(60)
+        self._end(False)
 
 
 class _Seq:
-    """Consecutive message numbers of one topic (so timestamps grow along the log)."""
+    """Plain and transactional writes to one topic with consecutive message numbers;
+    ``delivered[tag]`` keeps the broker's acknowledgements (partition, offset, timestamp)."""
 
-    def __init__(self, rng: random.Random, topic: str, partitions: int):
-        self.rng, self.topic, self.partitions, self.n = rng, topic, partitions, 0
+    def __init__(self, rng: random.Random, bs: str, topic: str, partitions: int, ts_base: Optional[int] = TS0):
+        self.rng, self.bs, self.topic, self.partitions, self.n = rng, bs, topic, partitions, 0
+        self.ts_base = ts_base
+        self.delivered: Dict[str, List[Dict[str, Any]]] = {}
 
-    def next(self, tag: str, n: int) -> List[Dict[str, Any]]:
-        out = _messages(self.rng, f"{self.topic}-{tag}", n, self.partitions, first=self.n)
+    def _next(self, tag: str, n: int) -> List[Dict[str, Any]]:
+        out = _messages(self.rng, f"{self.topic}-{tag}", n, self.partitions, ts_base=self.ts_base, first=self.n)
         self.n += n
         return out
+
+    def plain(self, tag: str, n: int, compression: str = "none") -> None:
+        self.delivered[tag] = kh.produce(self.bs, self.topic, self._next(tag, n), compression=compression,
+                                         linger_ms=2, batch_size=1024)
+
+    def txn(self, producer: _Txn, tag: str, n: int) -> None:
+        self.delivered[tag] = producer.send(self.topic, self._next(tag, n))
+
+    def first(self, tag: str, partition: int) -> Dict[str, Any]:
+        return next(d for d in self.delivered[tag] if d["partition"] == partition)
 
 
 def _produce_session1(bs: str, state: Dict[str, Any]) -> None:
@@ -230,50 +281,58 @@ def _produce_session1(bs: str, state: Dict[str, Any]) -> None:
         kh.produce(bs, t, msgs[:50], compression=codec, linger_ms=2, batch_size=1024)
         kh.produce(bs, t, msgs[50:], compression=codec, linger_ms=2, batch_size=1024, idempotent=True)
 
-    # committed and aborted transactions of two producers, interleaved with plain writes
-    s = _Seq(rng, T_TXN, 2)
+    # Committed and aborted transactions of two producers, interleaved with plain writes.
+    # CreateTime is the producer's clock here, so that the transaction markers (stamped with
+    # the broker's clock) fall in line and timestamp lookups land on records of each kind.
+    s = _Seq(rng, bs, T_TXN, 2, ts_base=None)
     a, b = _Txn(bs, "a", "zstd"), _Txn(bs, "b", "gzip")
     try:
-        kh.produce(bs, T_TXN, s.next("plain1", 6), batch_size=1024)
-        a.begin().send(T_TXN, s.next("a1-committed", 6))
-        kh.produce(bs, T_TXN, s.next("plain2", 4), compression="lz4", batch_size=1024)
-        b.begin().send(T_TXN, s.next("b1-aborted", 5))
+        s.plain("plain1", 6)
+        s.txn(a.begin(), "a1-committed", 6)
+        s.plain("plain2", 4, "lz4")
+        s.txn(b.begin(), "b1-aborted", 5)
         a.commit()
-        kh.produce(bs, T_TXN, s.next("plain3", 3), batch_size=1024)
+        s.plain("plain3", 3)
         b.abort()
-        a.begin().send(T_TXN, s.next("a2-aborted", 4))
+        s.txn(a.begin(), "a2-aborted", 4)
         a.abort()
-        kh.produce(bs, T_TXN, s.next("plain4", 3), compression="snappy", batch_size=1024)
-        b.begin().send(T_TXN, s.next("b2-committed", 6))
-        kh.produce(bs, T_TXN, s.next("plain5", 2), batch_size=1024)
-        a.begin().send(T_TXN, s.next("a3-aborted", 3))
+        s.plain("plain4", 3, "snappy")
+        s.txn(b.begin(), "b2-committed", 6)
+        s.plain("plain5", 2)
+        s.txn(a.begin(), "a3-aborted", 3)
         b.commit()
         a.abort()
-        a.begin().send(T_TXN, s.next("a4-committed", 3))
+        s.txn(a.begin(), "a4-committed", 3)
         a.commit()
-        kh.produce(bs, T_TXN, s.next("plain6", 4), compression="zstd", batch_size=1024)
+        s.plain("plain6", 4, "zstd")
     finally:
         del a, b
+    state["txn_ts"] = {
+        "start": {"0": s.first("b1-aborted", 0)["timestamp"], "1": s.first("plain3", 1)["timestamp"]},
+        "end": {"0": s.first("b2-committed", 0)["timestamp"], "1": FAR_FUTURE},
+    }
 
-    # a transaction left open: LSO < high watermark
-    s = _Seq(rng, T_OPEN, 1)
+    # A transaction left open: LSO < high watermark. The records before it have CreateTimes of
+    # 2023 (older than every transaction marker), those from its first record on a few minutes
+    # in the future (newer than every marker), so a timestamp lookup can land past the LSO.
+    s = _Seq(rng, bs, T_OPEN, 1)
     c, e = _Txn(bs, "c", "none"), _Txn(bs, "e", "lz4")
     try:
-        kh.produce(bs, T_OPEN, s.next("plain1", 5), batch_size=1024)
-        c.begin().send(T_OPEN, s.next("c-committed", 5))
+        s.plain("plain1", 5)
+        s.txn(c.begin(), "c-committed", 5)
         c.commit()
-        kh.produce(bs, T_OPEN, s.next("plain2", 3), batch_size=1024)
+        s.plain("plain2", 3)
+        s.ts_base = int(time.time() * 1000) + 300_000 - 10 * s.n
         d = _Txn(bs, "d", "gzip")
-        d.begin().send(T_OPEN, s.next("d-open", 4))
-        kh.produce(bs, T_OPEN, s.next("plain3", 2), batch_size=1024)
-        e.begin().send(T_OPEN, s.next("e-committed-after-open", 3))
+        s.txn(d.begin(), "d-open", 4)
+        s.plain("plain3", 2)
+        s.txn(e.begin(), "e-committed-after-open", 3)
         e.commit()
-        kh.produce(bs, T_OPEN, s.next("plain4", 3), batch_size=1024)
+        s.plain("plain4", 3)
         state["open_producers"] = [d]
     finally:
         del c, e
-    # timestamps of txnopen's records after the open transaction began: TS0 + 10 * n
-    state["open_after_ts"] = TS0 + 10 * (s.n - 2)
+    state["open_after_ts"] = s.delivered["plain4"][1]["timestamp"]
 
     appended = []
     for k in range(3):
@@ -290,10 +349,11 @@ def _produce_session1(bs: str, state: Dict[str, Any]) -> None:
     low = res[tp].result(timeout=30).low_watermark
     assert low == LOG_START_NONE_0, f"delete_records: low watermark {low}"
 
-    state["offsets"] = {}
-    for t, n in [(t, CODEC_PARTITIONS) for t in CODEC_TOPICS] + [(T_TXN, 2), (T_OPEN, 1), (T_APPEND, 1)]:
-        for p in range(n):
-            state["offsets"][(t, p)] = kh.list_offsets(bs, t, p)
+    state["offsets"] = {(t, p): kh.list_offsets(bs, t, p) for t, n in ((T_TXN, 2), (T_OPEN, 1)) for p in range(n)}
+    assert state["offsets"][(T_OPEN, 0)]["last_stable"] == s.first("d-open", 0)["offset"], state["offsets"]
+    for p in range(2):
+        o = state["offsets"][(T_TXN, p)]
+        assert o["last_stable"] == o["latest"], o
 
 
 def _case_options(state: Dict[str, Any]) -> Dict[str, Dict[str, str]]:
@@ -315,14 +375,16 @@ def _case_options(state: Dict[str, Any]) -> Dict[str, Dict[str, str]]:
     by_ts_start = {
         "codec-zstd": {"0": TS0 + 100, "1": TS0 - 1, "2": FAR_FUTURE},
         "codec-snappy": {"0": TS0 + 400, "1": TS0 + 41, "2": TS0 + 600},
-        T_OPEN: {"0": state["open_after_ts"]},     # past the LSO: none for read_committed
+        T_OPEN: {"0": state["open_after_ts"]},     # past the LSO
         T_APPEND: {"0": state["append_ts_mid"]},
+        T_TXN: state["txn_ts"]["start"],
     }
     by_ts_end = {
         "codec-zstd": {"0": TS0 + 400, "1": FAR_FUTURE, "2": FAR_FUTURE + 1},
         "codec-snappy": {"0": TS0 + 700, "1": TS0 + 300, "2": FAR_FUTURE},
         T_OPEN: {"0": FAR_FUTURE},
         T_APPEND: {"0": FAR_FUTURE},
+        T_TXN: state["txn_ts"]["end"],
     }
     return {
         "subscribe_all": {"subscribe": ",".join(TOPICS), "includeHeaders": "true"},
@@ -332,10 +394,10 @@ def _case_options(state: Dict[str, Any]) -> Dict[str, Dict[str, str]]:
         "offsets_json": {"subscribe": "codec-lz4,codec-none,txn,txnopen", "includeHeaders": "true",
                          "startingOffsets": json.dumps(start_json), "endingOffsets": json.dumps(end_json),
                          "failOnDataLoss": "false"},
-        "timestamps": {"subscribe": ",".join(CODEC_TOPICS + [T_TXN]), "includeHeaders": "true",
+        "timestamps": {"subscribe": ",".join(CODEC_TOPICS + [T_OPEN]), "includeHeaders": "true",
                        "startingTimestamp": str(T1), "endingTimestamp": str(T2),
                        "maxRecordsPerPartition": "7"},
-        "offsets_by_timestamp": {"subscribe": f"codec-zstd,codec-snappy,{T_OPEN},{T_APPEND}",
+        "offsets_by_timestamp": {"subscribe": f"codec-zstd,codec-snappy,{T_OPEN},{T_APPEND},{T_TXN}",
                                  "includeHeaders": "true",
                                  "startingOffsetsByTimestamp": json.dumps(by_ts_start),
                                  "endingOffsetsByTimestamp": json.dumps(by_ts_end),
@@ -430,7 +492,16 @@ def _assert_same(kl_df, ref: Dict[str, Any], what: str) -> None:
 
 
 def _referee_read(spark, bs: str, options: Dict[str, str]) -> Dict[str, Any]:
-    df = _read(spark, "kafka", dict(options, **{"kafka.bootstrap.servers": bs}))
+    """Spark's Kafka source; ``options`` are what kafkalog gets too. Only the referee gets the
+    bootstrap servers and two transport settings that change no row: a short
+    ``fetch.max.wait.ms`` (a fetch at the end of a range otherwise waits 500 ms for data:
+    the reads take three times longer) and a fixed group id per isolation level (the
+    executors' consumer pool, keyed by group id and partition, then reuses its consumers
+    across cases; the Kafka source assigns partitions and commits nothing)."""
+    iso = options.get("kafka.isolation.level", "read_uncommitted")
+    df = _read(spark, "kafka", dict(options, **{"kafka.bootstrap.servers": bs,
+                                                "kafka.fetch.max.wait.ms": "10",
+                                                "kafka.group.id": f"kafkalog-referee-{iso}"}))
     cols, rows = _collect(df)
     return {"schema": df.schema, "cols": cols, "rows": rows, "options": options}
 
@@ -442,18 +513,6 @@ def _snapshot(root: Path) -> Dict[str, str]:
             p = Path(dirpath) / n
             out[str(p.relative_to(root))] = hashlib.sha256(p.read_bytes()).hexdigest()
     return out
-
-
-def _wait_lso(bs: str, topic: str, partitions: int, timeout: float = 30.0) -> None:
-    """Wait until the broker's read_committed LATEST (LSO) stopped moving (markers written)."""
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        cur = [kh.list_offsets(bs, topic, p)["last_stable"] for p in range(partitions)]
-        if cur == last:
-            return
-        last = cur
-        time.sleep(0.3)
 
 
 # --------------------------------------------------------------------------- #
@@ -470,6 +529,7 @@ def env(spark, tmp_path_factory):
         "log.retention.ms": -1,   # the CreateTimes of 2023 must not expire
         "replica.high.watermark.checkpoint.interval.ms": 1000,
     })
+    err: Optional[str] = None
     try:
         try:
             # ------------------------------ session 1 ------------------------------ #
@@ -500,21 +560,20 @@ def env(spark, tmp_path_factory):
             bs = broker.bootstrap
             rng = random.Random(7)
             kh.create_topic(bs, T_CRASH, 2, {"segment.bytes": 4096})
-            s = _Seq(rng, T_CRASH, 2)
+            s = _Seq(rng, bs, T_CRASH, 2)
             f, g, h = _Txn(bs, "f", "snappy"), _Txn(bs, "g", "zstd"), _Txn(bs, "h", "none")
-            kh.produce(bs, T_CRASH, s.next("plain1", 8), compression="gzip", batch_size=1024)
-            f.begin().send(T_CRASH, s.next("f-committed", 6))
-            g.begin().send(T_CRASH, s.next("g-aborted", 4))
-            kh.produce(bs, T_CRASH, s.next("plain2", 3), batch_size=1024)
+            s.plain("plain1", 8, "gzip")
+            s.txn(f.begin(), "f-committed", 6)
+            s.txn(g.begin(), "g-aborted", 4)
+            s.plain("plain2", 3)
             f.commit()
             g.abort()
-            h.begin().send(T_CRASH, s.next("h-open", 4))
-            kh.produce(bs, T_CRASH, s.next("plain3", 5), compression="lz4", batch_size=1024)
+            s.txn(h.begin(), "h-open", 4)
+            s.plain("plain3", 5, "lz4")
             kh.produce(bs, "codec-lz4", _messages(rng, "codec-lz4-after-restart", 12, CODEC_PARTITIONS,
                                                   first=90), compression="lz4", batch_size=1024)
             state["open_producers"].append(h)
             del f, g
-            _wait_lso(bs, T_CRASH, 2)
             crash_opts = {"subscribe": f"codec-lz4,{T_CRASH}", "includeHeaders": "true"}
             state["crash_before_kill"] = {
                 iso: _referee_read(spark, bs, dict(crash_opts, **{"kafka.isolation.level": iso}))
@@ -533,8 +592,10 @@ def env(spark, tmp_path_factory):
             broker.stop()
             state["timings"]["referee total"] = time.monotonic() - t0
         except Exception as e:
-            pytest.fail(f"referee unavailable: Kafka {KAFKA_VERSION} broker / Spark's Kafka source failed: "
-                        f"{e!r}\n{traceback.format_exc()[-4000:]}\n{broker.log_tail(30)}", pytrace=False)
+            err = f"{e!r}\n{traceback.format_exc()[-4000:]}\n{broker.log_tail(30)}"
+        if err is not None:
+            pytest.fail(f"referee unavailable: Kafka {KAFKA_VERSION} broker / Spark's Kafka source failed: {err}",
+                        pytrace=False)
         state["snapshots"] = {k: _snapshot(state[k]) for k in ("clean", "unclean")}
         yield state
     finally:
@@ -551,10 +612,13 @@ def env(spark, tmp_path_factory):
 @pytest.fixture(scope="module")
 def kafkalog_spark(spark):
     """``kafkalog.spark`` registered on the session (fails, never skips, when it cannot be)."""
+    err = None
     try:
         import kafkalog.spark as ks
     except Exception as e:
-        pytest.fail(f"import kafkalog.spark failed: {e!r}", pytrace=False)
+        err = repr(e)
+    if err is not None:
+        pytest.fail(f"import kafkalog.spark failed: {err}", pytrace=False)
     ks.register(spark)
     return ks
 
@@ -594,7 +658,14 @@ def test_referee_shape(env):
     assert _topics(ref[("pattern_all", "read_uncommitted")]) == set(TOPICS)
     for iso in ISOLATIONS:
         assert ref[("timestamps", iso)]["rows"] and ref[("offsets_json", iso)]["rows"]
-        assert ref[("offsets_by_timestamp", iso)]["rows"]
+        rj = _ranges(ref[("offsets_json", iso)]["rows"], cols)
+        assert rj[("codec-none", 0)][1] == LOG_START_NONE_0, rj   # asked for 2, failOnDataLoss=false
+        assert ("codec-lz4", 2) not in rj, rj                       # an empty range
+    bu = _ranges(ref[("offsets_by_timestamp", "read_uncommitted")]["rows"], cols)
+    bc = _ranges(ref[("offsets_by_timestamp", "read_committed")]["rows"], cols)
+    assert bu[(T_TXN, 0)][0] > bc[(T_TXN, 0)][0], (bu, bc)         # started inside an aborted txn
+    assert (T_OPEN, 0) in bu and (T_OPEN, 0) not in bc, (bu, bc)   # a lookup past the LSO
+    assert ("codec-zstd", 2) not in bu, bu                          # a start past the end: latest
     for iso in ISOLATIONS:
         assert env["crash_ref"][iso]["rows"]
 

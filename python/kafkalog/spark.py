@@ -53,7 +53,7 @@ READ_OPTIONS = {
     "path": "a Kafka data dir (folders <topic>-<partition>) or a partition folder; several comma-separated",
     "paths": "(set by Spark for load([...]))",
     "subscribe": "comma-separated topics",
-    "subscribepattern": "a Java regex over topic names",
+    "subscribepattern": "a Java regex found in topic names (as Spark matches it)",
     "assign": 'JSON {"topic":[partitions]}',
     "startingoffsets": 'earliest (default) or JSON {"topic":{"0":offset}} with -2 for earliest',
     "endingoffsets": 'latest (default) or JSON {"topic":{"0":offset}} with -1 for latest',
@@ -229,7 +229,8 @@ def _select(folders: List[TopicPartitionFolder], options: Mapping[str, str], req
             pattern = re.compile(options["subscribepattern"])
         except re.error as e:
             raise KafkaLogOptionError(f"option subscribePattern is not a valid pattern: {e}") from None
-        return [f for f in folders if f.topic not in _INTERNAL_TOPICS and pattern.fullmatch(f.topic)]
+        # As Spark's Kafka source picks topics (Regex.findFirstIn): the pattern anywhere in the name.
+        return [f for f in folders if f.topic not in _INTERNAL_TOPICS and pattern.search(f.topic)]
     assigned = _json(options, "assign")
     if not isinstance(assigned, dict) or not all(isinstance(v, list) for v in assigned.values()):
         raise KafkaLogOptionError('option assign must be JSON like {"topicA":[0,1],"topicB":[2,4]}')

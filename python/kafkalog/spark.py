@@ -456,7 +456,17 @@ class KafkaLogWriter(DataSourceArrowWriter):
         if self.compression not in ("none", "gzip", "snappy", "lz4", "zstd"):
             raise KafkaLogOptionError(f"kafka.compression.type {self.compression!r} (none, gzip, snappy, lz4, zstd)")
         self.batch_bytes = _int(opts, "kafka.batch.size") or 512 * 1024
-        self.partitions = _int(opts, "partitions") or 1
+        if self.batch_bytes < 1:
+            raise KafkaLogOptionError("kafka.batch.size must be positive")
+        partitions = _int(opts, "partitions")
+        self.partitions = 1 if partitions is None else partitions
+        if self.partitions < 1:
+            raise KafkaLogOptionError(f"partitions must be at least 1, not {self.partitions}")
+        if _is_partition_folder(self.data_dir):
+            raise KafkaLogOptionError(
+                f"{opts['path']} is a partition folder; path takes the Kafka data dir that holds "
+                "<topic>-<partition> folders (its parent), with the topic option or column"
+            )
         parent, name = os.path.split(self.data_dir.rstrip(os.sep))
         # Outside the data dir: a broker refuses to start beside folders not named <topic>-<n>.
         root = opts.get("stagingdir") or os.path.join(parent, f".{name}.kafkalog-staging")
@@ -501,6 +511,15 @@ class KafkaLogWriter(DataSourceArrowWriter):
             os.rmdir(os.path.dirname(self.staging))
         except OSError:
             pass  # other jobs' staging, or already gone
+
+
+def _is_partition_folder(path: str) -> bool:
+    name = os.path.basename(path.rstrip(os.sep))
+    return (
+        os.path.isdir(path)
+        and re.fullmatch(r".+-\d+", name) is not None
+        and any(f.endswith(".log") for f in os.listdir(path))
+    )
 
 
 def _chain(first: Any, rest: Iterator[Any]) -> Iterator[Any]:

@@ -111,6 +111,16 @@ pub fn create_topic(data_dir: &Path, topic: &str, partitions: i32) -> Result<()>
     Ok(())
 }
 
+/// Removes a topic's partition folders (best effort): how a failed commit takes back the topics
+/// it created.
+pub fn delete_topic_folders(data_dir: &Path, topic: &str) {
+    if let Ok(folders) = partition_folders(data_dir) {
+        for f in folders.into_iter().filter(|f| f.topic == topic) {
+            let _ = std::fs::remove_dir_all(&f.path);
+        }
+    }
+}
+
 /// Appends staged files of whole v2 batches (offsets relative, as a producer sends them) to
 /// their partitions' logs in `data_dir`, as the leader. All or nothing: when any append fails,
 /// every log already appended to is truncated back to where it was, and the error is returned.

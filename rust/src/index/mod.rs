@@ -18,7 +18,7 @@ use std::io::ErrorKind;
 use std::marker::PhantomData;
 use std::path::{Path, PathBuf};
 
-use memmap2::{Mmap, MmapMut, MmapOptions};
+use memmap2::{MmapMut, MmapOptions};
 
 use crate::error::{Error, Result};
 
@@ -81,7 +81,11 @@ impl SlotObserver for Vec<usize> {
 /// The live mapping. `None` stands for a zero-length file and for a closed index.
 enum Mapping {
     None,
-    ReadOnly(Mmap),
+    /// A read-only index is a private snapshot taken at open, not a shared mapping: a writer in
+    /// another process (a broker, another kafkalog) trims or truncates index files, and a shared
+    /// mapping of the cut pages would kill the reader with SIGBUS. The log a read-only view reads
+    /// is fixed at open too, so the snapshot answers for exactly that view.
+    ReadOnly(Vec<u8>),
     Writable(MmapMut),
 }
 
@@ -94,6 +98,34 @@ impl Mapping {
             Mapping::Writable(m) => m,
         }
     }
+}
+
+/// Reads an index file into memory for a read-only view. A pre-allocated index (a broker's
+/// active segment: 10 MB, mostly a hole) costs only its written part: the buffer starts as
+/// zero pages the allocator never touches, and the file is read up to its first hole.
+fn snapshot(f: &File, path: &Path, len: usize) -> Result<Vec<u8>> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::FileExt;
+    let mut buf = vec![0u8; len];
+    // SAFETY: lseek on a valid fd; SEEK_HOLE only reports where the file's first hole starts.
+    let hole = unsafe { libc::lseek(f.as_raw_fd(), 0, libc::SEEK_HOLE) };
+    let data = if hole < 0 {
+        len
+    } else {
+        (hole as usize).min(len)
+    };
+    let mut read = 0;
+    while read < data {
+        match f.read_at(&mut buf[read..data], read as u64) {
+            // The file shrank under us (a writer trimmed it): what is gone reads as zeros,
+            // as the unwritten part of a pre-allocated index does.
+            Ok(0) => break,
+            Ok(n) => read += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(Error::io(path, e)),
+        }
+    }
+    Ok(buf)
 }
 
 /// Kafka's `AbstractIndex`: a file of fixed-size entries, memory-mapped, pre-allocated when created
@@ -225,17 +257,15 @@ impl<E: IndexEntry> MmapIndex<E> {
             Error::corrupt_index(format!("index file too large to map: {length} bytes"))
                 .in_file(path)
         })?;
-        // SAFETY: the mapping is only sound while no one else truncates or rewrites the file; index
-        // files belong to this log by contract, exactly as Kafka's MappedByteBuffer assumes.
+        // SAFETY: a writable mapping belongs to the log's one writer (the folder's lock), so no
+        // one else truncates or rewrites the file, as Kafka's MappedByteBuffer assumes.
         let map = if writable {
             Mapping::Writable(
                 unsafe { MmapOptions::new().len(len).map_mut(f) }
                     .map_err(|e| Error::io(path, e))?,
             )
         } else {
-            Mapping::ReadOnly(
-                unsafe { MmapOptions::new().len(len).map(f) }.map_err(|e| Error::io(path, e))?,
-            )
+            Mapping::ReadOnly(snapshot(f, path, len)?)
         };
         Ok(map)
     }

@@ -218,12 +218,22 @@ fn commit_staged(
             Default::default()
         };
         let mut created = std::collections::BTreeSet::new();
-        for (topic, _, _) in &staged {
-            if !counts.contains_key(topic) && created.insert(topic.clone()) {
-                datadir::create_topic(&data_dir, topic, new_topic_partitions)?;
+        let result = (|| {
+            for (topic, _, _) in &staged {
+                if !counts.contains_key(topic) && !created.contains(topic) {
+                    created.insert(topic.clone());
+                    datadir::create_topic(&data_dir, topic, new_topic_partitions)?;
+                }
+            }
+            datadir::commit_staged(&data_dir, &staged, &Default::default())
+        })();
+        if result.is_err() {
+            // All or nothing: topics this commit created go too (their logs were rolled back).
+            for topic in &created {
+                datadir::delete_topic_folders(&data_dir, topic);
             }
         }
-        datadir::commit_staged(&data_dir, &staged, &Default::default())
+        result
     })?)
 }
 

@@ -23,7 +23,7 @@ os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 import kafkalog  # noqa: E402
 from kafkalog import Log  # noqa: E402
 
-pyspark = pytest.importorskip("pyspark")
+import pyspark  # noqa: E402  (a missing pyspark fails the module: the referee is required)
 
 from pyspark.sql import SparkSession  # noqa: E402
 from pyspark.sql import functions as F  # noqa: E402
@@ -233,6 +233,7 @@ def spark():
         .config("spark.pyspark.driver.python", sys.executable)
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.driver.memory", "1g")
+        .config("spark.python.worker.faulthandler.enabled", "true")
         .getOrCreate()
     )
     s.sparkContext.setLogLevel("ERROR")
@@ -284,7 +285,7 @@ def data(tmp_path_factory):
             append(log, "orders", p, batch, recs, compression=codec)
         log.close()
 
-    # orders_archive and other: for subscribePattern (full match) tests.
+    # orders_archive and other: for subscribePattern tests.
     for topic in ("orders_archive", "other"):
         log = open_log(topic, 0)
         append(log, topic, 0, [{"key": b"a", "value": topic.encode() + b"-%d" % i, "timestamp": BASE_TS + i} for i in range(3)], recs)
@@ -378,6 +379,33 @@ def data(tmp_path_factory):
     info["big_segments"] = len(log.segments)
     log.close()
     assert info["big_segments"] >= 3
+
+    # midtrunc: one compressed batch of 10; log start offset moved into the middle of it.
+    log = open_log("midtrunc", 0)
+    append(log, "midtrunc", 0, [{"value": b"m%d" % i, "timestamp": BASE_TS + i} for i in range(10)], recs, compression="gzip")
+    log.delete_records(4)
+    log.close()
+    recs[:] = [e for e in recs if not (e["topic"] == "midtrunc" and e["offset"] < 4)]
+
+    # txseg: an aborted transaction whose records and marker lie in three different segments.
+    log = open_log("txseg", 0)
+    append(log, "txseg", 0, [{"value": b"a0", "timestamp": BASE_TS}], recs, producer_id=5, producer_epoch=0, base_sequence=0, transactional=True)
+    append(log, "txseg", 0, [{"value": b"p0", "timestamp": BASE_TS}], recs)
+    log.roll()
+    append(log, "txseg", 0, [{"value": b"p1", "timestamp": BASE_TS}], recs)
+    append(log, "txseg", 0, [{"value": b"a1", "timestamp": BASE_TS}], recs, producer_id=5, producer_epoch=0, base_sequence=1, transactional=True)
+    log.roll()
+    append(log, "txseg", 0, [{"value": b"p2", "timestamp": BASE_TS}], recs)
+    log.write_txn_marker(5, 0, commit=False)
+    append(log, "txseg", 0, [{"value": b"p3", "timestamp": BASE_TS}], recs)
+    info["txseg_segments"] = len(log.segments)
+    log.close()
+
+    # huge: records larger than any default fetch size (3 MiB alone; two 1 MiB ones in an lz4 batch).
+    log = open_log("huge", 0, config={"max.message.bytes": 20 << 20})
+    append(log, "huge", 0, [{"value": b"A" * (3 << 20), "timestamp": BASE_TS}], recs)
+    append(log, "huge", 0, [{"value": os.urandom(1 << 20), "timestamp": BASE_TS + 1}, {"value": os.urandom(1 << 20), "timestamp": BASE_TS + 2}], recs, compression="lz4")
+    log.close()
 
     # lat: a LogAppendTime topic.
     log = open_log("lat", 0, config={"message.timestamp.type": "LogAppendTime"})
@@ -570,6 +598,68 @@ def test_read_logs_matches_format(spark, data):
     assert collect(df_tx_fn) == collect(df_tx_fmt)
 
 
+def test_log_start_offset_inside_a_batch(spark, data):
+    d, recs, _ = data
+    got = collect(read(spark, d, subscribe="midtrunc"))
+    assert offsets(got) == list(range(4, 10)), "records of the batch below the log start offset are gone"
+    assert got == expected(recs, topics={"midtrunc"})
+    got = collect(read(spark, d, subscribe="midtrunc", minPartitions="3"))
+    assert offsets(got) == list(range(4, 10))
+    expect_error(lambda: read(spark, d, subscribe="midtrunc", startingOffsets='{"midtrunc":{"0":2}}'), "failOnDataLoss", "data loss", "lost", "offset")
+    # ListOffsets never answers below the log start offset
+    got = collect(read(spark, d, subscribe="midtrunc", startingTimestamp=str(BASE_TS + 1)))
+    assert offsets(got) == list(range(4, 10))
+
+
+def test_transaction_across_segments_read_committed(spark, data):
+    d, _, info = data
+    assert info["txseg_segments"] >= 3
+    iso = {"kafka.isolation.level": "read_committed"}
+    want = [b"p0", b"p1", b"p2", b"p3"]
+    assert [r[1] for r in collect(read(spark, d, subscribe="txseg", **iso))] == want
+    df = read(spark, d, subscribe="txseg", maxRecordsPerPartition="1", **iso)
+    assert df.rdd.getNumPartitions() >= 4
+    assert [r[1] for r in collect(df)] == want, "a range inside the first segment must still see the later abort"
+    got = collect(read(spark, d, subscribe="txseg", startingOffsets='{"txseg":{"0":0}}', endingOffsets='{"txseg":{"0":2}}', **iso))
+    assert [r[1] for r in got] == [b"p0"]
+
+
+def test_records_larger_than_fetch_sizes(spark, data):
+    d, recs, _ = data
+    got = collect(read(spark, d, subscribe="huge"))
+    assert got == expected(recs, topics={"huge"})
+    assert [len(r[1]) for r in got] == [3 << 20, 1 << 20, 1 << 20]
+
+
+def test_trailing_slashes_in_paths(spark, data):
+    d, recs, _ = data
+    assert collect(read(spark, f"{d}/", subscribe="other")) == expected(recs, topics={"other"})
+    assert collect(read(spark, f"{d / 'orders-1'}/", subscribe="orders")) == expected(recs, parts={("orders", 1)})
+
+
+def test_kafka_deleted_and_future_dirs_are_not_partitions(spark, data, tmp_path):
+    """A live data dir may hold Kafka's '<tp>.<uuid>-delete' / '-future' / '-stray' folders:
+    they are not partitions of the topic."""
+    import shutil
+
+    d, recs, _ = data
+    d3 = tmp_path / "data"
+    d3.mkdir()
+    shutil.copytree(d / "other-0", d3 / "other-0")
+    shutil.copytree(d / "other-0", d3 / "other-0.0123456789abcdef0123456789abcdef-delete")
+    shutil.copytree(d / "other-0", d3 / "other-1.0123456789abcdef0123456789abcdef-future")
+    got = collect(read(spark, d3, subscribe="other"))
+    assert got == expected(recs, topics={"other"})
+
+
+def test_options_are_case_insensitive_and_topics_trimmed(spark, data):
+    d, recs, _ = data
+    got = collect(
+        spark.read.format("kafkalog").option("PATH", str(d)).option("SUBSCRIBE", " other , orders_archive ").option("STARTINGOFFSETS", '{"other":{"0":1},"orders_archive":{"0":2}}').load()
+    )
+    assert got == expected(recs, topics={"other", "orders_archive"}, pred=lambda e: e["offset"] >= (1 if e["topic"] == "other" else 2))
+
+
 # --------------------------------------------------------------------------------------------
 # topic selection
 
@@ -580,19 +670,29 @@ def test_subscribe_several_topics(spark, data):
     assert got == expected(recs, topics={"other", "orders_archive"})
 
 
-def test_subscribe_pattern_is_a_full_match(spark, data):
+def _topics(df):
+    return {r["topic"] for r in df.select("topic").distinct().collect()}
+
+
+def test_subscribe_pattern_selects_topics(spark, data):
+    d, recs, _ = data
+    assert _topics(read(spark, d, subscribePattern="orders.*")) == {"orders", "orders_archive"}
+    assert _topics(read(spark, d, subscribePattern=r"web-\d+")) == {"web-2024"}
+    assert _topics(read(spark, d, subscribePattern="o.*")) == {"orders", "orders_archive", "other"}
+    got = collect(read(spark, d, subscribePattern="orders_arch.*"))
+    assert got == expected(recs, topics={"orders_archive"})
+
+
+def test_subscribe_pattern_is_found_in_topic_names_as_spark_does(spark, data):
+    # Spark's Kafka source picks topics with Regex.findFirstIn: the pattern anywhere in the name
+    # (tests/test_spark_kafka_referee.py checks this against Spark itself).
     d, recs, _ = data
     topics = lambda df: {r["topic"] for r in df.select("topic").distinct().collect()}  # noqa: E731
-    assert topics(read(spark, d, subscribePattern="orders")) == {"orders"}
-    assert topics(read(spark, d, subscribePattern="orders.*")) == {"orders", "orders_archive"}
+    assert topics(read(spark, d, subscribePattern="^orders$")) == {"orders"}
+    assert topics(read(spark, d, subscribePattern="orders")) == {"orders", "orders_archive"}
     assert topics(read(spark, d, subscribePattern=r"web-\d+")) == {"web-2024"}
-    assert topics(read(spark, d, subscribePattern="o.*")) == {"orders", "orders_archive", "other"}
-    # "rders" is only a substring of the topic names: a full match selects nothing
-    try:
-        got = topics(read(spark, d, subscribePattern="rders"))
-    except Exception:  # noqa: BLE001 - an empty selection may also be reported as an error
-        got = set()
-    assert got == set()
+    assert topics(read(spark, d, subscribePattern="^o.*")) == {"orders", "orders_archive", "other"}
+    assert topics(read(spark, d, subscribePattern="rders")) == {"orders", "orders_archive"}
     got = collect(read(spark, d, subscribePattern="orders_arch.*"))
     assert got == expected(recs, topics={"orders_archive"})
 
@@ -914,6 +1014,19 @@ def test_max_records_per_partition_splits_compressed_batches(spark, data):
     df = read(spark, d, subscribe="big", maxRecordsPerPartition="40", startingOffsets='{"big":{"0":3}}', endingOffsets='{"big":{"0":298}}')
     assert df.rdd.getNumPartitions() >= math.ceil(295 / 40)
     assert offsets(collect(df)) == list(range(3, 298))
+
+
+def test_min_partitions_above_record_count(spark, data):
+    d, recs, _ = data
+    df = read(spark, d, subscribe="other", minPartitions="10")
+    assert df.rdd.getNumPartitions() >= 2
+    assert collect(df) == expected(recs, topics={"other"})
+
+
+@pytest.mark.parametrize("opt", ["minPartitions", "maxRecordsPerPartition"])
+def test_split_options_must_be_positive(spark, data, opt):
+    d, _, _ = data
+    expect_error(lambda: read(spark, d, subscribe="other", **{opt: "0"}), opt)
 
 
 def test_split_with_non_contiguous_offsets(spark, data):
@@ -1310,7 +1423,20 @@ def test_write_retried_task_is_written_once(spark, tmp_path):
     df = spark.range(0, 40, 1, 4).select(
         F.col("id").cast("string").alias("value"), part.asNondeterministic()(F.col("id")).alias("partition")
     )
-    writer(df, d, topic="r").save()
+    sc = spark.sparkContext
+    sc.setJobGroup("kl-retry", "write with a retried task")
+    try:
+        writer(df, d, topic="r").save()
+    finally:
+        sc.setLocalProperty("spark.jobGroup.id", None)
+    tracker = sc.statusTracker()
+    failed = sum(
+        tracker.getStageInfo(sid).numFailedTasks
+        for j in tracker.getJobIdsForGroup("kl-retry")
+        for sid in tracker.getJobInfo(j).stageIds
+        if tracker.getStageInfo(sid) is not None
+    )
+    assert failed >= 1, "the first attempt of the last task was expected to fail"
     vals = []
     for p in range(2):
         recs = log_records(d / f"r-{p}")
@@ -1342,3 +1468,203 @@ def test_write_round_trip_through_reader(spark, tmp_path):
     # a record written without headers reads back as NULL headers
     assert norm(back.collect()) == want
     check_data_dir_clean(d, ["rt-0", "rt-1"])
+
+
+def test_write_null_value_and_null_partition(spark, tmp_path):
+    """A null value is a tombstone; a null partition means 'no partition' (the key decides)."""
+    d = tmp_path / "w"
+    d.mkdir()
+    keys = [f"key-{i}" for i in range(12)]
+    df = spark.createDataFrame([(k, None if i % 4 == 0 else "v", None) for i, k in enumerate(keys)], "key string, value string, partition int")
+    writer(df, d, topic="tomb", partitions="3").save()
+    seen = {}
+    for p in range(3):
+        for r in log_records(d / f"tomb-{p}"):
+            seen[r.key.decode()] = (p, r.value)
+    assert seen == {k: (kafka_partition(k.encode(), 3), None if i % 4 == 0 else b"v") for i, k in enumerate(keys)}
+
+
+def test_write_extra_columns_are_ignored(spark, tmp_path):
+    d = tmp_path / "w"
+    d.mkdir()
+    df = spark.createDataFrame([("k", "v", 1, "x")], "key string, value string, foo int, bar string")
+    writer(df, d, topic="extra").save()
+    assert [(r.key, r.value) for r in log_records(d / "extra-0")] == [(b"k", b"v")]
+
+
+def test_write_value_of_wrong_type_is_an_error(spark, tmp_path):
+    d = tmp_path / "w"
+    d.mkdir()
+    df = spark.createDataFrame([(1,)], "value int")
+    expect_error(lambda: writer(df, d, topic="t").save(), "value")
+    check_data_dir_clean(d, [])
+
+
+def test_write_partitions_must_be_positive(spark, tmp_path):
+    d = tmp_path / "w"
+    d.mkdir()
+    df = spark.createDataFrame([("v",)], "value string")
+    expect_error(lambda: writer(df, d, topic="zero", partitions="0").save(), "partitions")
+    check_data_dir_clean(d, [])
+
+
+def test_write_path_is_a_partition_folder(spark, tmp_path):
+    """The write path is a data dir. Given a partition folder, the write must fail or write
+    into that partition; it must not create a data dir (checkpoints, <topic>-0) inside it."""
+    d = tmp_path / "w"
+    d.mkdir()
+    _prepare_topic(d, "t", 1)
+    before = leos(d)
+    df = spark.createDataFrame([("v",)], "value string")
+    try:
+        writer(df, d / "t-0", topic="t").save()
+    except Exception:  # noqa: BLE001 - an error is an acceptable answer
+        assert leos(d) == before
+    stray = [n for n in os.listdir(d / "t-0") if not PARTITION_FILE.match(n)]
+    assert not stray, f"the write put foreign files into the partition folder t-0: {stray}"
+    check_data_dir_clean(d, ["t-0"])
+
+
+def test_write_too_large_record_changes_nothing(spark, tmp_path):
+    """A record over max.message.bytes fails the job; no log changes and no topic is created."""
+    d = tmp_path / "w"
+    d.mkdir()
+    _prepare_topic(d, "t", 3)
+    before = leos(d)
+    df = spark.range(0, 40, 1, 4).selectExpr(
+        "CASE WHEN id = 39 THEN repeat('x', 3000000) ELSE cast(id as string) END AS value",
+        "CASE WHEN id < 20 THEN 't' ELSE 'brandnew' END AS topic",
+    )
+    expect_error(lambda: writer(df, d).save(), "large", "max.message.bytes", "size")
+    assert leos(d) == before, "a failed write job must not change or create any log"
+    check_data_dir_clean(d, ["t-0", "t-1", "t-2"])
+
+
+def test_written_logs_are_valid_and_timestamp_searchable(spark, tmp_path):
+    import time
+
+    d = tmp_path / "w"
+    d.mkdir()
+    df = spark.range(0, 20, 1, 2).selectExpr("cast(id as string) AS value")
+    writer(df, d, topic="tl").save()
+    time.sleep(0.05)
+    writer(df, d, topic="tl").save()
+    log = Log(d / "tl-0")
+    try:
+        assert log.recovered_bytes_truncated == 0
+        recs = list(log.records())
+        batches = log.batches()
+    finally:
+        log.close()
+    assert [r.offset for r in recs] == list(range(40))
+    assert all(b.is_valid and b.magic == 2 and not b.is_transactional and not b.is_control for b in batches)
+    assert all(r.timestamp_type == "create_time" for r in recs)
+    # the first offset whose timestamp >= T, for T = the smallest timestamp of the second write
+    t2 = min(r.timestamp for r in recs[20:])
+    first = next(r.offset for r in recs if r.timestamp >= t2)
+    got = offsets(collect(read(spark, d, subscribe="tl", startingTimestamp=str(t2))))
+    assert got == list(range(first, 40))
+
+
+def _error_summary(e):
+    lines = str(e).splitlines()
+    keep = [l.strip() for l in lines if re.search(r"Fatal Python error|crashed|Error:|Exception:", l) and not l.strip().startswith("at ")]
+    return " | ".join(dict.fromkeys(keep[:6])) or lines[0][:300]
+
+
+def test_concurrent_append_jobs_to_one_topic(spark, tmp_path):
+    """Append jobs to the same topic at the same time, as concurrent producers would (three jobs
+    that create the topic, then three that append to it). kafkalog allows one writer
+    per log, so a job may fail with a clear error; but no job may crash a Python worker, and each
+    job is all-or-nothing: its rows are all in the log exactly once, or none is."""
+    import threading
+
+    d = tmp_path / "w"
+    d.mkdir()
+    outcome = {}
+    rounds = ("abc", "def")
+
+    def job(tag):
+        try:
+            # PySpark runs a Python data source write only with an active JVM session in the thread
+            spark._jvm.org.apache.spark.sql.classic.SparkSession.setActiveSession(spark._jsparkSession)
+            df = spark.range(0, 300, 1, 3).selectExpr(f"concat('{tag}', cast(id as string)) AS value")
+            writer(df, d, topic="conc").save()
+            outcome[tag] = None
+        except Exception as e:  # noqa: BLE001
+            outcome[tag] = _error_summary(e)
+
+    for tags in rounds:
+        threads = [threading.Thread(target=job, args=(t,)) for t in tags]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    recs = log_records(d / "conc-0")
+    assert [r.offset for r in recs] == list(range(len(recs))), "offsets contiguous"
+    assert len({r.value for r in recs}) == len(recs), "no row twice"
+    by_tag = {}
+    for r in recs:
+        by_tag.setdefault(r.value[:1].decode(), set()).add(int(r.value[1:]))
+    crashed = {t: e for t, e in outcome.items() if e and re.search(r"crash|Fatal Python error|Bus error|Segmentation", e)}
+    assert not crashed, f"concurrent append jobs crashed a Python worker: {crashed}"
+    unclear = {t: e for t, e in outcome.items() if e and not re.search(r"writ", e, re.I)}
+    assert not unclear, f"concurrent append jobs failed with unexpected errors: {unclear}"
+    for tag, err in sorted(outcome.items()):
+        if err is None:
+            assert by_tag.get(tag) == set(range(300)), f"job {tag} succeeded but its rows are not all in the log"
+        else:
+            assert tag not in by_tag, f"job {tag} failed ({err}) but left {len(by_tag[tag])} rows in the log"
+    assert any(e is None for e in outcome.values()), f"no job succeeded: {outcome}"
+    check_data_dir_clean(d, ["conc-0"])
+
+
+_APPENDER = r"""
+import os, sys, time, kafkalog
+path, stop = sys.argv[1], sys.argv[2]
+end = time.time() + 60
+n = 0
+while time.time() < end and not os.path.exists(stop):
+    log = kafkalog.Log(path, read_only=False, create=True)
+    leo = log.log_end_offset
+    log.append([{"value": b"live-%d" % (leo + i), "timestamp": 1700000000000 + n} for i in range(5)])
+    log.close()
+    n += 1
+print(n)
+"""
+
+
+def test_read_while_another_process_appends(spark, tmp_path):
+    """Reading a live data dir: another process keeps appending to (opening, appending, closing)
+    the log while Spark reads it. Each read gives a consistent prefix of the log and no read
+    crashes a Python worker."""
+    import subprocess
+
+    d = tmp_path / "live"
+    d.mkdir()
+    log = Log(d / "live-0", read_only=False, create=True)
+    log.append([{"value": b"live-%d" % i, "timestamp": BASE_TS} for i in range(20)])
+    log.close()
+    stop = tmp_path / "stop"
+    proc = subprocess.Popen([sys.executable, "-c", _APPENDER, str(d / "live-0"), str(stop)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    failures = []
+    try:
+        for i in range(8):
+            try:
+                rows = read(spark, d, subscribe="live", minPartitions="16").select("offset", "value").collect()
+            except Exception as e:  # noqa: BLE001
+                failures.append(f"read {i}: {_error_summary(e)}")
+                continue
+            got = sorted((r["offset"], bytes(r["value"])) for r in rows)
+            n = len(got)
+            if got != [(o, b"live-%d" % o) for o in range(n)]:
+                failures.append(f"read {i}: not a consistent prefix of the log ({n} rows)")
+    finally:
+        stop.touch()
+        try:
+            out, err = proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, err = proc.communicate()
+    assert proc.returncode == 0, f"the appender failed: {err.decode()[-2000:]}"
+    assert not failures, f"reads of a log being appended to failed: {failures}"

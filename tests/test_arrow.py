@@ -162,6 +162,17 @@ def test_polars_consumes_the_stream(txn_log):
     assert frame.schema["offset"] == pl.Int64
 
 
+def test_duckdb_queries_the_stream(txn_log):
+    import duckdb
+
+    reader = kafkalog.Log(str(txn_log)).to_arrow(isolation="read_committed")
+    con = duckdb.connect()
+    con.register("orders", reader)
+    count, max_offset = con.execute("select count(*), max(\"offset\") from orders").fetchone()
+    committed = list(kafkalog.Log(str(txn_log)).records(isolation="read_committed"))
+    assert (count, max_offset) == (len(committed), committed[-1].offset)
+
+
 def test_streaming_memory_stays_flat(tmp_path):
     """Peak RSS while streaming a log 40x larger than one Arrow batch stays near one batch."""
     path = tmp_path / "big-0"

@@ -815,9 +815,13 @@ mod tests {
     use crate::log::LogOptions;
     use arrow_array::{BinaryArray, Int64Array, ListArray, StringArray, StructArray};
 
-    fn log_with(
-        records: &[(Option<&[u8]>, Option<&[u8]>, Vec<(&str, Option<&[u8]>)>)],
-    ) -> (tempfile::TempDir, Arc<Log>) {
+    type TestRecord<'a> = (
+        Option<&'a [u8]>,
+        Option<&'a [u8]>,
+        Vec<(&'a str, Option<&'a [u8]>)>,
+    );
+
+    fn log_with(records: &[TestRecord<'_>]) -> (tempfile::TempDir, Arc<Log>) {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("orders-3");
         let log = Log::open(

@@ -35,15 +35,14 @@ pub fn validate_topic_name(name: &str) -> Result<()> {
             "is {} characters long; the maximum is {MAX_TOPIC_NAME_LENGTH}",
             name.len()
         ))
-    } else if let Some(c) = name
-        .chars()
-        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')))
-    {
-        Some(format!(
-            "contains '{c}'; legal characters are ASCII letters, digits, '.', '_' and '-'"
-        ))
     } else {
-        None
+        name.chars()
+            .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')))
+            .map(|c| {
+                format!(
+                    "contains '{c}'; legal characters are ASCII letters, digits, '.', '_' and '-'"
+                )
+            })
     };
     match problem {
         Some(p) => Err(Error::InvalidArgument(format!("topic name '{name}' {p}"))),
@@ -276,10 +275,7 @@ mod tests {
                 ..Default::default()
             },
         );
-        let err = second
-            .err()
-            .expect("a second writer is refused")
-            .to_string();
+        let err = second.expect_err("a second writer is refused").to_string();
         assert!(err.contains("one writer"), "{err}");
         // Readers are never blocked.
         Log::open(&path, LogOptions::default()).unwrap();

@@ -647,7 +647,7 @@ impl<E: IndexEntry> MmapIndex<E> {
 
     /// Corruption checks shared by the offset and time indexes: the length must be whole entries.
     fn check_length(&self, kind: &str) -> Result<()> {
-        if self.length % E::SIZE as u64 != 0 {
+        if !self.length.is_multiple_of(E::SIZE as u64) {
             return Err(Error::corrupt_index(format!(
                 "{kind} file is corrupt: found {} bytes, which is not a multiple of {}",
                 self.length,

@@ -53,6 +53,11 @@ impl AbortedFilter {
     }
 }
 
+/// What `Log::for_each_batch` calls for each batch: (position, batch, all its records, the range
+/// of those a consumer sees); it returns whether to go on.
+pub type BatchVisitor<'v> =
+    dyn FnMut(u64, &Batch<'_>, &[Record<'_>], Range<usize>) -> Result<bool> + 'v;
+
 impl Log {
     /// Calls `visit(position, batch, records, in_range)` (it returns whether to go on) for each
     /// batch a consumer with `isolation` sees in [start, end) up to the isolation's bound:
@@ -65,7 +70,7 @@ impl Log {
         end: Option<i64>,
         isolation: FetchIsolation,
         include_control: bool,
-        visit: &mut dyn FnMut(u64, &Batch<'_>, &[Record<'_>], Range<usize>) -> Result<bool>,
+        visit: &mut BatchVisitor<'_>,
     ) -> Result<()> {
         let st = self.read_state();
         let start = start.unwrap_or(st.log_start_offset);

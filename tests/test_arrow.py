@@ -274,3 +274,18 @@ def test_read_only_open_of_a_lone_replica_reads_to_the_log_end(tmp_path):
     pinned = kafkalog.Log(str(data_dir / "t-0"), single_replica=False)
     assert pinned.high_watermark == 4
     assert pinned.to_arrow().read_all().num_rows == 4
+
+
+def test_a_folder_without_segments_is_not_a_log(tmp_path):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(ValueError, match="not a Kafka partition folder: no Kafka segment files"):
+        kafkalog.Log(str(empty))
+    data_dir = tmp_path / "data"
+    for p in range(3):
+        make_log(data_dir / f"orders-{p}").close()
+    with pytest.raises(ValueError, match=r"data dir holding 3 partition folders \(orders-0, orders-1, orders-2\)"):
+        kafkalog.Log(str(data_dir))
+    # Writable opens still start a log in an empty folder, as Kafka does.
+    with kafkalog.Log(str(empty), read_only=False) as log:
+        assert log.log_end_offset == 0

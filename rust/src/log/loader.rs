@@ -176,6 +176,33 @@ fn delete_orphan_indexes(dir: &Path, bases: &[i64]) -> Result<()> {
     Ok(())
 }
 
+/// The error for a read-only open of a folder without segment files, saying what is there.
+fn not_a_partition_folder(dir: &Path) -> Error {
+    let partitions: Vec<String> = crate::datadir::partition_folders(dir)
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|f| f.path.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .collect();
+    let found = if !partitions.is_empty() {
+        let shown: Vec<&str> = partitions.iter().take(5).map(String::as_str).collect();
+        format!(
+            "a Kafka data dir holding {} partition folders ({}{}); open one of them, or read the \
+             whole dir with kafkalog.spark",
+            partitions.len(),
+            shown.join(", "),
+            if partitions.len() > shown.len() { ", ..." } else { "" }
+        )
+    } else {
+        "no Kafka segment files (<20-digit base offset>.log) in it; create=True (writable) \
+         starts a new log"
+            .to_string()
+    };
+    Error::InvalidArgument(format!(
+        "{} is not a Kafka partition folder: {found}",
+        dir.display()
+    ))
+}
+
 pub(crate) fn load(dir: &Path, options: LogOptions) -> Result<Log> {
     let config = &options.config;
     config.validate()?;
@@ -211,6 +238,11 @@ pub(crate) fn load(dir: &Path, options: LogOptions) -> Result<Log> {
         clean_directory(dir, config, now)?;
     }
     let bases = list_log_bases(dir)?;
+    if bases.is_empty() && !writable {
+        // A read-only view of a folder with no segment at all is a wrong path, not an empty
+        // log (a broker's empty partition still has its 0-byte `.log`).
+        return Err(not_a_partition_folder(dir));
+    }
     if writable {
         delete_orphan_indexes(dir, &bases)?;
     }

@@ -11,9 +11,12 @@
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import os
+import re
 import struct
+import subprocess
 import sys
 import types
 from pathlib import Path
@@ -110,3 +113,57 @@ def messages(rng, n, tag, ts_base, ooo=False, value_len=(40, 300)):
     return out
 
 
+
+
+# The report lines DumpLogSegments prints on stderr (what kafkalog must print there too); the
+# rest of Kafka's stderr is JVM and logging noise.
+_DUMP_REPORT = re.compile(
+    r"^(Mismatches in :|  Index offset: |Found timestamp mismatch in :|Found out of order timestamp in :"
+    r"|  Index timestamp: |The following indexed offsets are not found|Indexed offset: "
+    r"|Non-consecutive offsets in |  -?\d+ is followed by |Ignoring unknown file )")
+
+
+def kafkalog_dump(files, options=(), kafka_major: int = 4, timeout: float = 300.0) -> subprocess.CompletedProcess:
+    """``kafkalog dump --files ...`` in a child process, as an operator runs it."""
+    cmd = [sys.executable, "-m", "kafkalog", "dump", "--files", ",".join(str(f) for f in files),
+           "--kafka-version", str(kafka_major), *options]
+    return subprocess.run(cmd, capture_output=True, text=True, encoding="utf-8", errors="surrogateescape",
+                          timeout=timeout)
+
+
+def assert_same_dump(version: str, files, options=(), fails_with: str = ""):
+    """Kafka ``version``'s DumpLogSegments and ``kafkalog dump`` over the same files and options
+    print the same stdout, byte for byte, and the same reports on stderr. Returns Kafka's result.
+
+    With ``fails_with``, both must stop with an error whose message holds that text (Kafka's tool
+    with a stack trace, kafkalog with one line and exit code 1) after printing the same stdout."""
+    import kafka_harness as kh
+
+    java = kh.dump_log_segments(version, files, deep_iteration=False, print_data=False, extra_args=list(options))
+    tool = kh.kafka_tools_version(version)
+    where = f"DumpLogSegments {tool} {' '.join(options) or '(no options)'}"
+    ours = kafkalog_dump(files, options, int(tool.split(".")[0]))
+    if fails_with:
+        assert java.returncode != 0 and fails_with in java.stderr, f"{where}: {java.stderr[-3000:]}"
+        assert ours.returncode == 1, f"kafkalog dump exited {ours.returncode}: {ours.stderr[-3000:]}"
+        lines = ours.stderr.splitlines()
+        assert len(lines) == 1 and fails_with in lines[0] and "Traceback" not in ours.stderr, ours.stderr
+        assert ours.stdout == java.stdout, f"{where}: stdout before the error differs"
+        return java
+    assert java.returncode == 0, f"{where} failed: {java.stderr[-3000:]}"
+    assert ours.returncode == 0, f"kafkalog dump {' '.join(options)} exited {ours.returncode}: {ours.stderr[-3000:]}"
+    if ours.stdout != java.stdout:
+        diff = difflib.unified_diff(java.stdout.splitlines(), ours.stdout.splitlines(),
+                                    "DumpLogSegments", "kafkalog dump", lineterm="", n=1)
+        raise AssertionError(f"{where}: stdout differs\n" + "\n".join(list(diff)[:40]))
+    java_reports = [line for line in java.stderr.splitlines() if _DUMP_REPORT.match(line)]
+    our_reports = ours.stderr.splitlines()
+    if int(tool.split(".")[0]) < 4:
+        # The 3.x tool (Scala) prints its reports in a scala.collection.mutable.HashMap's order,
+        # which kafkalog does not model: the same lines, in any order.
+        our_reports, java_reports = sorted(our_reports), sorted(java_reports)
+    if our_reports != java_reports:
+        diff = difflib.unified_diff(java_reports, our_reports, "DumpLogSegments", "kafkalog dump",
+                                    lineterm="", n=1)
+        raise AssertionError(f"{where}: stderr reports differ\n" + "\n".join(list(diff)[:40]))
+    return java

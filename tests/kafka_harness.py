@@ -1096,9 +1096,12 @@ def dump_log_segments(version: str, files: Sequence[Union[str, Path]], deep_iter
     args.extend(extra_args)
     with tempfile.TemporaryDirectory(prefix="kafkalog-dump-") as tmp:
         log_flags = _log4j_config(kafka_tools_version(version), Path(tmp) / "log4j-dump.properties", None, "WARN")
-        cmd = [_java(), "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", *log_flags,
+        # UTF-8 whatever the locale, so printed payloads compare byte for byte with kafkalog's.
+        cmd = [_java(), "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+               "-Dfile.encoding=UTF-8", "-Dsun.stdout.encoding=UTF-8", "-Dsun.stderr.encoding=UTF-8", *log_flags,
                "-cp", kafka_classpath(version, tools=True), cls, *args]
-        proc = subprocess.run(cmd, capture_output=True, text=True, errors="surrogateescape", timeout=timeout)
+        proc = subprocess.run(cmd, capture_output=True, text=True, encoding="utf-8", errors="surrogateescape",
+                              timeout=timeout)
     warnings: List[str] = []
     parsed, errors = parse_dump_output(proc.stdout, proc.stderr, warnings)
     if proc.returncode != 0:

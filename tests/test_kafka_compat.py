@@ -512,6 +512,103 @@ def test_corrupted_copies(env, tmp_path):
         assert post.file(d / f"{name}.index").index_entries == orig_idx
 
 
+# --------------------------------------------------------------------------- #
+# kafkalog dump: DumpLogSegments' output, byte for byte
+# --------------------------------------------------------------------------- #
+
+DUMP_OPTION_SETS = [
+    [],
+    ["--deep-iteration"],
+    ["--print-data-log"],
+    ["--skip-record-metadata", "--print-data-log"],
+    ["--skip-record-metadata", "--deep-iteration"],
+    ["--verify-index-only"],
+    ["--index-sanity-check"],
+    ["--max-bytes", "3000", "--print-data-log"],
+    ["--max-message-size", "100000", "--verify-index-only"],
+]
+
+
+def _dump_targets(env) -> List[Path]:
+    """Every file DumpLogSegments reads in the read topics' folders and in the KRaft metadata log
+    (leader-change, voters and kraft-version control records, binary metadata payloads)."""
+    dirs = [env["pdirs"][t] for t in READ_TOPICS]
+    dirs.append(env["pdirs"][T_MAIN].parent / "__cluster_metadata-0")
+    files = [f for d in dirs for f in kh.segment_files(d, (".log", ".index", ".timeindex", ".txnindex", ".snapshot"))]
+    files += sorted(dirs[-1].glob("*.checkpoint"))
+    # Files the tool does not know are reported as such, by both (the 3.x tool crashes on a name
+    # without a dot).
+    files.append(dirs[0] / "partition.metadata")
+    if kh.kafka_tools_version(env["version"]).startswith("4."):
+        files.append(dirs[0] / "leader-epoch-checkpoint")
+    return files
+
+
+@pytest.mark.parametrize("options", DUMP_OPTION_SETS, ids=lambda o: " ".join(o) or "plain")
+def test_dump_prints_what_dump_log_segments_prints(env, options):
+    files = _dump_targets(env)
+    assert any(f.suffix == ".snapshot" for f in files) and any(f.suffix == ".txnindex" for f in files)
+    if "--index-sanity-check" in options:
+        # The KRaft log's active time index keeps its zero-filled tail after a clean stop, which
+        # fails the sanity check in both tools (checked below); the partitions' indexes pass.
+        files = [f for f in files if "__cluster_metadata" not in str(f)]
+    java = compat_util.assert_same_dump(env["version"], files, options)
+    if options == ["--print-data-log"]:
+        assert "endTxnMarker: ABORT" in java.stdout and "payload: " in java.stdout
+
+
+def test_dump_stops_where_dump_log_segments_stops(env, tmp_path):
+    """A check that fails stops both tools at the same point: the same stdout before it, then
+    Kafka's exception, and kafkalog's one line with exit code 1 (a time index with a zero-filled
+    tail, as a crashed broker leaves its active segment's, fails the sanity check)."""
+    pdir = env["pdirs"][T_MAIN]
+    name = f"{_bases(pdir)[0]:020d}"
+    for suffix in (".log", ".index", ".timeindex"):
+        shutil.copyfile(pdir / f"{name}{suffix}", tmp_path / f"{name}{suffix}")
+    with open(tmp_path / f"{name}.timeindex", "ab") as f:
+        f.write(bytes(12))
+    good = kh.segment_files(pdir, (".index", ".timeindex"))[2:6]
+    files = good + [tmp_path / f"{name}.timeindex"] + good[:1]
+    compat_util.assert_same_dump(env["version"], files, ["--index-sanity-check"],
+                                 fails_with="has non-zero size but the last timestamp is 0")
+
+
+def test_dump_reports_damage_as_dump_log_segments(env, tmp_path):
+    """A flipped byte (CRC), a torn tail, an index entry pointing at the wrong batch and a time
+    index timestamp that disagrees with the log: the same lines, the same reports."""
+    pdir, base, df = _first_uncompressed_segment(env)
+    name = f"{base:020d}"
+    d = tmp_path / "damaged"
+    d.mkdir()
+    for suffix in (".log", ".index", ".timeindex"):
+        shutil.copyfile(pdir / f"{name}{suffix}", d / f"{name}{suffix}")
+        os.chmod(d / f"{name}{suffix}", 0o644)
+    bad = df.batches[2]
+    with open(d / f"{name}.log", "r+b") as f:
+        f.seek(bad["position"] + 30)  # the batch's max timestamp: covered by the CRC, decodes fine
+        byte = f.read(1)
+        f.seek(bad["position"] + 30)
+        f.write(bytes([byte[0] ^ 0x01]))
+    torn = tmp_path / "torn"
+    torn.mkdir()
+    shutil.copyfile(pdir / f"{name}.log", torn / f"{name}.log")
+    os.truncate(torn / f"{name}.log", df.batches[-1]["position"] + 40)
+    index = bytearray((d / f"{name}.index").read_bytes())
+    assert len(index) >= 16, "the segment needs two offset index entries"
+    index[12:16] = (0).to_bytes(4, "big")  # entry 1 now points at the first batch
+    (d / f"{name}.index").write_bytes(bytes(index))
+    tindex = bytearray((d / f"{name}.timeindex").read_bytes())
+    assert len(tindex) >= 24, "the segment needs two time index entries"
+    ts = int.from_bytes(tindex[12:20], "big", signed=True)
+    tindex[12:20] = (ts + 1).to_bytes(8, "big", signed=True)
+    (d / f"{name}.timeindex").write_bytes(bytes(tindex))
+    files = [d / f"{name}.log", d / f"{name}.index", d / f"{name}.timeindex", torn / f"{name}.log"]
+    for options in ([], ["--deep-iteration"], ["--verify-index-only"]):
+        java = compat_util.assert_same_dump(env["version"], files, options)
+    assert "isvalid: false" in java.stdout and "invalid bytes at the end" in java.stdout
+    assert "Mismatches in :" in java.stderr and "Found timestamp mismatch" in java.stderr
+
+
 def test_read_left_files_untouched(env):
     """After everything above (read-only opens of every segment and index, with files
     chmod a-w): every file in the partition dirs is byte-identical, same size and mtime."""

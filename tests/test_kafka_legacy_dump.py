@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+import compat_util
 import kafka_harness as kh
 import kafkalog
 
@@ -51,6 +52,10 @@ def test_legacy_message_sets_accepted_by_dump_log_segments(version, tmp_path):
     files = [tmp_path / f"magic{m}" / f"{0:020d}{s}" for m in (0, 1) for s in (".log", ".index", ".timeindex")]
     dump = kh.dump_log_segments(version, files)
     assert dump.errors == [], dump.errors[:20]
+    # kafkalog dump prints the same lines (wrappers, inner messages with their CRCs, v0's
+    # NoTimestampType), byte for byte.
+    for options in ([], ["--deep-iteration"], ["--print-data-log"], ["--verify-index-only"]):
+        compat_util.assert_same_dump(version, files, options)
     for m, (expected, batches, idx, tix) in written.items():
         d = tmp_path / f"magic{m}"
         f = dump.file(d / f"{0:020d}.log")
@@ -75,3 +80,39 @@ def test_legacy_message_sets_accepted_by_dump_log_segments(version, tmp_path):
         assert [(e["timestamp"], e["offset"]) for e in dump.file(d / f"{0:020d}.timeindex").time_index_entries] == tix
         if m == 1:
             assert tix, "no time index entries for v1"
+
+
+@pytest.mark.parametrize("version", kh.KAFKA_VERSIONS)
+def test_dump_prints_any_bytes_as_dump_log_segments(version, tmp_path):
+    """Payloads and keys that are not ASCII: UTF-8 text, invalid UTF-8 (each bad sequence a U+FFFD,
+    as Java's decoder replaces it), random binary, empty and null; header keys in UTF-8; a
+    LogAppendTime batch, an idempotent producer's sequences wrapping past 2^31-1."""
+    import random
+
+    rng = random.Random(7)
+    values = [b"", "caf\u00e9 \u00fc\u00df \u4e2d\u6587 \U0001F600".encode(), b"\xff\xfe", b"\xe2\x82",
+              b"\xed\xa0\x80", b"\xf0\x9f\x98", b"ok\xc3(", b"\xc0\xaf", b"\xf4\x90\x80\x80", b"\x00\x01\x7f",
+              None] + [bytes(rng.randrange(256) for _ in range(rng.randint(1, 40))) for _ in range(40)]
+    # Mostly lead and continuation bytes: every way a sequence can be cut short or overlong.
+    alphabet = list(range(0x80, 0x100)) * 3 + [0x41, 0x0a]
+    values += [bytes(rng.choice(alphabet) for _ in range(rng.randint(1, 12))) for _ in range(2000)]
+    recs = [{"key": None if i % 5 == 0 else values[(i * 7) % len(values)],
+             "value": v, "timestamp": 1_700_000_000_000 + i,
+             "headers": [("cl\u00e9", b"v"), ("\u4e2d", None)] if i % 3 == 0 else []}
+            for i, v in enumerate(values)]
+    d = tmp_path / "t-0"
+    d.mkdir()
+    seg = kafkalog.Segment(str(d), 0, writable=True, config={"index.interval.bytes": 200})
+    off = 0
+    for i in range(0, len(recs), 50):
+        chunk = recs[i:i + 50]
+        codec = ["none", "gzip", "snappy", "lz4", "zstd"][(i // 50) % 5]
+        extra = {"timestamp_type": "log_append_time", "log_append_time": 1_700_000_999_000} if i == 100 else {}
+        seg.append(kafkalog.encode_batch(chunk, base_offset=off, compression=codec, producer_id=7,
+                                         producer_epoch=0, base_sequence=(2**31 - 15 + off) % 2**31, **extra))
+        off += len(chunk)
+    seg.close()
+    files = [d / f"{0:020d}{s}" for s in (".log", ".index", ".timeindex")]
+    for options in (["--print-data-log"], ["--skip-record-metadata", "--print-data-log"]):
+        java = compat_util.assert_same_dump(version, files, options)
+    assert "\ufffd" in java.stdout and "\u4e2d" in java.stdout

@@ -206,6 +206,24 @@ def partition_folders(data_dir: _Path) -> list[tuple[str, int, "PathLike[str]"]]
 def validate_topic_name(name: str) -> None: ...
 def create_topic(data_dir: _Path, topic: str, partitions: int) -> None: ...
 def murmur2(key: bytes) -> int: ...
+def dump_log_segments(
+    files: Sequence[str],
+    *,
+    print_data_log: bool = False,
+    deep_iteration: bool = False,
+    skip_record_metadata: bool = False,
+    index_sanity_check: bool = False,
+    verify_index_only: bool = False,
+    max_bytes: int = 2147483647,
+    max_message_size: int = 5242880,
+    key_decoder_class: str = "org.apache.kafka.tools.api.StringDecoder",
+    value_decoder_class: str = "org.apache.kafka.tools.api.StringDecoder",
+    json: bool = False,
+    kafka_major: int = 4,
+) -> tuple[int, int, int, int]:
+    """Kafka's DumpLogSegments printed to stdout (reports to stderr); returns
+    (files, batches, records, problems)."""
+    ...
 def partition_for_key(key: bytes, num_partitions: int) -> int: ...
 def stage_arrow(data: _ArrowData, data_dir: _Path, staging_dir: _Path, prefix: str, *, topic: Optional[str] = None, new_topic_partitions: int = 1, compression: Compression = "none", batch_bytes: int = 524288) -> list[tuple[str, int, "PathLike[str]"]]: ...
 def commit_staged(data_dir: _Path, staged: Sequence[tuple[str, int, _Path]], *, new_topic_partitions: int = 1) -> list[tuple[str, int, int, int]]: ...

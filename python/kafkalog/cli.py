@@ -1,8 +1,16 @@
-"""Command line: inspect Kafka partition folders with kafkalog.
+"""kafkalog: read Kafka partition folders without a broker or a JVM.
 
-    kafkalog dump DIR [--records] [--isolation read_committed]   # segments, offsets, batches
-    kafkalog records DIR [--isolation ...] [--start N] [--end N]  # one JSON line per record
-    kafkalog demo [--no-spark]                                  # the main job on the embedded example
+commands:
+  kafkalog dump --files 00000000000000000000.log --deep-iteration --print-data-log
+      Kafka's kafka-dump-log.sh (DumpLogSegments): same options, same output.
+  kafkalog dump /var/lib/kafka/data/orders-0
+      the same for every segment file of a partition folder (or of every folder of a data dir).
+  kafkalog records /var/lib/kafka/data/orders-0 --start 100 --end 200
+      records as JSON lines, as a consumer reads them.
+  kafkalog demo
+      the main job on the embedded example.
+
+exit codes: 0 done; 1 the data is damaged or a file could not be read; 2 a wrong command line.
 """
 
 from __future__ import annotations
@@ -12,8 +20,17 @@ import base64
 import json
 import signal
 import sys
+from pathlib import Path
 
 import kafkalog
+from kafkalog import _kafkalog
+
+# Suffix order within one segment, as Kafka lists a segment's files.
+_SEGMENT_SUFFIXES = (".log", ".index", ".timeindex", ".txnindex", ".snapshot")
+
+
+class UsageError(Exception):
+    """A command line that cannot run (exit code 2)."""
 
 
 def _text(b: bytes | None) -> str | None:
@@ -25,33 +42,84 @@ def _text(b: bytes | None) -> str | None:
         return "base64:" + base64.b64encode(b).decode()
 
 
-def summarize(log: "kafkalog.Log", out=sys.stdout) -> None:
-    print(f"log {log.path}", file=out)
-    print(
-        f"  log start offset {log.log_start_offset}  log end offset {log.log_end_offset}  "
-        f"high watermark {log.high_watermark}  last stable offset {log.last_stable_offset}",
-        file=out,
-    )
-    print(f"  segments {log.segments}  ({log.size_in_bytes} bytes)", file=out)
+def _segment_files(folder: Path) -> list[str]:
+    files = [p for p in folder.iterdir() if p.suffix in _SEGMENT_SUFFIXES and p.stem.isdigit()]
+    order = {s: i for i, s in enumerate(_SEGMENT_SUFFIXES)}
+    return [str(p) for p in sorted(files, key=lambda p: (int(p.stem), order[p.suffix]))]
+
+
+def _expand_paths(paths: list[str]) -> list[str]:
+    """Files as they are; a partition folder as its segment files; a data dir as its partitions'."""
+    files: list[str] = []
+    for arg in paths:
+        p = Path(arg)
+        if not p.exists():
+            raise FileNotFoundError(f"{arg}: no such file or folder")
+        if not p.is_dir():
+            files.append(arg)
+            continue
+        own = _segment_files(p)
+        if own:
+            files += own
+            continue
+        partitions = [Path(d) for _, _, d in kafkalog.partition_folders(str(p))]
+        if not partitions:
+            raise ValueError(f"{arg}: neither a partition folder (no segment files) nor a data dir")
+        for d in partitions:
+            files += _segment_files(d)
+    return files
+
+
+_UNSUPPORTED_DECODERS = {
+    "offsets_decoder": "--offsets-decoder",
+    "transaction_log_decoder": "--transaction-log-decoder",
+    "cluster_metadata_decoder": "--cluster-metadata-decoder",
+    "remote_log_metadata_decoder": "--remote-log-metadata-decoder",
+    "share_group_state_decoder": "--share-group-state-decoder",
+}
 
 
 def cmd_dump(args) -> int:
-    log = kafkalog.Log(args.dir, read_only=True)
-    summarize(log)
-    for batch in log.batches():
-        kind = f"control {batch.control_type}" if batch.is_control else f"{batch.records_count} records"
-        print(
-            f"  batch {batch.base_offset}..{batch.last_offset} magic {batch.magic} {batch.compression} {kind}"
-            f" producer {batch.producer_id}/{batch.producer_epoch} seq {batch.base_sequence}"
-            f" txn {batch.is_transactional} max ts {batch.max_timestamp} crc {batch.crc}"
-        )
-        if args.records and not batch.is_control:
-            for r in batch.records:
-                print(f"    offset {r.offset} ts {r.timestamp} key {_text(r.key)!r} value {_text(r.value)!r} headers {len(r.headers)}")
-    return 0
+    for attr, flag in _UNSUPPORTED_DECODERS.items():
+        if getattr(args, attr):
+            raise UsageError(f"{flag} is not supported yet: the coordinator and metadata record "
+                             "decoders are still to come; drop the flag to print the raw records")
+    files: list[str] = []
+    if args.files is not None:
+        # Java's String.split(","): trailing empty names dropped.
+        names = args.files.split(",")
+        while names and names[-1] == "":
+            names.pop()
+        files += names
+    files += _expand_paths(args.paths)
+    if not files:
+        raise UsageError("nothing to dump: give --files F[,F...] or a partition folder")
+    decoders_given = args.key_decoder_class is not None or args.value_decoder_class is not None
+    default_decoder = "org.apache.kafka.tools.api.StringDecoder"
+    sys.stdout.flush()
+    _, _, _, problems = _kafkalog.dump_log_segments(
+        files,
+        print_data_log=args.print_data_log or decoders_given,
+        deep_iteration=args.deep_iteration,
+        skip_record_metadata=args.skip_record_metadata,
+        index_sanity_check=args.index_sanity_check,
+        verify_index_only=args.verify_index_only,
+        max_bytes=args.max_bytes,
+        max_message_size=args.max_message_size,
+        key_decoder_class=args.key_decoder_class or default_decoder,
+        value_decoder_class=args.value_decoder_class or default_decoder,
+        json=args.json,
+        kafka_major=args.kafka_major,
+    )
+    # Kafka's tool exits 0 whatever it reports; --strict makes problems an error for scripts.
+    return 1 if args.strict and problems else 0
 
 
 def cmd_records(args) -> int:
+    if args.start is not None and args.start < 0:
+        raise UsageError(f"--start {args.start}: offsets are not negative")
+    if args.start is not None and args.end is not None and args.end < args.start:
+        raise UsageError(f"--end {args.end} is before --start {args.start}")
     log = kafkalog.Log(args.dir, read_only=True)
     for r in log.records(start=args.start, end=args.end, isolation=args.isolation):
         print(json.dumps({
@@ -68,35 +136,110 @@ def cmd_demo(args) -> int:
     return demo.run(spark_enabled=not args.no_spark)
 
 
-def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="kafkalog", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = p.add_subparsers(dest="cmd", required=True)
-    d = sub.add_parser("dump", help="segments, offsets and batches of a partition folder")
-    d.add_argument("dir")
-    d.add_argument("--records", action="store_true")
+def _size(text: str) -> int:
+    value = int(text)
+    if value < 0 or value > 2**31 - 1:
+        raise argparse.ArgumentTypeError(f"{text} is not a size between 0 and {2**31 - 1}")
+    return value
+
+
+def _kafka_major(text: str) -> int:
+    major = text.split(".")[0]
+    if major not in ("3", "4"):
+        raise argparse.ArgumentTypeError(f"{text}: the output of Kafka 3.x or 4.x (give 3 or 4)")
+    return int(major)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="kafkalog", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--version", action="version", version=f"kafkalog {kafkalog.__version__}")
+    sub = p.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
+
+    d = sub.add_parser(
+        "dump", formatter_class=argparse.RawDescriptionHelpFormatter,
+        help="Kafka's kafka-dump-log.sh without a JVM: same options, same output",
+        description="Prints what Kafka's DumpLogSegments prints for .log, .index, .timeindex, "
+                    ".txnindex, .snapshot and KRaft .checkpoint files: batches, records with "
+                    "--deep-iteration, contents with --print-data-log, index entries checked "
+                    "against the log (mismatches reported on stderr). Nothing is written.",
+        epilog="examples:\n"
+               "  kafkalog dump --files /data/orders-0/00000000000000000000.log --print-data-log\n"
+               "  kafkalog dump --files 00000000000000000000.index --verify-index-only\n"
+               "  kafkalog dump /data/orders-0 --deep-iteration --json | jq .\n")
+    d.add_argument("paths", nargs="*", metavar="PATH",
+                   help="segment files, partition folders or a data dir (kafkalog's addition)")
+    d.add_argument("--files", metavar="FILE1,FILE2,...",
+                   help="comma separated data and index files to dump (as Kafka's --files)")
+    d.add_argument("--deep-iteration", action="store_true",
+                   help="one line per record, not only per batch (implied by --print-data-log)")
+    d.add_argument("--print-data-log", action="store_true",
+                   help="print each record's key and payload (implies --deep-iteration)")
+    d.add_argument("--skip-record-metadata", action="store_true",
+                   help="record lines without offsets, sizes and control-record details")
+    d.add_argument("--index-sanity-check", action="store_true",
+                   help="only the check a broker runs on an index at startup")
+    d.add_argument("--verify-index-only", action="store_true",
+                   help="check index entries against the log without printing them")
+    d.add_argument("--max-bytes", type=_size, default=2**31 - 1, metavar="SIZE",
+                   help="read at most SIZE bytes of each .log file (default: all)")
+    d.add_argument("--max-message-size", type=_size, default=5 * 1024 * 1024, metavar="SIZE",
+                   help="largest batch an index entry may point at (default: 5242880)")
+    d.add_argument("--key-decoder-class", nargs="?", const="org.apache.kafka.tools.api.StringDecoder",
+                   metavar="CLASS", help="StringDecoder (default), IntegerDecoder or LongDecoder")
+    d.add_argument("--value-decoder-class", nargs="?",
+                   const="org.apache.kafka.tools.api.StringDecoder", metavar="CLASS",
+                   help="StringDecoder (default), IntegerDecoder or LongDecoder")
+    for flag in _UNSUPPORTED_DECODERS.values():
+        d.add_argument(flag, action="store_true", help="not supported yet")
+    d.add_argument("--json", action="store_true",
+                   help="one JSON object per line (file, batch, record, index entry, ...)")
+    d.add_argument("--kafka-version", dest="kafka_major", type=_kafka_major, default=4,
+                   metavar="MAJOR", help="print as Kafka MAJOR's tool does: 4 (default) or 3")
+    d.add_argument("--strict", action="store_true",
+                   help="exit 1 when anything is reported wrong (Kafka's tool exits 0)")
     d.set_defaults(func=cmd_dump)
-    r = sub.add_parser("records", help="records as JSON lines")
-    r.add_argument("dir")
-    r.add_argument("--isolation", default="read_uncommitted", choices=["read_uncommitted", "read_committed"])
-    r.add_argument("--start", type=int)
-    r.add_argument("--end", type=int)
+
+    r = sub.add_parser("records", help="records of a partition folder as JSON lines",
+                       description="Records as a consumer reads them, one JSON object per line.",
+                       epilog="example: kafkalog records /data/orders-0 --start 100 --end 200 "
+                              "--isolation read_committed")
+    r.add_argument("dir", metavar="PARTITION_FOLDER")
+    r.add_argument("--isolation", default="read_uncommitted",
+                   choices=["read_uncommitted", "read_committed", "log_end"],
+                   help="what a consumer may read (default read_uncommitted: up to the high watermark)")
+    r.add_argument("--start", type=int, metavar="OFFSET", help="first offset (default: the log start)")
+    r.add_argument("--end", type=int, metavar="OFFSET",
+                   help="offset to stop before (default: what the isolation level allows)")
     r.set_defaults(func=cmd_records)
+
     demo = sub.add_parser(
         "demo",
         help="the main job on the embedded example: offsets, records, a Spark DataFrame, a topic written back",
     )
     demo.add_argument("--no-spark", action="store_true", help="stop after the Arrow part (no Java needed)")
     demo.set_defaults(func=cmd_demo)
-    args = p.parse_args(argv)
+    return p
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
     if hasattr(signal, "SIGPIPE"):
         # `kafkalog records DIR | head` should end quietly, as other command-line tools do.
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     try:
         return args.func(args)
-    except (kafkalog.KafkaLogError, OSError, ValueError) as e:
-        # One line, never a traceback: missing or unreadable paths, files that are not logs.
-        print(f"kafkalog: {e}", file=sys.stderr)
+    except UsageError as e:
+        print(f"kafkalog {args.cmd}: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print(f"kafkalog {args.cmd}: interrupted", file=sys.stderr)
+        return 130
+    except (kafkalog.KafkaLogError, OSError, ValueError) as e:
+        # One line, never a traceback: missing or unreadable paths, files that are not logs,
+        # damaged data.
+        print(f"kafkalog {args.cmd}: {e}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

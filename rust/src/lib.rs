@@ -10,6 +10,7 @@ pub mod log;
 pub mod producer;
 pub mod record;
 pub mod segment;
+pub mod tools;
 
 #[cfg(feature = "python")]
 mod python;

@@ -183,20 +183,21 @@ fn not_a_partition_folder(dir: &Path) -> Error {
         .into_iter()
         .filter_map(|f| f.path.file_name().map(|n| n.to_string_lossy().into_owned()))
         .collect();
-    let found = if !partitions.is_empty() {
-        let shown: Vec<&str> = partitions.iter().take(5).map(String::as_str).collect();
-        format!(
+    let found =
+        if !partitions.is_empty() {
+            let shown: Vec<&str> = partitions.iter().take(5).map(String::as_str).collect();
+            format!(
             "a Kafka data dir holding {} partition folders ({}{}); open one of them, or read the \
              whole dir with kafkalog.spark",
             partitions.len(),
             shown.join(", "),
             if partitions.len() > shown.len() { ", ..." } else { "" }
         )
-    } else {
-        "no Kafka segment files (<20-digit base offset>.log) in it; create=True (writable) \
+        } else {
+            "no Kafka segment files (<20-digit base offset>.log) in it; create=True (writable) \
          starts a new log"
-            .to_string()
-    };
+                .to_string()
+        };
     Error::InvalidArgument(format!(
         "{} is not a Kafka partition folder: {found}",
         dir.display()

@@ -6,6 +6,7 @@ mod errors;
 mod log;
 mod records;
 mod segment;
+mod tools;
 
 use pyo3::prelude::*;
 
@@ -16,6 +17,7 @@ fn _kafkalog(m: &Bound<'_, PyModule>) -> PyResult<()> {
     segment::register(m)?;
     log::register(m)?;
     arrow::register(m)?;
+    tools::register(m)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

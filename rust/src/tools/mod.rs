@@ -1,0 +1,3 @@
+//! Kafka's offline tools, reimplemented over the crate's own decode path (Kafka's `tools` module).
+
+pub mod dump_log_segments;

@@ -502,6 +502,7 @@ pub fn dump_log_segments(
         let path = PathBuf::from(&shown);
         summary.files += 1;
         let mut ctx = FileDump {
+            text: Vec::new(),
             path: &path,
             shown: &shown,
             name,
@@ -544,6 +545,8 @@ struct LogWindow<'f> {
     path: &'f Path,
     end: u64,
     buf: Vec<u8>,
+    /// Bytes of `buf` read from the file at `start`.
+    filled: usize,
     start: u64,
 }
 
@@ -554,20 +557,25 @@ impl<'f> LogWindow<'f> {
             path,
             end,
             buf: Vec::new(),
+            filled: 0,
             start: 0,
         }
     }
 
     /// `len` bytes at `pos`; the caller has checked that they lie before `end`.
     fn get(&mut self, pos: u64, len: usize) -> Result<&[u8]> {
-        let buffered_end = self.start + self.buf.len() as u64;
+        let buffered_end = self.start + self.filled as u64;
         if pos < self.start || pos + len as u64 > buffered_end {
             let want = (len.max(CHUNK) as u64).min(self.end - pos) as usize;
-            self.buf.resize(want, 0);
+            // Grows (zero-filled) only when a refill needs more than any before.
+            if self.buf.len() < want {
+                self.buf.resize(want, 0);
+            }
             self.file
-                .read_exact_at(&mut self.buf, pos)
+                .read_exact_at(&mut self.buf[..want], pos)
                 .map_err(io_err(self.path))?;
             self.start = pos;
+            self.filled = want;
         }
         let off = (pos - self.start) as usize;
         Ok(&self.buf[off..off + len])
@@ -662,6 +670,8 @@ fn legacy_deep_records<'s>(
 }
 
 struct FileDump<'a> {
+    /// Reused buffer for one batch's record lines.
+    text: Vec<u8>,
     path: &'a Path,
     shown: &'a str,
     name: &'a str,
@@ -817,97 +827,131 @@ impl FileDump<'_> {
         last_offset: &mut i64,
         abs: &str,
     ) -> Result<()> {
-        let opts = self.opts;
-        let records: Vec<DeepRecord<'_>> = match batch {
+        // Records are decoded one at a time, so a damaged record stops the dump right after the
+        // lines before it, as in Kafka's tool.
+        let records: Box<dyn Iterator<Item = Result<DeepRecord<'_>>>> = match batch {
             Batch::V2(b) => {
                 let payload = b.records_payload(scratch, DEFAULT_MAX_DECOMPRESSED_BYTES)?;
-                b.records_in(payload)
-                    .map(|r| {
-                        r.map(|record| DeepRecord {
-                            record,
-                            legacy: None,
-                        })
+                Box::new(b.records_in(payload).map(|r| {
+                    r.map(|record| DeepRecord {
+                        record,
+                        legacy: None,
                     })
-                    .collect::<Result<_>>()?
+                }))
             }
-            Batch::Legacy(e) => legacy_deep_records(e, scratch)?,
+            Batch::Legacy(e) => Box::new(legacy_deep_records(e, scratch)?.into_iter().map(Ok)),
         };
+        // The batch's lines go to `out` in one write: formatting into a Vec is monomorphic and
+        // cheap, where each fragment through `dyn Write` costs a virtual call.
+        let mut text = std::mem::take(&mut self.text);
+        text.clear();
+        let mut failure = None;
+        for record in records {
+            let result =
+                record.and_then(|r| self.record_line(&mut text, &r, batch, last_offset, abs));
+            if let Err(e) = result {
+                failure = Some(e);
+                break;
+            }
+        }
+        self.out.write_all(&text)?;
+        self.text = text;
+        failure.map_or(Ok(()), Err)
+    }
+
+    fn record_line(
+        &mut self,
+        out: &mut Vec<u8>,
+        deep: &DeepRecord<'_>,
+        batch: &Batch<'_>,
+        last_offset: &mut i64,
+        abs: &str,
+    ) -> Result<()> {
+        let opts = self.opts;
+        let DeepRecord { record: r, legacy } = deep;
         let (base_offset, base_sequence) = match batch {
             Batch::V2(b) => (b.base_offset(), b.base_sequence()),
             Batch::Legacy(_) => (0, NO_SEQUENCE),
         };
         let is_control = batch.is_control();
-        let ts_type = batch.timestamp_type();
-        for DeepRecord { record: r, legacy } in &records {
-            self.summary.records += 1;
-            if opts.kafka_major >= 4 {
-                if r.offset != *last_offset + 1 {
-                    self.reports
-                        .non_consecutive
-                        .push(abs, (*last_offset, r.offset));
-                }
-            } else if *last_offset != -1 && r.offset != *last_offset + 1 {
+        self.summary.records += 1;
+        if opts.kafka_major >= 4 {
+            if r.offset != *last_offset + 1 {
                 self.reports
                     .non_consecutive
                     .push(abs, (*last_offset, r.offset));
             }
-            *last_offset = r.offset;
-            let sequence = if batch.magic() >= MAGIC_V2 && base_sequence >= 0 {
-                increment_sequence(base_sequence, (r.offset - base_offset) as i32)
-            } else {
-                NO_SEQUENCE
-            };
-            if opts.json {
-                self.json_record(r, batch, *legacy, sequence)?;
-                continue;
-            }
-            let out = &mut *self.out;
-            if !opts.skip_record_metadata {
-                write!(
-                    out,
-                    "| offset: {} {}: {} keySize: {} valueSize: {}",
-                    r.offset,
-                    ts_type.name(),
-                    r.timestamp,
-                    r.key.map_or(-1, |k| k.len() as i64),
-                    r.value.map_or(-1, |v| v.len() as i64),
-                )?;
-                if batch.magic() >= MAGIC_V2 {
-                    write!(out, " sequence: {sequence} headerKeys: [")?;
-                    for (i, h) in r.headers.iter().enumerate() {
-                        if i > 0 {
-                            out.write_all(b",")?;
-                        }
-                        out.write_all(h.key.as_bytes())?;
-                    }
-                    out.write_all(b"]")?;
-                }
-                if let Some((valid, crc)) = legacy {
-                    // The 3.x tool printed a stray brace here.
-                    let brace = if opts.kafka_major >= 4 { "" } else { "}" };
-                    write!(out, " isValid: {valid} crc: {crc}{brace}")?;
-                }
-                if is_control {
-                    out.write_all(control_record_text(r, opts.kafka_major)?.as_bytes())?;
-                }
-            }
-            if opts.print_data_log && !is_control {
-                let mut prefix = if opts.skip_record_metadata { "| " } else { " " };
-                if let Some(k) = r.key {
-                    let k = opts.key_decoder.decode(k, "key", r.offset)?;
-                    write!(out, "{prefix}key: {k}")?;
-                    prefix = " ";
-                }
-                if opts.kafka_major < 4 {
-                    prefix = " ";
-                }
-                if let Some(v) = r.value {
-                    let v = opts.value_decoder.decode(v, "value", r.offset)?;
-                    write!(out, "{prefix}payload: {v}")?;
-                }
-            }
-            out.write_all(b"\n")?;
+        } else if *last_offset != -1 && r.offset != *last_offset + 1 {
+            self.reports
+                .non_consecutive
+                .push(abs, (*last_offset, r.offset));
         }
+        *last_offset = r.offset;
+        let sequence = if batch.magic() >= MAGIC_V2 && base_sequence >= 0 {
+            increment_sequence(base_sequence, (r.offset - base_offset) as i32)
+        } else {
+            NO_SEQUENCE
+        };
+        if opts.json {
+            return self.json_record(r, batch, *legacy, sequence);
+        }
+        if !opts.skip_record_metadata {
+            // Pieces and itoa rather than `write!`: this line is printed once per record.
+            let mut ints = itoa::Buffer::new();
+            out.extend_from_slice(b"| offset: ");
+            out.extend_from_slice(ints.format(r.offset).as_bytes());
+            out.push(b' ');
+            out.extend_from_slice(batch.timestamp_type().name().as_bytes());
+            out.extend_from_slice(b": ");
+            out.extend_from_slice(ints.format(r.timestamp).as_bytes());
+            out.extend_from_slice(b" keySize: ");
+            out.extend_from_slice(ints.format(r.key.map_or(-1, |k| k.len() as i64)).as_bytes());
+            out.extend_from_slice(b" valueSize: ");
+            out.extend_from_slice(
+                ints.format(r.value.map_or(-1, |v| v.len() as i64))
+                    .as_bytes(),
+            );
+            if batch.magic() >= MAGIC_V2 {
+                out.extend_from_slice(b" sequence: ");
+                out.extend_from_slice(ints.format(sequence).as_bytes());
+                out.extend_from_slice(b" headerKeys: [");
+                for (i, h) in r.headers.iter().enumerate() {
+                    if i > 0 {
+                        out.push(b',');
+                    }
+                    out.extend_from_slice(h.key.as_bytes());
+                }
+                out.push(b']');
+            }
+            if let Some((valid, crc)) = legacy {
+                // The 3.x tool printed a stray brace here.
+                let brace = if opts.kafka_major >= 4 { "" } else { "}" };
+                write!(out, " isValid: {valid} crc: {crc}{brace}")?;
+            }
+            if is_control {
+                out.extend_from_slice(control_record_text(r, opts.kafka_major)?.as_bytes());
+            }
+        }
+        if opts.print_data_log && !is_control {
+            let mut prefix = if opts.skip_record_metadata { "| " } else { " " };
+            if let Some(k) = r.key {
+                let k = opts.key_decoder.decode(k, "key", r.offset)?;
+                out.extend_from_slice(prefix.as_bytes());
+                out.extend_from_slice(b"key: ");
+                out.extend_from_slice(k.as_bytes());
+                prefix = " ";
+            }
+            if opts.kafka_major < 4 {
+                prefix = " ";
+            }
+            if let Some(v) = r.value {
+                let v = opts.value_decoder.decode(v, "value", r.offset)?;
+                out.extend_from_slice(prefix.as_bytes());
+                out.extend_from_slice(b"payload: ");
+                out.extend_from_slice(v.as_bytes());
+            }
+        }
+        out.push(b'\n');
         Ok(())
     }
 

@@ -29,6 +29,7 @@ from kafkalog._kafkalog import (  # noqa: F401
     RecordBatch,
     decode_batches,
     encode_batch,
+    broker_committed_offsets,
     create_topic,
     murmur2,
     partition_for_key,

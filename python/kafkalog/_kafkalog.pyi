@@ -1,7 +1,7 @@
 """Type stubs for the Rust extension (kafkalog._kafkalog)."""
 
 from os import PathLike
-from typing import Any, Iterator, Literal, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Iterator, Literal, Mapping, Optional, Sequence, Tuple, TypedDict, Union
 
 import pyarrow
 
@@ -220,9 +220,28 @@ def dump_log_segments(
     value_decoder_class: str = "org.apache.kafka.tools.api.StringDecoder",
     json: bool = False,
     kafka_major: int = 4,
+    message_parser: Literal["decoders", "offsets", "transaction-log", "cluster-metadata"] = "decoders",
 ) -> tuple[int, int, int, int]:
     """Kafka's DumpLogSegments printed to stdout (reports to stderr); returns
-    (files, batches, records, problems)."""
+    (files, batches, records, problems). ``message_parser`` picks one of Kafka's internal topic
+    decoders (``--offsets-decoder`` ...) instead of the key and value decoders."""
+    ...
+
+class CommittedOffset(TypedDict):
+    """One committed offset, as ListConsumerGroupOffsets answers it."""
+    offset: int
+    leader_epoch: Optional[int]  # None where the commit carried none
+    metadata: str
+    commit_timestamp: int  # ms
+
+def broker_committed_offsets(
+    data_dir: _Path, group_id: Optional[str] = None
+) -> dict[str, dict[tuple[str, int], CommittedOffset]]:
+    """The offsets a broker's consumer groups committed, read (read-only) from the
+    ``__consumer_offsets-N`` folders of its data dir as its group coordinator loads them: the
+    latest commit wins, tombstones (deleted groups, expired offsets) delete, transactional commits
+    count once committed. ``{group_id: {(topic, partition): CommittedOffset}}``; only
+    ``group_id``'s when given."""
     ...
 def partition_for_key(key: bytes, num_partitions: int) -> int: ...
 def stage_arrow(data: _ArrowData, data_dir: _Path, staging_dir: _Path, prefix: str, *, topic: Optional[str] = None, new_topic_partitions: int = 1, compression: Compression = "none", batch_bytes: int = 524288) -> list[tuple[str, int, "PathLike[str]"]]: ...

@@ -71,11 +71,18 @@ def _expand_paths(paths: list[str]) -> list[str]:
 
 
 _UNSUPPORTED_DECODERS = {
-    "offsets_decoder": "--offsets-decoder",
-    "transaction_log_decoder": "--transaction-log-decoder",
-    "cluster_metadata_decoder": "--cluster-metadata-decoder",
     "remote_log_metadata_decoder": "--remote-log-metadata-decoder",
     "share_group_state_decoder": "--share-group-state-decoder",
+}
+# Kafka's internal topic decoders, by the option that picks them (the first given wins, as in
+# Kafka's tool).
+_TOPIC_DECODERS = {
+    "offsets_decoder": ("--offsets-decoder", "offsets",
+                        "decode __consumer_offsets records: committed offsets and group metadata"),
+    "transaction_log_decoder": ("--transaction-log-decoder", "transaction-log",
+                                "decode __transaction_state records: transaction states"),
+    "cluster_metadata_decoder": ("--cluster-metadata-decoder", "cluster-metadata",
+                                 "decode KRaft __cluster_metadata records: topics, partitions, configs, ..."),
 }
 
 
@@ -95,6 +102,8 @@ def cmd_dump(args) -> int:
     if not files:
         raise UsageError("nothing to dump: give --files F[,F...] or a partition folder")
     decoders_given = args.key_decoder_class is not None or args.value_decoder_class is not None
+    parser = next((name for attr, (_, name, _) in _TOPIC_DECODERS.items() if getattr(args, attr)),
+                  "decoders")
     default_decoder = "org.apache.kafka.tools.api.StringDecoder"
     sys.stdout.flush()
     _, _, _, problems = _kafkalog.dump_log_segments(
@@ -110,6 +119,7 @@ def cmd_dump(args) -> int:
         value_decoder_class=args.value_decoder_class or default_decoder,
         json=args.json,
         kafka_major=args.kafka_major,
+        message_parser=parser,
     )
     # Kafka's tool exits 0 whatever it reports; --strict makes problems an error for scripts.
     return 1 if args.strict and problems else 0
@@ -166,7 +176,8 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="examples:\n"
                "  kafkalog dump --files /data/orders-0/00000000000000000000.log --print-data-log\n"
                "  kafkalog dump --files 00000000000000000000.index --verify-index-only\n"
-               "  kafkalog dump /data/orders-0 --deep-iteration --json | jq .\n")
+               "  kafkalog dump /data/orders-0 --deep-iteration --json | jq .\n"
+               "  kafkalog dump /data/__consumer_offsets-0 --offsets-decoder\n")
     d.add_argument("paths", nargs="*", metavar="PATH",
                    help="segment files, partition folders or a data dir (kafkalog's addition)")
     d.add_argument("--files", metavar="FILE1,FILE2,...",
@@ -190,6 +201,8 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--value-decoder-class", nargs="?",
                    const="org.apache.kafka.tools.api.StringDecoder", metavar="CLASS",
                    help="StringDecoder (default), IntegerDecoder or LongDecoder")
+    for flag, _, text in _TOPIC_DECODERS.values():
+        d.add_argument(flag, action="store_true", help=text + " (implies --print-data-log)")
     for flag in _UNSUPPORTED_DECODERS.values():
         d.add_argument(flag, action="store_true", help="not supported yet")
     d.add_argument("--json", action="store_true",

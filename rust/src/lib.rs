@@ -6,6 +6,7 @@ pub mod config;
 pub mod datadir;
 pub mod error;
 pub mod index;
+pub mod internal_topics;
 pub mod log;
 pub mod producer;
 pub mod record;

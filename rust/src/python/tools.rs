@@ -5,16 +5,21 @@ use std::io::{BufWriter, Write};
 
 use pyo3::prelude::*;
 
-use crate::tools::dump_log_segments::{dump_log_segments as dump, Decoder, DumpOptions};
+use crate::tools::dump_log_segments::{
+    dump_log_segments as dump, Decoder, DumpOptions, MessageParser,
+};
 
 /// Kafka's DumpLogSegments over `files`, printed to stdout (reports to stderr).
-/// Returns (files, batches, records, problems).
+/// `message_parser`: "decoders" (the key and value decoders), "offsets", "transaction-log"
+/// or "cluster-metadata" (Kafka's internal topic decoders). Returns (files, batches, records,
+/// problems).
 #[pyfunction]
 #[pyo3(signature = (files, *, print_data_log = false, deep_iteration = false,
     skip_record_metadata = false, index_sanity_check = false, verify_index_only = false,
     max_bytes = i32::MAX, max_message_size = 5 * 1024 * 1024,
     key_decoder_class = "org.apache.kafka.tools.api.StringDecoder",
-    value_decoder_class = "org.apache.kafka.tools.api.StringDecoder", json = false, kafka_major = 4))]
+    value_decoder_class = "org.apache.kafka.tools.api.StringDecoder", json = false, kafka_major = 4,
+    message_parser = "decoders"))]
 #[allow(clippy::too_many_arguments)]
 fn dump_log_segments(
     py: Python<'_>,
@@ -30,6 +35,7 @@ fn dump_log_segments(
     value_decoder_class: &str,
     json: bool,
     kafka_major: u8,
+    message_parser: &str,
 ) -> PyResult<(usize, u64, u64, u64)> {
     let opts = DumpOptions {
         print_data_log,
@@ -41,6 +47,7 @@ fn dump_log_segments(
         max_message_size,
         key_decoder: Decoder::from_class_name(key_decoder_class)?,
         value_decoder: Decoder::from_class_name(value_decoder_class)?,
+        parser: MessageParser::from_name(message_parser)?,
         json,
         kafka_major,
     };

@@ -22,6 +22,7 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
+use crate::internal_topics::{cluster_metadata, group_metadata, transaction_log, ParsedRecord};
 use crate::log::producer_state::read_snapshot;
 use crate::record::batch::{
     Batch, DefaultBatch, DEFAULT_MAX_DECOMPRESSED_BYTES, HEADER_SIZE_UP_TO_MAGIC, LOG_OVERHEAD,
@@ -194,6 +195,48 @@ pub fn java_utf8_lossy(bytes: &[u8]) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// How record contents are printed: the key and value decoders, or one of Kafka's internal
+/// topic decoders (`--offsets-decoder`, `--transaction-log-decoder`,
+/// `--cluster-metadata-decoder`), which imply `--print-data-log`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum MessageParser {
+    #[default]
+    Decoders,
+    Offsets,
+    TransactionLog,
+    ClusterMetadata,
+}
+
+impl MessageParser {
+    pub fn from_name(name: &str) -> Result<Self> {
+        Ok(match name {
+            "" | "decoders" => MessageParser::Decoders,
+            "offsets" => MessageParser::Offsets,
+            "transaction-log" | "transaction_log" => MessageParser::TransactionLog,
+            "cluster-metadata" | "cluster_metadata" => MessageParser::ClusterMetadata,
+            other => {
+                return Err(Error::InvalidArgument(format!(
+                    "message parser {other:?}: one of decoders, offsets, transaction-log, cluster-metadata"
+                )))
+            }
+        })
+    }
+
+    /// The key and payload Kafka's parser prints for `r`.
+    fn parse(self, r: &Record<'_>, kafka_major: u8) -> Result<ParsedRecord> {
+        Ok(match self {
+            MessageParser::Decoders => unreachable!("the key and value decoders print directly"),
+            MessageParser::Offsets => {
+                group_metadata::parse_for_dump(r.key, r.value, r.offset, kafka_major)?
+            }
+            MessageParser::TransactionLog => {
+                transaction_log::parse_for_dump(r.key, r.value, r.offset, kafka_major)?
+            }
+            MessageParser::ClusterMetadata => cluster_metadata::parse_for_dump(r.value, r.offset),
+        })
+    }
+}
+
 /// DumpLogSegments' options (same names, same defaults).
 #[derive(Debug, Clone)]
 pub struct DumpOptions {
@@ -213,6 +256,8 @@ pub struct DumpOptions {
     pub max_message_size: i32,
     pub key_decoder: Decoder,
     pub value_decoder: Decoder,
+    /// An internal topic's decoder instead of the key and value decoders.
+    pub parser: MessageParser,
     /// One JSON object per line (batch, record, index entry, ...) instead of Kafka's text.
     pub json: bool,
     /// Print as this major release's tool does (3 or 4).
@@ -231,6 +276,7 @@ impl Default for DumpOptions {
             max_message_size: 5 * 1024 * 1024,
             key_decoder: Decoder::String,
             value_decoder: Decoder::String,
+            parser: MessageParser::Decoders,
             json: false,
             kafka_major: 4,
         }
@@ -238,8 +284,11 @@ impl Default for DumpOptions {
 }
 
 impl DumpOptions {
+    fn prints_data(&self) -> bool {
+        self.print_data_log || self.parser != MessageParser::Decoders
+    }
     fn is_deep_iteration(&self) -> bool {
-        self.deep_iteration || self.print_data_log
+        self.deep_iteration || self.prints_data()
     }
 }
 
@@ -932,7 +981,24 @@ impl FileDump<'_> {
                 out.extend_from_slice(control_record_text(r, opts.kafka_major)?.as_bytes());
             }
         }
-        if opts.print_data_log && !is_control {
+        if opts.prints_data() && !is_control && opts.parser != MessageParser::Decoders {
+            let parsed = opts.parser.parse(r, opts.kafka_major)?;
+            let mut prefix = if opts.skip_record_metadata { "| " } else { " " };
+            if let Some(k) = &parsed.key {
+                out.extend_from_slice(prefix.as_bytes());
+                out.extend_from_slice(b"key: ");
+                out.extend_from_slice(k.as_bytes());
+                prefix = " ";
+            }
+            if opts.kafka_major < 4 {
+                prefix = " ";
+            }
+            if let Some(p) = &parsed.payload {
+                out.extend_from_slice(prefix.as_bytes());
+                out.extend_from_slice(b"payload: ");
+                out.extend_from_slice(p.as_bytes());
+            }
+        } else if opts.print_data_log && !is_control {
             let mut prefix = if opts.skip_record_metadata { "| " } else { " " };
             if let Some(k) = r.key {
                 let k = opts.key_decoder.decode(k, "key", r.offset)?;
@@ -986,7 +1052,16 @@ impl FileDump<'_> {
             fields.push(("control", J::Raw(&control)));
         }
         let (key, value);
-        if opts.print_data_log && !batch.is_control() {
+        let (key_json, payload_json);
+        if opts.parser != MessageParser::Decoders && !batch.is_control() {
+            // The decoded records as JSON values, not as the strings Kafka's tool prints.
+            let parsed = opts.parser.parse(r, opts.kafka_major)?;
+            key_json = serde_json::to_string(&parsed.key_json).expect("a Value serializes");
+            payload_json =
+                serde_json::to_string(&parsed.payload_json).expect("a Value serializes");
+            fields.push(("key", J::Raw(&key_json)));
+            fields.push(("payload", J::Raw(&payload_json)));
+        } else if opts.print_data_log && !batch.is_control() {
             key = r
                 .key
                 .map(|k| opts.key_decoder.decode(k, "key", r.offset))

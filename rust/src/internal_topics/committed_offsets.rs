@@ -1,0 +1,174 @@
+//! A broker's committed offsets, read from its data dir's `__consumer_offsets` partitions as its
+//! group coordinator loads them (Kafka's `GroupMetadataManager.loadGroupsAndOffsets` / the 4.x
+//! `OffsetMetadataManager` replay): records applied in offset order, the latest commit winning,
+//! tombstones deleting, transactional commits held per producer until their marker (applied on
+//! COMMIT unless a later plain commit of the same partition is already there, dropped on ABORT),
+//! so the result is what ListConsumerGroupOffsets would answer.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+
+use crate::datadir::partition_folders;
+use crate::error::{Error, Result};
+use crate::log::{FetchIsolation, Log, LogOptions};
+use crate::record::control::ControlRecordType;
+
+use super::group_metadata::{decode, LEGACY_OFFSET_COMMIT, OFFSET_COMMIT};
+use super::DecodeError;
+
+pub const CONSUMER_OFFSETS_TOPIC: &str = "__consumer_offsets";
+
+/// One committed offset (Kafka's `OffsetAndMetadata`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommittedOffset {
+    pub offset: i64,
+    /// `None` where the commit carried no leader epoch (-1, or a value version below 3).
+    pub leader_epoch: Option<i32>,
+    pub metadata: String,
+    pub commit_timestamp: i64,
+    /// Where the commit's record lies in its `__consumer_offsets` partition.
+    pub record_offset: i64,
+}
+
+/// group id → (topic, partition) → committed offset.
+pub type GroupOffsets = BTreeMap<String, BTreeMap<(String, i32), CommittedOffset>>;
+
+type Key = (String, String, i32);
+
+#[derive(Default)]
+struct Replay {
+    committed: HashMap<Key, CommittedOffset>,
+    /// Transactional commits not yet decided, per producer id (a tombstone is `None`).
+    pending: HashMap<i64, Vec<(Key, Option<CommittedOffset>)>>,
+}
+
+impl Replay {
+    fn commit_marker(&mut self, producer_id: i64, commit: bool) {
+        let Some(pending) = self.pending.remove(&producer_id) else {
+            return;
+        };
+        if !commit {
+            return;
+        }
+        for (key, offset) in pending {
+            match offset {
+                // The one appended last wins, transactional or not.
+                Some(o) => {
+                    let newer = self
+                        .committed
+                        .get(&key)
+                        .is_none_or(|c| c.record_offset < o.record_offset);
+                    if newer {
+                        self.committed.insert(key, o);
+                    }
+                }
+                None => {
+                    self.committed.remove(&key);
+                }
+            }
+        }
+    }
+}
+
+/// The committed offsets of every group (or of `group_id` alone) in the broker data dir
+/// `data_dir`, opened read-only. Records that do not decode are an error naming the partition
+/// and offset; record types other than offset commits (group metadata, consumer group records)
+/// carry no offsets and are passed over.
+pub fn broker_committed_offsets(data_dir: &Path, group_id: Option<&str>) -> Result<GroupOffsets> {
+    let folders: Vec<_> = partition_folders(data_dir)?
+        .into_iter()
+        .filter(|f| f.topic == CONSUMER_OFFSETS_TOPIC)
+        .collect();
+    if folders.is_empty() && !data_dir.join("meta.properties").is_file() {
+        return Err(Error::InvalidArgument(format!(
+            "{}: not a broker's data dir (no meta.properties and no {CONSUMER_OFFSETS_TOPIC} partitions)",
+            data_dir.display()
+        )));
+    }
+    let mut out = GroupOffsets::new();
+    for folder in folders {
+        let log = Log::open(&folder.path, LogOptions::default())?;
+        let mut replay = Replay::default();
+        let mut failure: Option<Error> = None;
+        log.for_each_batch(None, None, FetchIsolation::LogEnd, true, &mut |_, batch, records, range| {
+            if batch.is_control() {
+                for r in &records[range] {
+                    match ControlRecordType::parse_key(r.key)? {
+                        ControlRecordType::Commit => replay.commit_marker(batch.producer_id(), true),
+                        ControlRecordType::Abort => replay.commit_marker(batch.producer_id(), false),
+                        _ => {}
+                    }
+                }
+                return Ok(true);
+            }
+            for r in &records[range] {
+                let Some(key) = r.key else {
+                    failure = Some(Error::corrupt(format!(
+                        "{}: the record at offset {} has no key",
+                        folder.path.display(),
+                        r.offset
+                    )));
+                    return Ok(false);
+                };
+                let record = match decode(key, r.value, 4) {
+                    Ok(rec) => rec,
+                    // Types a newer broker may write; none of them holds offsets.
+                    Err(DecodeError::UnknownRecordType(_)) => continue,
+                    Err(DecodeError::Other(m)) => {
+                        failure = Some(Error::corrupt(format!(
+                            "{}: the record at offset {}: {m}",
+                            folder.path.display(),
+                            r.offset
+                        )));
+                        return Ok(false);
+                    }
+                };
+                if record.record_type != OFFSET_COMMIT && record.record_type != LEGACY_OFFSET_COMMIT {
+                    continue;
+                }
+                let k = &record.key;
+                let group = k["group"].as_str().unwrap_or_default();
+                if group_id.is_some_and(|g| g != group) {
+                    continue;
+                }
+                let key: Key = (
+                    group.to_string(),
+                    k["topic"].as_str().unwrap_or_default().to_string(),
+                    k["partition"].as_i64().unwrap_or(-1) as i32,
+                );
+                let value = record.value.map(|(_, v)| CommittedOffset {
+                    offset: v["offset"].as_i64().unwrap_or(-1),
+                    leader_epoch: v
+                        .get("leaderEpoch")
+                        .and_then(|e| e.as_i64())
+                        .filter(|&e| e >= 0)
+                        .map(|e| e as i32),
+                    metadata: v["metadata"].as_str().unwrap_or_default().to_string(),
+                    commit_timestamp: v["commitTimestamp"].as_i64().unwrap_or(-1),
+                    record_offset: r.offset,
+                });
+                if batch.is_transactional() {
+                    replay.pending.entry(batch.producer_id()).or_default().push((key, value));
+                } else {
+                    match value {
+                        Some(v) => {
+                            replay.committed.insert(key, v);
+                        }
+                        None => {
+                            replay.committed.remove(&key);
+                        }
+                    }
+                }
+            }
+            Ok(true)
+        })?;
+        if let Some(e) = failure {
+            return Err(e);
+        }
+        // A group lives in one partition; merging keeps each commit as it is.
+        for ((group, topic, partition), offset) in replay.committed {
+            out.entry(group).or_default().insert((topic, partition), offset);
+        }
+    }
+    Ok(out)
+}

@@ -1,0 +1,40 @@
+//! Bindings of `crate::internal_topics`: a broker's committed offsets as Python dicts.
+
+use std::path::PathBuf;
+
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyTuple};
+
+use crate::internal_topics::committed_offsets::broker_committed_offsets as committed;
+
+/// The offsets a broker's groups committed, read from its data dir's `__consumer_offsets`
+/// partitions (read-only): {group_id: {(topic, partition): {"offset", "leader_epoch",
+/// "metadata", "commit_timestamp"}}}, what ListConsumerGroupOffsets would answer.
+#[pyfunction]
+#[pyo3(signature = (data_dir, group_id = None))]
+fn broker_committed_offsets<'py>(
+    py: Python<'py>,
+    data_dir: PathBuf,
+    group_id: Option<String>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let groups = py.allow_threads(|| committed(&data_dir, group_id.as_deref()))?;
+    let out = PyDict::new(py);
+    for (group, offsets) in groups {
+        let per_partition = PyDict::new(py);
+        for ((topic, partition), o) in offsets {
+            let entry = PyDict::new(py);
+            entry.set_item("offset", o.offset)?;
+            entry.set_item("leader_epoch", o.leader_epoch)?;
+            entry.set_item("metadata", o.metadata)?;
+            entry.set_item("commit_timestamp", o.commit_timestamp)?;
+            per_partition.set_item(PyTuple::new(py, [topic.into_pyobject(py)?.into_any(), partition.into_pyobject(py)?.into_any()])?, entry)?;
+        }
+        out.set_item(group, per_partition)?;
+    }
+    Ok(out)
+}
+
+pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(broker_committed_offsets, m)?)?;
+    Ok(())
+}

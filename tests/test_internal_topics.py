@@ -1,0 +1,203 @@
+"""Kafka's internal topics against the real thing: a 4.4.0 and a 3.9.2 broker (one session each,
+module-scoped) get consumer groups that commit offsets (several groups, topics and partitions,
+commits with metadata, a deleted group's tombstones, on 4.x a group of the new consumer protocol),
+transactions (committed and aborted, one with a transactional offset commit of each kind), and
+are stopped. Then
+
+* ``kafkalog dump --offsets-decoder`` / ``--transaction-log-decoder`` /
+  ``--cluster-metadata-decoder`` print, line for line, what Kafka's own DumpLogSegments prints
+  over the broker's ``__consumer_offsets-0``, ``__transaction_state-0`` and
+  ``__cluster_metadata-0`` folders (4.3.1's tool for the 4.4 broker, 3.9.2's for 3.9), with and
+  without ``--skip-record-metadata``; their ``--json`` forms carry the same decoded records;
+* ``kafkalog.broker_committed_offsets(data_dir)`` equals what the broker's AdminClient answered
+  to ListConsumerGroupOffsets for every group, before the broker stopped.
+
+Nothing skips: if Kafka cannot be fetched or run, these tests fail.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from pathlib import Path
+from typing import Any, Dict, List
+
+import pytest
+
+import compat_util
+import kafka_harness as kh
+import kafkalog
+
+T_ORDERS = "it-orders"
+T_EVENTS = "it-events"
+GROUPS = ["g-one", "g-two", "g-txn"]
+
+
+def _consume_and_commit(bs: str, group: str, topics: List[str], n: int, metadata: str,
+                        protocol: str = "classic") -> None:
+    """A group member that reads ``n`` records and commits their positions, with metadata."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    cfg: Dict[str, Any] = {"bootstrap.servers": bs, "group.id": group, "enable.auto.commit": False,
+                           "auto.offset.reset": "earliest", "logger": kh._NullLogger()}
+    if protocol == "consumer":
+        cfg["group.protocol"] = "consumer"
+    else:
+        cfg["session.timeout.ms"] = 6000
+    c = Consumer(cfg)
+    try:
+        c.subscribe(topics)
+        seen: Dict[tuple, Any] = {}
+        deadline = time.monotonic() + 60
+        got = 0
+        while got < n and time.monotonic() < deadline:
+            m = c.poll(0.5)
+            if m is None or m.error() is not None:
+                continue
+            got += 1
+            seen[(m.topic(), m.partition())] = m
+        assert got == n, f"group {group} read {got} of {n} records"
+        offsets = []
+        for (t, p), m in sorted(seen.items()):
+            epoch = m.leader_epoch()
+            offsets.append(TopicPartition(t, p, m.offset() + 1, metadata=f"{metadata}:{t}-{p}",
+                                          leader_epoch=epoch))
+        c.commit(offsets=offsets, asynchronous=False)
+    finally:
+        c.close()
+
+
+def _transactional_offsets(bs: str, group: str, offset: int, commit: bool) -> None:
+    """A transaction that produces a record and commits ``group``'s offset of T_ORDERS-0 in it."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bs, "group.id": group, "logger": kh._NullLogger()})
+    p = Producer({"bootstrap.servers": bs, "transactional.id": f"it-txn-{uuid.uuid4().hex[:8]}",
+                  "logger": kh._NullLogger()})
+    try:
+        p.init_transactions(30)
+        p.begin_transaction()
+        p.produce(T_EVENTS, key=b"txn", value=b"with offsets", partition=0)
+        p.flush(30)
+        p.send_offsets_to_transaction([TopicPartition(T_ORDERS, 0, offset, metadata="txn")],
+                                      c.consumer_group_metadata(), 30)
+        if commit:
+            p.commit_transaction(30)
+        else:
+            p.abort_transaction(30)
+    finally:
+        c.close()
+
+
+def _admin_offsets(bs: str, group: str) -> Dict[tuple, Dict[str, Any]]:
+    """ListConsumerGroupOffsets, as the broker answers it."""
+    from confluent_kafka import ConsumerGroupTopicPartitions
+
+    admin = kh._admin(bs)
+    fut = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)], request_timeout=30)
+    res = fut[group].result(timeout=30)
+    return {(tp.topic, tp.partition): {"offset": tp.offset, "metadata": tp.metadata,
+                                       "leader_epoch": tp.leader_epoch}
+            for tp in res.topic_partitions if tp.offset >= 0}
+
+
+@pytest.fixture(scope="module", params=kh.KAFKA_VERSIONS)
+def broker_dir(request):
+    version = request.param
+    t0 = time.monotonic()
+    broker = kh.Broker(version)
+    state: Dict[str, Any] = {"version": version}
+    try:
+        broker.start()
+        bs = broker.bootstrap
+        kh.create_topic(bs, T_ORDERS, partitions=3)
+        kh.create_topic(bs, T_EVENTS, partitions=2)
+        kh.produce(bs, T_ORDERS, [{"key": b"k%d" % i, "value": b"order %d" % i} for i in range(30)])
+        kh.produce(bs, T_EVENTS, [{"key": b"e%d" % i, "value": b"event %d" % i} for i in range(12)])
+        _consume_and_commit(bs, "g-one", [T_ORDERS], 10, "first")
+        _consume_and_commit(bs, "g-one", [T_ORDERS], 5, "second")  # later commits win
+        _consume_and_commit(bs, "g-two", [T_ORDERS, T_EVENTS], 42, "both")
+        _consume_and_commit(bs, "g-gone", [T_EVENTS], 4, "gone")
+        groups = list(GROUPS)
+        if version.startswith("4."):
+            _consume_and_commit(bs, "g-848", [T_EVENTS], 6, "new protocol", protocol="consumer")
+            groups.append("g-848")
+        res = kh._admin(bs).delete_consumer_groups(["g-gone"], request_timeout=30)
+        res["g-gone"].result(timeout=30)  # offset and group tombstones
+        _transactional_offsets(bs, "g-txn", 3, commit=True)
+        _transactional_offsets(bs, "g-txn", 9, commit=False)  # aborted: stays at 3
+        kh.produce_transactions(bs, T_EVENTS, [([{"value": b"a"}], True), ([{"value": b"b"}], False)],
+                                transactional_id="it-producer")
+        state["admin"] = {g: _admin_offsets(bs, g) for g in groups + ["g-gone"]}
+        assert state["admin"]["g-gone"] == {}, "a deleted group has no offsets"
+        assert state["admin"]["g-txn"][(T_ORDERS, 0)]["offset"] == 3
+        rc = broker.stop()
+        assert rc in (0, 143), broker.log_tail()
+        state["data_dir"] = broker.log_dir
+        state["setup_s"] = time.monotonic() - t0
+        yield state
+    finally:
+        print(f"\nKafka {version} internal topics: session {time.monotonic() - t0:.1f}s")
+        broker.close()
+
+
+def _log_files(folder: Path) -> List[Path]:
+    files = kh.segment_files(folder, (".log",))
+    return files + sorted(folder.glob("*.checkpoint"))
+
+
+DECODERS = {
+    "--offsets-decoder": "__consumer_offsets-0",
+    "--transaction-log-decoder": "__transaction_state-0",
+    "--cluster-metadata-decoder": "__cluster_metadata-0",
+}
+
+
+@pytest.mark.parametrize("extra", [["--deep-iteration", "--print-data-log"], ["--skip-record-metadata"]],
+                         ids=["deep-print", "skip-metadata"])
+@pytest.mark.parametrize("decoder", list(DECODERS))
+def test_decoders_print_what_dump_log_segments_prints(broker_dir, decoder, extra):
+    files = _log_files(broker_dir["data_dir"] / DECODERS[decoder])
+    assert files, f"no log files in {DECODERS[decoder]}"
+    java = compat_util.assert_same_dump(broker_dir["version"], files, [decoder, *extra])
+    # The decoders did decode: no record fell back to an error line.
+    assert "payload: " in java.stdout and "skipping." not in java.stdout
+    if decoder == "--offsets-decoder":
+        assert '"group":"g-one"' in java.stdout and "<DELETE>" in java.stdout
+        assert '"subscription":{' in java.stdout, "consumer protocol subscriptions decoded"
+    elif decoder == "--cluster-metadata-decoder":
+        for record in ("TOPIC_RECORD", "PARTITION_RECORD", "FEATURE_LEVEL_RECORD", "REGISTER_BROKER_RECORD"):
+            assert f'"type":"{record}"' in java.stdout, record
+
+
+def test_decoders_json_output(broker_dir):
+    d = broker_dir["data_dir"]
+    out = compat_util.kafkalog_dump(_log_files(d / "__consumer_offsets-0"), ["--offsets-decoder", "--json"])
+    assert out.returncode == 0, out.stderr
+    records = [json.loads(line) for line in out.stdout.splitlines()]
+    commits = [r for r in records if r.get("type") == "record" and "key" in r
+               and r["key"].get("type") == "1" and r["payload"] is not None]
+    assert commits and all(isinstance(r["payload"]["data"]["offset"], int) for r in commits)
+    tombstones = [r for r in records if r.get("type") == "record" and "key" in r and r["payload"] is None]
+    assert any(r["key"]["data"].get("group") == "g-gone" for r in tombstones)
+    out = compat_util.kafkalog_dump(_log_files(d / "__cluster_metadata-0"), ["--cluster-metadata-decoder", "--json"])
+    assert out.returncode == 0, out.stderr
+    topics = {r["payload"]["data"]["name"] for r in map(json.loads, out.stdout.splitlines())
+              if r.get("type") == "record" and (r.get("payload") or {}).get("type") == "TOPIC_RECORD"}
+    assert {T_ORDERS, T_EVENTS} <= topics
+
+
+def test_broker_committed_offsets_equal_the_brokers_answer(broker_dir):
+    ours = kafkalog.broker_committed_offsets(str(broker_dir["data_dir"]))
+    for group, admin in broker_dir["admin"].items():
+        got = {tp: {"offset": o["offset"], "metadata": o["metadata"], "leader_epoch": o["leader_epoch"]}
+               for tp, o in ours.get(group, {}).items()}
+        assert got == admin, f"group {group}"
+        for o in ours.get(group, {}).values():
+            assert o["commit_timestamp"] > 1_600_000_000_000
+    assert "g-gone" not in ours
+    one = kafkalog.broker_committed_offsets(str(broker_dir["data_dir"]), group_id="g-two")
+    assert list(one) == ["g-two"] and one["g-two"] == ours["g-two"]
+    with pytest.raises(ValueError, match="not a broker's data dir"):
+        kafkalog.broker_committed_offsets(str(broker_dir["data_dir"] / f"{T_ORDERS}-0"))

@@ -183,8 +183,18 @@ pub fn read_message(spec: &MessageSpec, version: i16, r: &mut Reader<'_>) -> Res
 fn read_struct(fields: &'static [FieldSpec], ctx: Ctx, r: &mut Reader<'_>) -> Result<Value> {
     let mut values: Vec<Option<Value>> = Vec::with_capacity(fields.len());
     for f in fields {
-        if !f.versions.contains(ctx.version) || f.tagged.contains(ctx.version) {
+        if !f.versions.contains(ctx.version) {
             values.push(None);
+            continue;
+        }
+        if f.tagged.contains(ctx.version) {
+            // Kafka's converter writes a tagged struct even when it is absent (its non-default
+            // check does not guard the write), and an absent one reads as a fresh struct.
+            let absent = match f.ty {
+                FieldType::Struct(fields) => Some(default_struct(fields, ctx.version)),
+                _ => None,
+            };
+            values.push(absent);
             continue;
         }
         values.push(Some(read_field(&f.ty, f.nullable.contains(ctx.version), ctx, r)?));
@@ -206,7 +216,7 @@ fn read_struct(fields: &'static [FieldSpec], ctx: Ctx, r: &mut Reader<'_>) -> Re
                 let mut sub = Reader::new(bytes);
                 let value = read_field(&f.ty, f.nullable.contains(ctx.version), ctx, &mut sub)?;
                 // Written only when not the default, as the converter does.
-                if value != default_value(f) {
+                if value != default_value(f) || matches!(f.ty, FieldType::Struct(_)) {
                     values[i] = Some(value);
                 }
             }
@@ -275,8 +285,40 @@ fn read_field(ty: &'static FieldType, nullable: bool, ctx: Ctx, r: &mut Reader<'
             }
             Value::Array(items)
         }
-        FieldType::Struct(fields) => read_struct(fields, ctx, r)?,
+        FieldType::Struct(fields) => {
+            // A nullable struct starts with a marker: an unsigned varint in flexible versions
+            // (0 for null), a byte before (negative for null).
+            if nullable {
+                let null = if ctx.flexible {
+                    r.unsigned_varint()? == 0
+                } else {
+                    r.i8()? < 0
+                };
+                if null {
+                    return Ok(Value::Null);
+                }
+            }
+            read_struct(fields, ctx, r)?
+        }
     })
+}
+
+/// A struct built with its defaults (`new X()`), as its converter writes it at `version`.
+fn default_struct(fields: &'static [FieldSpec], version: i16) -> Value {
+    let mut object = Map::new();
+    for f in fields {
+        if !f.versions.contains(version) {
+            continue;
+        }
+        let tagged = f.tagged.contains(version);
+        let value = match f.ty {
+            FieldType::Struct(sub) => default_struct(sub, version),
+            _ if tagged => continue,
+            _ => default_value(f),
+        };
+        object.insert(f.name.to_string(), value);
+    }
+    Value::Object(object)
 }
 
 /// A field's default as its converter compares it (Kafka's `FieldSpec.fieldDefault`).

@@ -54,7 +54,7 @@ def test_errors_are_one_line_with_an_exit_code(tmp_path):
     assert "neither a partition folder" in one_line_error(run("dump", empty), 1)
     assert "--start -5" in one_line_error(run("records", DEMO, "--start", "-5"), 2)
     assert "before --start" in one_line_error(run("records", DEMO, "--start", "20", "--end", "10"), 2)
-    assert "not supported yet" in one_line_error(run("dump", DEMO, "--offsets-decoder"), 2)
+    assert "not supported yet" in one_line_error(run("dump", DEMO, "--share-group-state-decoder"), 2)
     assert "nothing to dump" in one_line_error(run("dump"), 2)
     assert "runs no Java classes" in one_line_error(
         run("dump", DEMO, "--value-decoder-class", "com.example.MyDecoder"), 1)

@@ -54,11 +54,12 @@ pub fn decode(value: &[u8]) -> Result<MetadataRecord, DecodeError> {
     }
     let api_key = short(&mut r, "type")?;
     let version = short(&mut r, "version")?;
-    let spec = find(Family::Metadata, Kind::Metadata, api_key).ok_or_else(|| {
-        DecodeError::Other(format!("Unknown metadata id {api_key}"))
-    })?;
+    let spec = find(Family::Metadata, Kind::Metadata, api_key)
+        .ok_or_else(|| DecodeError::Other(format!("Unknown metadata id {api_key}")))?;
     let data = read_message(spec, version, &mut r).map_err(|e| {
-        DecodeError::Other(format!("Failed to deserialize record with type {api_key}: {e}"))
+        DecodeError::Other(format!(
+            "Failed to deserialize record with type {api_key}: {e}"
+        ))
     })?;
     if r.remaining() > 0 {
         return Err(DecodeError::Other(format!(
@@ -113,11 +114,19 @@ mod tests {
         let p = parse_for_dump(Some(&v), 3);
         assert_eq!(
             p.payload.as_deref(),
-            Some(r#"{"type":"TOPIC_RECORD","version":0,"data":{"name":"t","topicId":"AAAAAAAAAAAAAAAAAAAAAQ"}}"#)
+            Some(
+                r#"{"type":"TOPIC_RECORD","version":0,"data":{"name":"t","topicId":"AAAAAAAAAAAAAAAAAAAAAQ"}}"#
+            )
         );
-        assert_eq!(enum_name("ZkMigrationStateRecord"), "ZK_MIGRATION_STATE_RECORD");
+        assert_eq!(
+            enum_name("ZkMigrationStateRecord"),
+            "ZK_MIGRATION_STATE_RECORD"
+        );
         let bad = parse_for_dump(Some(&[1, 2, 0, 9]), 4);
-        assert!(bad.payload.unwrap().starts_with("Error at 4, skipping. Failed to deserialize record with type 2"));
+        assert!(bad
+            .payload
+            .unwrap()
+            .starts_with("Error at 4, skipping. Failed to deserialize record with type 2"));
         let garbage = [v.clone(), vec![0]].concat();
         assert_eq!(
             parse_for_dump(Some(&garbage), 5).payload.as_deref(),

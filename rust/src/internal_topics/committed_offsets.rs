@@ -90,84 +90,102 @@ pub fn broker_committed_offsets(data_dir: &Path, group_id: Option<&str>) -> Resu
         let log = Log::open(&folder.path, LogOptions::default())?;
         let mut replay = Replay::default();
         let mut failure: Option<Error> = None;
-        log.for_each_batch(None, None, FetchIsolation::LogEnd, true, &mut |_, batch, records, range| {
-            if batch.is_control() {
-                for r in &records[range] {
-                    match ControlRecordType::parse_key(r.key)? {
-                        ControlRecordType::Commit => replay.commit_marker(batch.producer_id(), true),
-                        ControlRecordType::Abort => replay.commit_marker(batch.producer_id(), false),
-                        _ => {}
+        log.for_each_batch(
+            None,
+            None,
+            FetchIsolation::LogEnd,
+            true,
+            &mut |_, batch, records, range| {
+                if batch.is_control() {
+                    for r in &records[range] {
+                        match ControlRecordType::parse_key(r.key)? {
+                            ControlRecordType::Commit => {
+                                replay.commit_marker(batch.producer_id(), true)
+                            }
+                            ControlRecordType::Abort => {
+                                replay.commit_marker(batch.producer_id(), false)
+                            }
+                            _ => {}
+                        }
                     }
+                    return Ok(true);
                 }
-                return Ok(true);
-            }
-            for r in &records[range] {
-                let Some(key) = r.key else {
-                    failure = Some(Error::corrupt(format!(
-                        "{}: the record at offset {} has no key",
-                        folder.path.display(),
-                        r.offset
-                    )));
-                    return Ok(false);
-                };
-                let record = match decode(key, r.value, 4) {
-                    Ok(rec) => rec,
-                    // Types a newer broker may write; none of them holds offsets.
-                    Err(DecodeError::UnknownRecordType(_)) => continue,
-                    Err(DecodeError::Other(m)) => {
+                for r in &records[range] {
+                    let Some(key) = r.key else {
                         failure = Some(Error::corrupt(format!(
-                            "{}: the record at offset {}: {m}",
+                            "{}: the record at offset {} has no key",
                             folder.path.display(),
                             r.offset
                         )));
                         return Ok(false);
-                    }
-                };
-                if record.record_type != OFFSET_COMMIT && record.record_type != LEGACY_OFFSET_COMMIT {
-                    continue;
-                }
-                let k = &record.key;
-                let group = k["group"].as_str().unwrap_or_default();
-                if group_id.is_some_and(|g| g != group) {
-                    continue;
-                }
-                let key: Key = (
-                    group.to_string(),
-                    k["topic"].as_str().unwrap_or_default().to_string(),
-                    k["partition"].as_i64().unwrap_or(-1) as i32,
-                );
-                let value = record.value.map(|(_, v)| CommittedOffset {
-                    offset: v["offset"].as_i64().unwrap_or(-1),
-                    leader_epoch: v
-                        .get("leaderEpoch")
-                        .and_then(|e| e.as_i64())
-                        .filter(|&e| e >= 0)
-                        .map(|e| e as i32),
-                    metadata: v["metadata"].as_str().unwrap_or_default().to_string(),
-                    commit_timestamp: v["commitTimestamp"].as_i64().unwrap_or(-1),
-                    record_offset: r.offset,
-                });
-                if batch.is_transactional() {
-                    replay.pending.entry(batch.producer_id()).or_default().push((key, value));
-                } else {
-                    match value {
-                        Some(v) => {
-                            replay.committed.insert(key, v);
+                    };
+                    let record = match decode(key, r.value, 4) {
+                        Ok(rec) => rec,
+                        // Types a newer broker may write; none of them holds offsets.
+                        Err(DecodeError::UnknownRecordType(_)) => continue,
+                        Err(DecodeError::Other(m)) => {
+                            failure = Some(Error::corrupt(format!(
+                                "{}: the record at offset {}: {m}",
+                                folder.path.display(),
+                                r.offset
+                            )));
+                            return Ok(false);
                         }
-                        None => {
-                            replay.committed.remove(&key);
+                    };
+                    if record.record_type != OFFSET_COMMIT
+                        && record.record_type != LEGACY_OFFSET_COMMIT
+                    {
+                        continue;
+                    }
+                    let k = &record.key;
+                    let group = k["group"].as_str().unwrap_or_default();
+                    if group_id.is_some_and(|g| g != group) {
+                        continue;
+                    }
+                    let key: Key = (
+                        group.to_string(),
+                        k["topic"].as_str().unwrap_or_default().to_string(),
+                        k["partition"].as_i64().unwrap_or(-1) as i32,
+                    );
+                    let value = record.value.map(|(_, v)| CommittedOffset {
+                        offset: v["offset"].as_i64().unwrap_or(-1),
+                        leader_epoch: v
+                            .get("leaderEpoch")
+                            .and_then(|e| e.as_i64())
+                            .filter(|&e| e >= 0)
+                            .map(|e| e as i32),
+                        metadata: v["metadata"].as_str().unwrap_or_default().to_string(),
+                        commit_timestamp: v["commitTimestamp"].as_i64().unwrap_or(-1),
+                        record_offset: r.offset,
+                    });
+                    if batch.is_transactional() {
+                        replay
+                            .pending
+                            .entry(batch.producer_id())
+                            .or_default()
+                            .push((key, value));
+                    } else {
+                        match value {
+                            Some(v) => {
+                                replay.committed.insert(key, v);
+                            }
+                            None => {
+                                replay.committed.remove(&key);
+                            }
                         }
                     }
                 }
-            }
-            Ok(true)
-        })?;
+                Ok(true)
+            },
+        )?;
         if let Some(e) = failure {
             return Err(e);
         }
         // A group lives in one partition; merging keeps each commit as it is.
         for ((group, topic, partition), offset) in replay.committed {
-            out.entry(group).or_default().insert((topic, partition), offset);
+            out.entry(group)
+                .or_default()
+                .insert((topic, partition), offset);
         }
     }
     Ok(out)

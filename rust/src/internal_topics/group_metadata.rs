@@ -34,7 +34,11 @@ fn known_type(record_type: i16, kafka_major: u8) -> bool {
 }
 
 /// Decodes a `__consumer_offsets` record's key and value.
-pub fn decode(key: &[u8], value: Option<&[u8]>, kafka_major: u8) -> Result<GroupRecord, DecodeError> {
+pub fn decode(
+    key: &[u8],
+    value: Option<&[u8]>,
+    kafka_major: u8,
+) -> Result<GroupRecord, DecodeError> {
     let mut k = Reader::new(key);
     let record_type = k
         .i16()
@@ -45,7 +49,8 @@ pub fn decode(key: &[u8], value: Option<&[u8]>, kafka_major: u8) -> Result<Group
     // 3.9 reads both offset commit types as OffsetCommitKey/Value; the layouts are the same.
     let key_spec = find(Family::Group, Kind::CoordinatorKey, record_type)
         .ok_or(DecodeError::UnknownRecordType(record_type))?;
-    let key_json = read_message(key_spec, 0, &mut k).map_err(|e| read_error(record_type, "key", e))?;
+    let key_json =
+        read_message(key_spec, 0, &mut k).map_err(|e| read_error(record_type, "key", e))?;
     let Some(value) = value else {
         return Ok(GroupRecord {
             record_type,
@@ -111,7 +116,9 @@ fn decode_consumer_protocol(value: &mut Value) {
             };
             let spec = find_by_name(message).expect("consumer protocol schema");
             let mut r = Reader::new(&bytes);
-            let decoded = r.i16().and_then(|version| read_message(spec, version, &mut r));
+            let decoded = r
+                .i16()
+                .and_then(|version| read_message(spec, version, &mut r));
             if let Ok(decoded) = decoded {
                 member[field] = decoded;
             }
@@ -120,7 +127,12 @@ fn decode_consumer_protocol(value: &mut Value) {
 }
 
 /// `OffsetsMessageParser.parse`: the key and payload `DumpLogSegments --offsets-decoder` prints.
-pub fn parse_for_dump(key: Option<&[u8]>, value: Option<&[u8]>, offset: i64, kafka_major: u8) -> crate::error::Result<ParsedRecord> {
+pub fn parse_for_dump(
+    key: Option<&[u8]>,
+    value: Option<&[u8]>,
+    offset: i64,
+    kafka_major: u8,
+) -> crate::error::Result<ParsedRecord> {
     let Some(key) = key else {
         // Kafka's tool stops with this exception.
         return Err(crate::error::Error::corrupt(format!(
@@ -194,7 +206,9 @@ mod tests {
         );
         assert_eq!(
             p.payload.as_deref(),
-            Some(r#"{"version":"3","data":{"offset":17,"leaderEpoch":5,"metadata":"md","commitTimestamp":99}}"#)
+            Some(
+                r#"{"version":"3","data":{"offset":17,"leaderEpoch":5,"metadata":"md","commitTimestamp":99}}"#
+            )
         );
         let t = parse_for_dump(Some(&key), None, 0, 4).unwrap();
         assert_eq!(t.payload.as_deref(), Some("<DELETE>"));
@@ -214,14 +228,22 @@ mod tests {
     #[test]
     fn unknown_types_and_damage_are_reported_in_place() {
         let p = parse_for_dump(Some(&42i16.to_be_bytes()), None, 7, 4).unwrap();
-        assert_eq!(p.key.as_deref(), Some("Unknown record type 42 at offset 7, skipping."));
+        assert_eq!(
+            p.key.as_deref(),
+            Some("Unknown record type 42 at offset 7, skipping.")
+        );
         assert_eq!(p.payload, None);
         // Share group records are unknown to 3.9's tool.
         let p = parse_for_dump(Some(&[0, 10, 0, 0]), None, 8, 3).unwrap();
-        assert_eq!(p.key.as_deref(), Some("Unknown record type 10 at offset 8, skipping."));
+        assert_eq!(
+            p.key.as_deref(),
+            Some("Unknown record type 10 at offset 8, skipping.")
+        );
         let key = offset_commit("g", "t", 0);
         let p = parse_for_dump(Some(&key), Some(&[0, 3, 1]), 9, 4).unwrap();
-        assert!(p.key.unwrap().starts_with("Error at offset 9, skipping. Could not read record with version 3 from value's buffer"));
+        assert!(p.key.unwrap().starts_with(
+            "Error at offset 9, skipping. Could not read record with version 3 from value's buffer"
+        ));
         assert!(parse_for_dump(None, None, 1, 4).is_err());
     }
 }

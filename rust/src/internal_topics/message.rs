@@ -172,10 +172,9 @@ pub fn read_message(spec: &MessageSpec, version: i16, r: &mut Reader<'_>) -> Res
         flexible: spec.flexible.contains(version),
     };
     read_struct(spec.fields, ctx, r).map_err(|e| match e {
-        Error::CorruptRecord { message, .. } => Error::corrupt(format!(
-            "{} version {version}: {message}",
-            spec.name
-        )),
+        Error::CorruptRecord { message, .. } => {
+            Error::corrupt(format!("{} version {version}: {message}", spec.name))
+        }
         other => other,
     })
 }
@@ -197,7 +196,12 @@ fn read_struct(fields: &'static [FieldSpec], ctx: Ctx, r: &mut Reader<'_>) -> Re
             values.push(absent);
             continue;
         }
-        values.push(Some(read_field(&f.ty, f.nullable.contains(ctx.version), ctx, r)?));
+        values.push(Some(read_field(
+            &f.ty,
+            f.nullable.contains(ctx.version),
+            ctx,
+            r,
+        )?));
     }
     if ctx.flexible {
         let n = r.unsigned_varint()?;
@@ -231,7 +235,12 @@ fn read_struct(fields: &'static [FieldSpec], ctx: Ctx, r: &mut Reader<'_>) -> Re
     Ok(Value::Object(object))
 }
 
-fn read_field(ty: &'static FieldType, nullable: bool, ctx: Ctx, r: &mut Reader<'_>) -> Result<Value> {
+fn read_field(
+    ty: &'static FieldType,
+    nullable: bool,
+    ctx: Ctx,
+    r: &mut Reader<'_>,
+) -> Result<Value> {
     let null = |what: &str| -> Result<Value> {
         if nullable {
             Ok(Value::Null)
@@ -247,9 +256,7 @@ fn read_field(ty: &'static FieldType, nullable: bool, ctx: Ctx, r: &mut Reader<'
         FieldType::Int32 => r.i32()?.into(),
         FieldType::Uint32 => (r.i32()? as u32).into(),
         FieldType::Int64 => r.i64()?.into(),
-        FieldType::Float64 => {
-            Value::from(f64::from_bits(r.i64()? as u64))
-        }
+        FieldType::Float64 => Value::from(f64::from_bits(r.i64()? as u64)),
         FieldType::Uuid => Value::String(uuid_string(r.take(16)?)),
         FieldType::String => {
             let len = r.length(ctx.flexible, false)?;
@@ -392,7 +399,11 @@ impl serde_json::ser::Formatter for JacksonFormatter {
         writer.write_all(s)
     }
 
-    fn write_f64<W: ?Sized + std::io::Write>(&mut self, writer: &mut W, value: f64) -> std::io::Result<()> {
+    fn write_f64<W: ?Sized + std::io::Write>(
+        &mut self,
+        writer: &mut W,
+        value: f64,
+    ) -> std::io::Result<()> {
         writer.write_all(java_double_string(value).as_bytes())
     }
 }

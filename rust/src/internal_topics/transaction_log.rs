@@ -46,7 +46,10 @@ pub fn decode(key: &[u8], value: Option<&[u8]>) -> Result<TxnRecord, DecodeError
             "Could not read record with version {record_type} from key's buffer due to: {e}."
         ))
     })?;
-    let transactional_id = key_json["transactionalId"].as_str().unwrap_or_default().to_string();
+    let transactional_id = key_json["transactionalId"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
     let value = match value {
         None => None,
         Some(value) => {
@@ -127,7 +130,10 @@ fn parse_3x(key: &[u8], value: Option<&[u8]>) -> crate::error::Result<ParsedReco
         });
     }
     let r = decode(key, value).map_err(|e| crate::error::Error::corrupt(e.to_string()))?;
-    let key_text = format!("transaction_metadata::transactionalId={}", r.transactional_id);
+    let key_text = format!(
+        "transaction_metadata::transactionalId={}",
+        r.transactional_id
+    );
     let payload = match &r.value {
         None => "<DELETE>".to_string(),
         Some((_, v)) => {
@@ -188,9 +194,9 @@ pub fn topic_partitions(value: &Value) -> Vec<Vec<(String, i32)>> {
 
 /// Java's `TopicPartition.hashCode`.
 fn topic_partition_hash(topic: &str, partition: i32) -> i32 {
-    let topic_hash = topic.encode_utf16().fold(0i32, |h, u| {
-        h.wrapping_mul(31).wrapping_add(i32::from(u))
-    });
+    let topic_hash = topic
+        .encode_utf16()
+        .fold(0i32, |h, u| h.wrapping_mul(31).wrapping_add(i32::from(u)));
     31i32
         .wrapping_mul(31i32.wrapping_add(partition))
         .wrapping_add(topic_hash)
@@ -267,7 +273,10 @@ mod tests {
     #[test]
     fn json_form_of_4x() {
         let p = parse_for_dump(Some(&key("tx")), Some(&value_v1()), 0, 4).unwrap();
-        assert_eq!(p.key.as_deref(), Some(r#"{"type":"0","data":{"transactionalId":"tx"}}"#));
+        assert_eq!(
+            p.key.as_deref(),
+            Some(r#"{"type":"0","data":{"transactionalId":"tx"}}"#)
+        );
         assert_eq!(
             p.payload.as_deref(),
             Some(concat!(
@@ -282,7 +291,10 @@ mod tests {
     fn text_form_of_3x() {
         let p = parse_for_dump(Some(&key("tx")), Some(&value_v1()), 0, 3).unwrap();
         // Scala's HashSet order: t-1 (hash 1108, bucket 4) before t-0 (1077, bucket 5).
-        assert_eq!(p.key.as_deref(), Some("transaction_metadata::transactionalId=tx"));
+        assert_eq!(
+            p.key.as_deref(),
+            Some("transaction_metadata::transactionalId=tx")
+        );
         assert_eq!(
             p.payload.as_deref(),
             Some("producerId:1000,producerEpoch:3,state=Ongoing,partitions=[t-1,t-0],txnLastUpdateTimestamp=5,txnTimeoutMs=60000")

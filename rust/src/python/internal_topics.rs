@@ -27,7 +27,16 @@ fn broker_committed_offsets<'py>(
             entry.set_item("leader_epoch", o.leader_epoch)?;
             entry.set_item("metadata", o.metadata)?;
             entry.set_item("commit_timestamp", o.commit_timestamp)?;
-            per_partition.set_item(PyTuple::new(py, [topic.into_pyobject(py)?.into_any(), partition.into_pyobject(py)?.into_any()])?, entry)?;
+            per_partition.set_item(
+                PyTuple::new(
+                    py,
+                    [
+                        topic.into_pyobject(py)?.into_any(),
+                        partition.into_pyobject(py)?.into_any(),
+                    ],
+                )?,
+                entry,
+            )?;
         }
         out.set_item(group, per_partition)?;
     }

@@ -1057,8 +1057,7 @@ impl FileDump<'_> {
             // The decoded records as JSON values, not as the strings Kafka's tool prints.
             let parsed = opts.parser.parse(r, opts.kafka_major)?;
             key_json = serde_json::to_string(&parsed.key_json).expect("a Value serializes");
-            payload_json =
-                serde_json::to_string(&parsed.payload_json).expect("a Value serializes");
+            payload_json = serde_json::to_string(&parsed.payload_json).expect("a Value serializes");
             fields.push(("key", J::Raw(&key_json)));
             fields.push(("payload", J::Raw(&payload_json)));
         } else if opts.print_data_log && !batch.is_control() {

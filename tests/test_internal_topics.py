@@ -18,6 +18,7 @@ Nothing skips: if Kafka cannot be fetched or run, these tests fail.
 from __future__ import annotations
 
 import json
+import re
 import time
 import uuid
 from pathlib import Path
@@ -102,6 +103,26 @@ def _admin_offsets(bs: str, group: str) -> Dict[tuple, Dict[str, Any]]:
             for tp in res.topic_partitions if tp.offset >= 0}
 
 
+def _metadata_changes(bs: str) -> None:
+    """Metadata records beyond a topic's birth: a topic config, added partitions, a deleted topic,
+    a SCRAM credential (bytes fields)."""
+    from confluent_kafka.admin import (AlterConfigOpType, ConfigEntry, ConfigResource, NewPartitions,
+                                       ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion)
+
+    admin = kh._admin(bs)
+    res = ConfigResource(ConfigResource.Type.TOPIC, T_EVENTS, incremental_configs=[
+        ConfigEntry("retention.ms", "86400000", incremental_operation=AlterConfigOpType.SET)])
+    for f in admin.incremental_alter_configs([res]).values():
+        f.result(timeout=30)
+    admin.create_partitions([NewPartitions(T_EVENTS, 3)])[T_EVENTS].result(timeout=30)
+    kh.create_topic(bs, "it-doomed")
+    admin.delete_topics(["it-doomed"], operation_timeout=30)["it-doomed"].result(timeout=30)
+    upsert = UserScramCredentialUpsertion("it-user", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096),
+                                          b"secret", b"salt-of-the-earth")
+    for f in admin.alter_user_scram_credentials([upsert]).values():
+        f.result(timeout=30)
+
+
 @pytest.fixture(scope="module", params=kh.KAFKA_VERSIONS)
 def broker_dir(request):
     version = request.param
@@ -129,6 +150,7 @@ def broker_dir(request):
         _transactional_offsets(bs, "g-txn", 9, commit=False)  # aborted: stays at 3
         kh.produce_transactions(bs, T_EVENTS, [([{"value": b"a"}], True), ([{"value": b"b"}], False)],
                                 transactional_id="it-producer")
+        _metadata_changes(bs)
         state["admin"] = {g: _admin_offsets(bs, g) for g in groups + ["g-gone"]}
         assert state["admin"]["g-gone"] == {}, "a deleted group has no offsets"
         assert state["admin"]["g-txn"][(T_ORDERS, 0)]["offset"] == 3
@@ -166,9 +188,19 @@ def test_decoders_print_what_dump_log_segments_prints(broker_dir, decoder, extra
     if decoder == "--offsets-decoder":
         assert '"group":"g-one"' in java.stdout and "<DELETE>" in java.stdout
         assert '"subscription":{' in java.stdout, "consumer protocol subscriptions decoded"
+        types = sorted(set(map(int, re.findall(r'key: \{"type":"(\d+)"', java.stdout))))
+        print(f"\nKafka {broker_dir['version']} __consumer_offsets record types: {types}")
+        # Offset commits, classic group metadata; on 4.x the consumer protocol's group records.
+        assert {1, 2} <= set(types)
+        if broker_dir["version"].startswith("4."):
+            assert {3, 5, 6, 7, 8} <= set(types), types
     elif decoder == "--cluster-metadata-decoder":
-        for record in ("TOPIC_RECORD", "PARTITION_RECORD", "FEATURE_LEVEL_RECORD", "REGISTER_BROKER_RECORD"):
-            assert f'"type":"{record}"' in java.stdout, record
+        seen = sorted(set(re.findall(r'payload: \{"type":"([A-Z_]+)"', java.stdout)))
+        print(f"\nKafka {broker_dir['version']} __cluster_metadata record types: {', '.join(seen)}")
+        for record in ("TOPIC_RECORD", "PARTITION_RECORD", "FEATURE_LEVEL_RECORD", "REGISTER_BROKER_RECORD",
+                       "CONFIG_RECORD", "REMOVE_TOPIC_RECORD", "USER_SCRAM_CREDENTIAL_RECORD",
+                       "PRODUCER_IDS_RECORD"):
+            assert record in seen, record
 
 
 def test_decoders_json_output(broker_dir):
@@ -181,6 +213,13 @@ def test_decoders_json_output(broker_dir):
     assert commits and all(isinstance(r["payload"]["data"]["offset"], int) for r in commits)
     tombstones = [r for r in records if r.get("type") == "record" and "key" in r and r["payload"] is None]
     assert any(r["key"]["data"].get("group") == "g-gone" for r in tombstones)
+    out = compat_util.kafkalog_dump(_log_files(d / "__transaction_state-0"), ["--transaction-log-decoder", "--json"],
+                                    kafka_major=int(broker_dir["version"][0]))
+    assert out.returncode == 0, out.stderr
+    states = [r["payload"]["data"]["transactionStatus"] for r in map(json.loads, out.stdout.splitlines())
+              if r.get("type") == "record" and "key" in r
+              and r["key"]["data"]["transactionalId"] == "it-producer"]
+    assert 4 in states and 5 in states, states  # CompleteCommit and CompleteAbort
     out = compat_util.kafkalog_dump(_log_files(d / "__cluster_metadata-0"), ["--cluster-metadata-decoder", "--json"])
     assert out.returncode == 0, out.stderr
     topics = {r["payload"]["data"]["name"] for r in map(json.loads, out.stdout.splitlines())

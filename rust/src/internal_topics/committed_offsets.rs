@@ -190,3 +190,99 @@ pub fn broker_committed_offsets(data_dir: &Path, group_id: Option<&str>) -> Resu
     }
     Ok(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::builder::{end_txn_marker_batch, BatchBuilder, BatchOptions};
+    use crate::record::control::EndTransactionMarker;
+
+    fn key(group: &str, topic: &str, partition: i32) -> Vec<u8> {
+        let mut k = OFFSET_COMMIT.to_be_bytes().to_vec();
+        for s in [group, topic] {
+            k.extend_from_slice(&(s.len() as i16).to_be_bytes());
+            k.extend_from_slice(s.as_bytes());
+        }
+        k.extend_from_slice(&partition.to_be_bytes());
+        k
+    }
+
+    /// An OffsetCommitValue v3.
+    fn value(offset: i64, epoch: i32) -> Vec<u8> {
+        let mut v = 3i16.to_be_bytes().to_vec();
+        v.extend_from_slice(&offset.to_be_bytes());
+        v.extend_from_slice(&epoch.to_be_bytes());
+        v.extend_from_slice(&[0, 1, b'm']);
+        v.extend_from_slice(&1_700_000_000_000i64.to_be_bytes());
+        v
+    }
+
+    fn batch(records: &[(Vec<u8>, Option<Vec<u8>>)], producer_id: i64) -> Vec<u8> {
+        let mut b = BatchBuilder::new(BatchOptions {
+            producer_id,
+            producer_epoch: if producer_id >= 0 { 0 } else { -1 },
+            base_sequence: if producer_id >= 0 { 0 } else { -1 },
+            is_transactional: producer_id >= 0,
+            ..Default::default()
+        });
+        for (k, v) in records {
+            b.append(1000, Some(k), v.as_deref(), &[]).unwrap();
+        }
+        b.build().unwrap()
+    }
+
+    fn marker(producer_id: i64, control_type: ControlRecordType) -> Vec<u8> {
+        let m = EndTransactionMarker {
+            control_type,
+            coordinator_epoch: 0,
+        };
+        end_txn_marker_batch(0, 1000, 0, producer_id, 0, m).unwrap()
+    }
+
+    #[test]
+    fn replays_commits_tombstones_and_transactions_as_the_coordinator() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("meta.properties"), "node.id=1\n").unwrap();
+        let options = LogOptions {
+            read_only: false,
+            create: true,
+            ..Default::default()
+        };
+        let log = Log::open(dir.path().join("__consumer_offsets-0"), options).unwrap();
+        let plain = |records: &[(Vec<u8>, Option<Vec<u8>>)]| {
+            log.append_as_leader(&batch(records, -1), 0).unwrap();
+        };
+        plain(&[(key("g", "t", 0), Some(value(5, 1)))]);
+        // Two transactions: producer 7 commits t-0 at 9, producer 8 commits t-1 at 4.
+        log.append_as_leader(&batch(&[(key("g", "t", 0), Some(value(9, 1)))], 7), 0)
+            .unwrap();
+        log.append_as_leader(&batch(&[(key("g", "t", 1), Some(value(4, -1)))], 8), 0)
+            .unwrap();
+        // A plain commit appended after producer 7's: it wins over the transaction's.
+        plain(&[(key("g", "t", 0), Some(value(6, 2)))]);
+        log.append_txn_marker(&marker(7, ControlRecordType::Commit), 0)
+            .unwrap();
+        log.append_txn_marker(&marker(8, ControlRecordType::Abort), 0)
+            .unwrap();
+        // A group whose offsets were deleted, and an open transaction no one sees yet.
+        plain(&[(key("gone", "t", 0), Some(value(1, 0)))]);
+        plain(&[(key("gone", "t", 0), None)]);
+        log.append_as_leader(&batch(&[(key("open", "t", 0), Some(value(3, 0)))], 9), 0)
+            .unwrap();
+        drop(log);
+
+        let all = broker_committed_offsets(dir.path(), None).unwrap();
+        assert_eq!(all.keys().collect::<Vec<_>>(), ["g"]);
+        let g = &all["g"];
+        assert_eq!(g.len(), 1, "{g:?}");
+        let o = &g[&("t".to_string(), 0)];
+        assert_eq!(
+            (o.offset, o.leader_epoch, o.metadata.as_str()),
+            (6, Some(2), "m")
+        );
+        assert!(broker_committed_offsets(dir.path(), Some("other"))
+            .unwrap()
+            .is_empty());
+        assert!(broker_committed_offsets(&dir.path().join("nope"), None).is_err());
+    }
+}

@@ -14,6 +14,9 @@
 //! Index and time-index problems (entries pointing at the wrong batch, timestamps that disagree
 //! with the log) and non-consecutive offsets are collected and printed on `err` after all files,
 //! in Kafka's wording. `kafka_major` selects the 3.x tool's few differences in wording.
+//!
+//! `--offsets-decoder`, `--transaction-log-decoder` and `--cluster-metadata-decoder` print record
+//! contents through `crate::internal_topics`, as Kafka's `MessageParser`s do.
 
 use std::borrow::Cow;
 use std::fs::File;

@@ -74,8 +74,8 @@ _UNSUPPORTED_DECODERS = {
     "remote_log_metadata_decoder": "--remote-log-metadata-decoder",
     "share_group_state_decoder": "--share-group-state-decoder",
 }
-# Kafka's internal topic decoders, by the option that picks them (the first given wins, as in
-# Kafka's tool).
+# Kafka's internal topic decoders, by the option that picks them; where several are given, the
+# first in this order wins, as in Kafka's tool.
 _TOPIC_DECODERS = {
     "offsets_decoder": ("--offsets-decoder", "offsets",
                         "decode __consumer_offsets records: committed offsets and group metadata"),

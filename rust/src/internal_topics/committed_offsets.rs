@@ -119,9 +119,16 @@ pub fn broker_committed_offsets(data_dir: &Path, group_id: Option<&str>) -> Resu
                         )));
                         return Ok(false);
                     };
-                    let record = match decode(key, r.value, 4) {
+                    // Only offset commits hold offsets: other record types (group metadata,
+                    // the consumer, share and streams group records) are passed over undecoded.
+                    let record_type = key.get(..2).map(|t| i16::from_be_bytes([t[0], t[1]]));
+                    if !matches!(record_type, Some(OFFSET_COMMIT | LEGACY_OFFSET_COMMIT)) {
+                        continue;
+                    }
+                    // Read as 3.x reads them: a type-0 commit takes any OffsetCommitValue
+                    // version (brokers before 2.1 wrote those).
+                    let record = match decode(key, r.value, 3) {
                         Ok(rec) => rec,
-                        // Types a newer broker may write; none of them holds offsets.
                         Err(DecodeError::UnknownRecordType(_)) => continue,
                         Err(DecodeError::Other(m)) => {
                             failure = Some(Error::corrupt(format!(
@@ -132,11 +139,6 @@ pub fn broker_committed_offsets(data_dir: &Path, group_id: Option<&str>) -> Resu
                             return Ok(false);
                         }
                     };
-                    if record.record_type != OFFSET_COMMIT
-                        && record.record_type != LEGACY_OFFSET_COMMIT
-                    {
-                        continue;
-                    }
                     let k = &record.key;
                     let group = k["group"].as_str().unwrap_or_default();
                     if group_id.is_some_and(|g| g != group) {
@@ -269,10 +271,24 @@ mod tests {
         plain(&[(key("gone", "t", 0), None)]);
         log.append_as_leader(&batch(&[(key("open", "t", 0), Some(value(3, 0)))], 9), 0)
             .unwrap();
+        // What a broker before 2.1 wrote: a type-0 key and a version-1 value (no leader epoch).
+        let mut legacy_key = key("old", "t", 0);
+        legacy_key[..2].copy_from_slice(&LEGACY_OFFSET_COMMIT.to_be_bytes());
+        let mut v1 = 1i16.to_be_bytes().to_vec();
+        v1.extend_from_slice(&11i64.to_be_bytes());
+        v1.extend_from_slice(&[0, 0]);
+        v1.extend_from_slice(&5i64.to_be_bytes());
+        v1.extend_from_slice(&(-1i64).to_be_bytes());
+        plain(&[(legacy_key, Some(v1))]);
         drop(log);
 
         let all = broker_committed_offsets(dir.path(), None).unwrap();
-        assert_eq!(all.keys().collect::<Vec<_>>(), ["g"]);
+        assert_eq!(all.keys().collect::<Vec<_>>(), ["g", "old"]);
+        let old = &all["old"][&("t".to_string(), 0)];
+        assert_eq!(
+            (old.offset, old.leader_epoch, old.commit_timestamp),
+            (11, None, 5)
+        );
         let g = &all["g"];
         assert_eq!(g.len(), 1, "{g:?}");
         let o = &g[&("t".to_string(), 0)];

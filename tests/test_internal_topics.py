@@ -127,7 +127,10 @@ def _metadata_changes(bs: str) -> None:
 def broker_dir(request):
     version = request.param
     t0 = time.monotonic()
-    broker = kh.Broker(version)
+    # A small snapshot threshold: the controller writes KRaft snapshots (.checkpoint files, the
+    # whole metadata image as records), which the cluster metadata decoder reads too.
+    broker = kh.Broker(version, properties={
+        "metadata.snapshot.max.new.record.bytes": 4096, "metadata.log.max.snapshot.interval.ms": 500})
     state: Dict[str, Any] = {"version": version}
     try:
         broker.start()
@@ -182,6 +185,8 @@ DECODERS = {
 def test_decoders_print_what_dump_log_segments_prints(broker_dir, decoder, extra):
     files = _log_files(broker_dir["data_dir"] / DECODERS[decoder])
     assert files, f"no log files in {DECODERS[decoder]}"
+    if decoder == "--cluster-metadata-decoder":
+        assert any(f.suffix == ".checkpoint" for f in files), "the controller wrote no snapshot"
     java = compat_util.assert_same_dump(broker_dir["version"], files, [decoder, *extra])
     # The decoders did decode: no record fell back to an error line.
     assert "payload: " in java.stdout and "skipping." not in java.stdout

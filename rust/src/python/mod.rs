@@ -3,6 +3,7 @@
 
 mod arrow;
 mod errors;
+mod groups;
 mod log;
 mod records;
 mod segment;
@@ -18,6 +19,7 @@ fn _kafkalog(m: &Bound<'_, PyModule>) -> PyResult<()> {
     log::register(m)?;
     arrow::register(m)?;
     tools::register(m)?;
+    groups::register(m)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -125,12 +125,27 @@ pub fn colliding_topic(data_dir: &Path, topic: &str) -> Result<Option<String>> {
         .find(|t| t != topic && unify(t) == wanted))
 }
 
-/// Where a data dir keeps the configs of the topics kafkalog created (a broker keeps them in its
-/// metadata log instead).
-pub const TOPIC_CONFIGS_DIR: &str = ".kafkalog-topics";
+/// Where kafkalog keeps what a broker would keep in its metadata log or internal topics (topic
+/// configs, consumer groups, transactional ids) for a data dir: `.<name>.kafkalog` beside it,
+/// never inside, since a broker refuses to load a data dir with folders not named
+/// `<topic>-<partition>` (as the Spark writer's staging folder does).
+pub fn kafkalog_meta_dir(data_dir: &Path) -> PathBuf {
+    let abs = std::path::absolute(data_dir).unwrap_or_else(|_| data_dir.to_path_buf());
+    let name = abs
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let parent = abs.parent().unwrap_or(Path::new("/"));
+    parent.join(format!(".{name}.kafkalog"))
+}
+
+/// The configs of the topics kafkalog created, under the data dir's kafkalog folder.
+pub const TOPIC_CONFIGS_DIR: &str = "topics";
 
 fn topic_config_path(data_dir: &Path, topic: &str) -> PathBuf {
-    data_dir.join(TOPIC_CONFIGS_DIR).join(format!("{topic}.json"))
+    kafkalog_meta_dir(data_dir)
+        .join(TOPIC_CONFIGS_DIR)
+        .join(format!("{topic}.json"))
 }
 
 /// The topic configs kafkalog stored for `topic` (empty when none).

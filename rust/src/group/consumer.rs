@@ -62,8 +62,12 @@ impl Default for ConsumerOptions {
 
 struct PartitionFetch {
     log: Option<Arc<Log>>,
+    /// `UNKNOWN` until the first poll resets it (no committed offset), as Kafka's consumer
+    /// resolves `auto.offset.reset` lazily and raises NoOffsetForPartition from `poll`.
     position: i64,
 }
+
+const UNKNOWN: i64 = -1;
 
 /// One member of a group.
 pub struct GroupConsumer {
@@ -154,6 +158,7 @@ impl GroupConsumer {
     fn positions(&self) -> BTreeMap<TopicPartition, i64> {
         self.owned
             .iter()
+            .filter(|(_, f)| f.position != UNKNOWN)
             .map(|(tp, f)| (tp.clone(), f.position))
             .collect()
     }
@@ -185,10 +190,7 @@ impl GroupConsumer {
             let committed = self.store.committed()?;
             for tp in result.taken {
                 let log = self.open_log(&tp)?;
-                let position = match committed.get(&tp) {
-                    Some(c) => c.offset,
-                    None => self.reset_position(&tp, &log)?,
-                };
+                let position = committed.get(&tp).map_or(UNKNOWN, |c| c.offset);
                 self.owned.insert(
                     tp,
                     PartitionFetch {
@@ -215,12 +217,23 @@ impl GroupConsumer {
         }
     }
 
+    /// Syncs when `sync_interval` passed, then resolves positions still unknown (before any
+    /// record is read, so a NoOffsetForPartition error loses no record of another partition).
     fn maybe_sync(&mut self) -> Result<()> {
         if self
             .last_sync
             .is_none_or(|t| t.elapsed() >= self.options.sync_interval)
         {
             self.sync()?;
+        }
+        let unknown: Vec<TopicPartition> = self
+            .owned
+            .iter()
+            .filter(|(_, f)| f.position == UNKNOWN)
+            .map(|(tp, _)| tp.clone())
+            .collect();
+        for tp in unknown {
+            self.position(&tp)?;
         }
         Ok(())
     }
@@ -246,6 +259,11 @@ impl GroupConsumer {
     /// with `auto_offset_reset`, as Kafka's fetcher does on OFFSET_OUT_OF_RANGE.
     fn checked_position(&mut self, tp: &TopicPartition, log: &Log) -> Result<i64> {
         let pos = self.owned[tp].position;
+        if pos == UNKNOWN {
+            let reset = self.reset_position(tp, log)?;
+            self.owned.get_mut(tp).expect("owned").position = reset;
+            return Ok(reset);
+        }
         if pos < log.log_start_offset() || pos > log.log_end_offset() {
             let reset = self.reset_position(tp, log).map_err(|_| Error::OffsetOutOfRange {
                 offset: pos,
@@ -362,7 +380,15 @@ impl GroupConsumer {
     }
 
     pub fn position(&mut self, tp: &TopicPartition) -> Result<i64> {
-        Ok(self.owned_mut(tp)?.position)
+        let f = self.owned_mut(tp)?;
+        if f.position == UNKNOWN {
+            let log = match f.log.clone() {
+                Some(l) => l,
+                None => self.open_log(tp)?,
+            };
+            return self.checked_position(tp, &log);
+        }
+        Ok(f.position)
     }
 
     /// Kafka's `seek`: the next poll of `tp` starts at `offset` (reset if out of range then).

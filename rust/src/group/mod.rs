@@ -2,7 +2,8 @@
 //! files instead of `__consumer_offsets`): committed offsets, the partition assignors, and the
 //! membership protocol several consumers (threads or processes) use to share a topic's partitions.
 //!
-//! Layout: `<data_dir>/.kafkalog-groups/<group>/` holds `offsets.json` (committed offsets),
+//! Layout: `groups/<group>/` in the data dir's kafkalog folder (`.<data dir name>.kafkalog`
+//! beside the data dir: a broker refuses folders in its data dir not named `<topic>-<n>`) holds `offsets.json` (committed offsets),
 //! `members.json` (members, generation, assignment, owners) and `lock` (an `flock` taken around
 //! every read-modify-write of the two). Files are replaced atomically: written to a temporary
 //! file, fsynced, renamed over the old one, and the folder fsynced, so a crash leaves either the
@@ -22,8 +23,8 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, Result};
 pub use assignor::{assign, AssignmentStrategy, MemberSubscription, TopicPartition};
 
-/// The folder under a data dir that holds kafkalog's groups.
-pub const GROUPS_DIR: &str = ".kafkalog-groups";
+/// The folder of the data dir's kafkalog folder that holds its groups.
+pub const GROUPS_DIR: &str = "groups";
 const OFFSETS_FILE: &str = "offsets.json";
 const LOCK_FILE: &str = "lock";
 const FORMAT_VERSION: u32 = 1;
@@ -83,7 +84,7 @@ fn group_id_of_folder(name: &str) -> Option<String> {
 
 /// The kafkalog groups of a data dir (those with a folder), sorted.
 pub fn list_groups(data_dir: &Path) -> Result<Vec<String>> {
-    let root = data_dir.join(GROUPS_DIR);
+    let root = crate::datadir::kafkalog_meta_dir(data_dir).join(GROUPS_DIR);
     let entries = match std::fs::read_dir(&root) {
         Ok(e) => e,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
@@ -130,7 +131,9 @@ pub struct GroupStore {
 impl GroupStore {
     /// The group `group_id` of `data_dir` (nothing is created until the first write).
     pub fn new(data_dir: &Path, group_id: &str) -> Result<Self> {
-        let dir = data_dir.join(GROUPS_DIR).join(group_folder_name(group_id)?);
+        let dir = crate::datadir::kafkalog_meta_dir(data_dir)
+            .join(GROUPS_DIR)
+            .join(group_folder_name(group_id)?);
         Ok(GroupStore {
             data_dir: data_dir.to_path_buf(),
             group_id: group_id.to_string(),
@@ -244,6 +247,68 @@ impl GroupStore {
     }
 }
 
+const READS_FILE: &str = "reads.json";
+
+/// Pieces of batch reads (Spark tasks) finished so far, per read and partition.
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct ReadsFile {
+    /// read id -> "topic/partition" -> finished pieces [start, end)
+    reads: BTreeMap<String, BTreeMap<String, Vec<(i64, i64)>>>,
+}
+
+/// Records that a piece [start, end) of a batch read of `tp` (whose whole range is `range`)
+/// was read, and commits the end of the pieces that now run contiguously from the range's start
+/// (pieces finish in any order; a gap holds the commit back). A partition's entry is dropped once
+/// its whole range is committed. Returns the offset committed by this call, if any.
+pub fn read_piece_done(
+    store: &GroupStore,
+    read_id: &str,
+    tp: &TopicPartition,
+    range: (i64, i64),
+    piece: (i64, i64),
+) -> Result<Option<i64>> {
+    if piece.0 < range.0 || piece.1 > range.1 || piece.0 > piece.1 {
+        return Err(Error::InvalidArgument(format!(
+            "piece {piece:?} of {}-{} is outside its read range {range:?}",
+            tp.0, tp.1
+        )));
+    }
+    let lock = store.lock()?;
+    let path = store.dir().join(READS_FILE);
+    let mut reads: ReadsFile = match std::fs::read(&path) {
+        Ok(b) => serde_json::from_slice(&b).map_err(|e| {
+            Error::corrupt(format!("{} is not a kafkalog reads file: {e}", path.display()))
+        })?,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => ReadsFile::default(),
+        Err(e) => return Err(Error::io(&path, e)),
+    };
+    let key = format!("{}/{}", tp.0, tp.1);
+    let entry = reads.reads.entry(read_id.to_string()).or_default();
+    let pieces = entry.entry(key.clone()).or_default();
+    pieces.push(piece);
+    pieces.sort_unstable();
+    let mut end = range.0;
+    for &(s, e) in pieces.iter() {
+        if s > end {
+            break;
+        }
+        end = end.max(e);
+    }
+    let committed = (end > range.0 || range.0 == range.1).then_some(end);
+    if let Some(offset) = committed {
+        store.commit_locked(&lock, &[(tp.clone(), offset, String::new())])?;
+    }
+    if end >= range.1 {
+        entry.remove(&key);
+        if entry.is_empty() {
+            reads.reads.remove(read_id);
+        }
+    }
+    let bytes = serde_json::to_vec_pretty(&reads).expect("plain data serializes");
+    write_atomically(&path, &bytes)?;
+    Ok(committed)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -271,5 +336,18 @@ mod tests {
         assert_eq!(c[&("t".to_string(), 1)].offset, 7);
         assert_eq!(list_groups(dir.path()).unwrap(), vec!["g".to_string()]);
         assert!(g.commit(&[(("t".into(), 0), -1, String::new())]).is_err());
+    }
+
+    #[test]
+    fn read_pieces_commit_only_contiguously() {
+        let dir = tempfile::tempdir().unwrap();
+        let g = GroupStore::new(dir.path(), "g").unwrap();
+        let tp = ("t".to_string(), 0);
+        assert_eq!(read_piece_done(&g, "r", &tp, (10, 40), (20, 30)).unwrap(), None);
+        assert!(!g.committed().unwrap().contains_key(&tp));
+        assert_eq!(read_piece_done(&g, "r", &tp, (10, 40), (10, 20)).unwrap(), Some(30));
+        assert_eq!(read_piece_done(&g, "r", &tp, (10, 40), (30, 40)).unwrap(), Some(40));
+        assert_eq!(g.committed().unwrap()[&tp].offset, 40);
+        assert!(read_piece_done(&g, "r", &tp, (10, 40), (5, 20)).is_err());
     }
 }

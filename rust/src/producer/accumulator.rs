@@ -22,8 +22,8 @@ use crate::record::builder::{end_txn_marker_batch, BatchBuilder, BatchOptions};
 use crate::record::codec::Compression;
 use crate::record::control::{ControlRecordType, EndTransactionMarker};
 
-/// Where transactional ids keep their producer id and epoch.
-pub const TRANSACTIONS_DIR: &str = ".kafkalog-transactions";
+/// Where transactional ids keep their producer id and epoch (in the data dir's kafkalog folder).
+pub const TRANSACTIONS_DIR: &str = "transactions";
 
 /// Kafka's `acks`, read as a durability choice on a local disk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -169,7 +169,7 @@ pub struct TopicProducer {
 }
 
 fn txn_file_path(data_dir: &Path, id: &str) -> Result<PathBuf> {
-    Ok(data_dir
+    Ok(crate::datadir::kafkalog_meta_dir(data_dir)
         .join(TRANSACTIONS_DIR)
         .join(format!("{}.json", crate::group::group_folder_name(id)?)))
 }

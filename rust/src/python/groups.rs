@@ -30,7 +30,7 @@ fn bytes_arg<'a>(obj: &'a Bound<'_, PyAny>, what: &str) -> PyResult<Option<Cow<'
         return Ok(Some(Cow::Borrowed(b.as_bytes())));
     }
     if let Ok(s) = obj.downcast::<PyString>() {
-        return Ok(Some(Cow::Owned(s.to_str()?.as_bytes().to_vec())));
+        return Ok(Some(Cow::Owned(s.to_cow()?.as_bytes().to_vec())));
     }
     obj.extract::<Vec<u8>>().map(|v| Some(Cow::Owned(v))).map_err(|_| {
         pyo3::exceptions::PyTypeError::new_err(format!(
@@ -284,7 +284,7 @@ fn consumer_record(py: Python<'_>, topic: &Bound<'_, PyString>, partition: i32, 
         )?)?;
     }
     Ok(ConsumerRecord {
-        topic: topic.to_str()?.to_string(),
+        topic: topic.to_cow()?.into_owned(),
         partition,
         offset: r.offset,
         timestamp: r.timestamp,
@@ -419,6 +419,27 @@ fn group_commit(py: Python<'_>, data_dir: PathBuf, group_id: &str, offsets: Vec<
     Ok(())
 }
 
+/// A finished piece [start, end) of a batch read `read_id` of (topic, partition), whose whole
+/// range is [range_start, range_end): commits the end of the pieces finished contiguously from
+/// `range_start` to the group. Returns the offset committed now, if any.
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+fn group_read_done(
+    py: Python<'_>,
+    data_dir: PathBuf,
+    group_id: &str,
+    read_id: &str,
+    topic: String,
+    partition: i32,
+    range: (i64, i64),
+    piece: (i64, i64),
+) -> PyResult<Option<i64>> {
+    let store = GroupStore::new(&data_dir, group_id)?;
+    Ok(py.allow_threads(|| {
+        group::read_piece_done(&store, read_id, &(topic, partition), range, piece)
+    })?)
+}
+
 #[pyfunction]
 fn group_exists(data_dir: PathBuf, group_id: &str) -> PyResult<bool> {
     Ok(GroupStore::new(&data_dir, group_id)?.exists())
@@ -521,6 +542,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(group_committed, m)?)?;
     m.add_function(wrap_pyfunction!(group_commit, m)?)?;
     m.add_function(wrap_pyfunction!(group_exists, m)?)?;
+    m.add_function(wrap_pyfunction!(group_read_done, m)?)?;
     m.add_function(wrap_pyfunction!(list_groups, m)?)?;
     m.add_function(wrap_pyfunction!(group_describe, m)?)?;
     m.add_function(wrap_pyfunction!(assign_partitions, m)?)?;

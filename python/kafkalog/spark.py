@@ -431,7 +431,12 @@ def plan_read(options: Mapping[str, Any], folders: Optional[Sequence[str]] = Non
     if "startingoffsetsfromgroup" in opts or "committogroup" in opts:
         data_dir = _group_data_dir(opts, found, folders)
         if "startingoffsetsfromgroup" in opts:
-            from_group = group_offsets(data_dir, opts["startingoffsetsfromgroup"].strip())
+            group_id = opts["startingoffsetsfromgroup"].strip()
+            first_run = (opts.get("committogroup", "").strip() == group_id
+                         and not _kafkalog.group_exists(data_dir, group_id))
+            # A job that commits to the group it starts from: its first run starts at
+            # startingOffsets, later runs where the previous one stopped.
+            from_group = {} if first_run else group_offsets(data_dir, group_id)
         if "committogroup" in opts:
             group_id = opts["committogroup"].strip()
             _kafkalog.group_exists(data_dir, group_id)  # validates the id

@@ -153,7 +153,10 @@ pub fn read_topic_config(data_dir: &Path, topic: &str) -> Result<BTreeMap<String
     let path = topic_config_path(data_dir, topic);
     match std::fs::read(&path) {
         Ok(b) => serde_json::from_slice(&b).map_err(|e| {
-            Error::corrupt(format!("{} is not a topic config file: {e}", path.display()))
+            Error::corrupt(format!(
+                "{} is not a topic config file: {e}",
+                path.display()
+            ))
         }),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(BTreeMap::new()),
         Err(e) => Err(Error::io(&path, e)),

@@ -184,7 +184,10 @@ fn sticky(members: &[MemberSubscription], counts: &BTreeMap<String, i32>) -> Ass
             if list.len() >= max_quota {
                 break;
             }
-            if all.contains(tp) && subs[m.member_id.as_str()].contains(tp.0.as_str()) && taken.insert(tp.clone()) {
+            if all.contains(tp)
+                && subs[m.member_id.as_str()].contains(tp.0.as_str())
+                && taken.insert(tp.clone())
+            {
                 list.push(tp.clone());
             }
         }
@@ -199,7 +202,9 @@ fn sticky(members: &[MemberSubscription], counts: &BTreeMap<String, i32>) -> Ass
             .filter(|m| subs[m.member_id.as_str()].contains(tp.0.as_str()))
             .min_by_key(|m| out[&m.member_id].len())
             .expect("a subscribed partition has a subscriber");
-        out.get_mut(&best.member_id).expect("entry").push(tp.clone());
+        out.get_mut(&best.member_id)
+            .expect("entry")
+            .push(tp.clone());
         taken.insert(tp.clone());
     }
     // With different subscriptions the kept partitions may still be uneven: move partitions
@@ -315,14 +320,22 @@ mod tests {
             assert_eq!(second[m].len(), 2, "{m}: {second:?}");
         }
         for m in ["a", "b"] {
-            assert!(second[m].iter().all(|tp| first[m].contains(tp)), "{m} kept its own");
+            assert!(
+                second[m].iter().all(|tp| first[m].contains(tp)),
+                "{m} kept its own"
+            );
         }
     }
 
     #[test]
     fn duplicate_or_empty_members_are_refused() {
         let counts = BTreeMap::new();
-        assert!(assign(AssignmentStrategy::Range, &[member("a", &[]), member("a", &[])], &counts).is_err());
+        assert!(assign(
+            AssignmentStrategy::Range,
+            &[member("a", &[]), member("a", &[])],
+            &counts
+        )
+        .is_err());
         assert!(assign(AssignmentStrategy::Range, &[member("", &[])], &counts).is_err());
         assert!(AssignmentStrategy::from_name("nope").is_err());
     }

@@ -265,11 +265,13 @@ impl GroupConsumer {
             return Ok(reset);
         }
         if pos < log.log_start_offset() || pos > log.log_end_offset() {
-            let reset = self.reset_position(tp, log).map_err(|_| Error::OffsetOutOfRange {
-                offset: pos,
-                start: log.log_start_offset(),
-                end: log.log_end_offset(),
-            })?;
+            let reset = self
+                .reset_position(tp, log)
+                .map_err(|_| Error::OffsetOutOfRange {
+                    offset: pos,
+                    start: log.log_start_offset(),
+                    end: log.log_end_offset(),
+                })?;
             self.owned.get_mut(tp).expect("owned").position = reset;
             return Ok(reset);
         }
@@ -359,7 +361,11 @@ impl GroupConsumer {
                 max_records.max(1),
             )?;
             let batch = reader.next_batch()?;
-            let next = if batch.is_none() { bound } else { reader.position() };
+            let next = if batch.is_none() {
+                bound
+            } else {
+                reader.position()
+            };
             self.owned.get_mut(tp).expect("owned").position = next;
             if batch.is_some() {
                 self.next_index = (self.next_index + i + 1) % tps.len();
@@ -431,7 +437,9 @@ impl GroupConsumer {
                 for (tp, _) in o {
                     self.owned_mut(tp)?;
                 }
-                o.iter().map(|(tp, off)| (tp.clone(), *off, String::new())).collect()
+                o.iter()
+                    .map(|(tp, off)| (tp.clone(), *off, String::new()))
+                    .collect()
             }
             None => self
                 .positions()
@@ -447,7 +455,11 @@ impl GroupConsumer {
         if self.closed {
             return Ok(());
         }
-        let positions = if commit { self.positions() } else { BTreeMap::new() };
+        let positions = if commit {
+            self.positions()
+        } else {
+            BTreeMap::new()
+        };
         self.closed = true;
         self.owned.clear();
         membership::leave(
@@ -524,7 +536,10 @@ mod tests {
         assert_eq!(n, 40, "every record read");
         a.close(true).unwrap();
         b.close(true).unwrap();
-        let committed = GroupStore::new(dir.path(), "g").unwrap().committed().unwrap();
+        let committed = GroupStore::new(dir.path(), "g")
+            .unwrap()
+            .committed()
+            .unwrap();
         assert!((0..4).all(|p| committed[&("t".to_string(), p)].offset == 10));
     }
 }

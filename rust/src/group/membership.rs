@@ -239,8 +239,11 @@ pub fn sync(
     });
     // Offsets first: a partition is free only once its position is committed.
     store.commit_locked(&lock, &to_commit)?;
-    let owned_by_someone: BTreeSet<TopicPartition> =
-        state.owners.iter().map(|(t, p, _)| (t.clone(), *p)).collect();
+    let owned_by_someone: BTreeSet<TopicPartition> = state
+        .owners
+        .iter()
+        .map(|(t, p, _)| (t.clone(), *p))
+        .collect();
     let mut taken = Vec::new();
     for tp in &target {
         if !owned_by_someone.contains(tp) {

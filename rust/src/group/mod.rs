@@ -277,7 +277,10 @@ pub fn read_piece_done(
     let path = store.dir().join(READS_FILE);
     let mut reads: ReadsFile = match std::fs::read(&path) {
         Ok(b) => serde_json::from_slice(&b).map_err(|e| {
-            Error::corrupt(format!("{} is not a kafkalog reads file: {e}", path.display()))
+            Error::corrupt(format!(
+                "{} is not a kafkalog reads file: {e}",
+                path.display()
+            ))
         })?,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => ReadsFile::default(),
         Err(e) => return Err(Error::io(&path, e)),
@@ -330,7 +333,10 @@ mod tests {
         assert!(g.committed().unwrap().is_empty());
         g.commit(&[(("t".into(), 0), 5, "m".into())]).unwrap();
         g.commit(&[(("t".into(), 1), 7, String::new())]).unwrap();
-        let c = GroupStore::new(dir.path(), "g").unwrap().committed().unwrap();
+        let c = GroupStore::new(dir.path(), "g")
+            .unwrap()
+            .committed()
+            .unwrap();
         assert_eq!(c[&("t".to_string(), 0)].offset, 5);
         assert_eq!(c[&("t".to_string(), 0)].metadata, "m");
         assert_eq!(c[&("t".to_string(), 1)].offset, 7);
@@ -343,10 +349,19 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let g = GroupStore::new(dir.path(), "g").unwrap();
         let tp = ("t".to_string(), 0);
-        assert_eq!(read_piece_done(&g, "r", &tp, (10, 40), (20, 30)).unwrap(), None);
+        assert_eq!(
+            read_piece_done(&g, "r", &tp, (10, 40), (20, 30)).unwrap(),
+            None
+        );
         assert!(!g.committed().unwrap().contains_key(&tp));
-        assert_eq!(read_piece_done(&g, "r", &tp, (10, 40), (10, 20)).unwrap(), Some(30));
-        assert_eq!(read_piece_done(&g, "r", &tp, (10, 40), (30, 40)).unwrap(), Some(40));
+        assert_eq!(
+            read_piece_done(&g, "r", &tp, (10, 40), (10, 20)).unwrap(),
+            Some(30)
+        );
+        assert_eq!(
+            read_piece_done(&g, "r", &tp, (10, 40), (30, 40)).unwrap(),
+            Some(40)
+        );
         assert_eq!(g.committed().unwrap()[&tp].offset, 40);
         assert!(read_piece_done(&g, "r", &tp, (10, 40), (5, 20)).is_err());
     }

@@ -188,13 +188,17 @@ impl TopicProducer {
                 ))
             })?;
         if options.batch_size == 0 {
-            return Err(Error::InvalidArgument("batch_size must be at least 1".into()));
+            return Err(Error::InvalidArgument(
+                "batch_size must be at least 1".into(),
+            ));
         }
         let mut p = TopicProducer {
             data_dir: data_dir.to_path_buf(),
             topic: topic.to_string(),
             num_partitions,
-            partitions: (0..num_partitions).map(|_| PartitionState::default()).collect(),
+            partitions: (0..num_partitions)
+                .map(|_| PartitionState::default())
+                .collect(),
             sticky: Sticky {
                 current: None,
                 produced: 0,
@@ -264,7 +268,10 @@ impl TopicProducer {
         self.txn_lock = Some(lock);
         let previous: Option<TxnFile> = match std::fs::read(&path) {
             Ok(b) => Some(serde_json::from_slice(&b).map_err(|e| {
-                Error::corrupt(format!("{} is not a transaction state file: {e}", path.display()))
+                Error::corrupt(format!(
+                    "{} is not a transaction state file: {e}",
+                    path.display()
+                ))
             })?),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
             Err(e) => return Err(Error::io(&path, e)),
@@ -490,7 +497,9 @@ impl TopicProducer {
             return Ok(());
         };
         let result = self.append_batch(partition, &mut open);
-        let _ = open.outcome.set(result.as_ref().map(|o| *o).map_err(|e| e.to_string()));
+        let _ = open
+            .outcome
+            .set(result.as_ref().map(|o| *o).map_err(|e| e.to_string()));
         result.map(|_| ())
     }
 
@@ -504,7 +513,10 @@ impl TopicProducer {
         }
         let state = &mut self.partitions[partition as usize];
         let count = open.builder.count();
-        let builder = std::mem::replace(&mut open.builder, BatchBuilder::new(BatchOptions::default()));
+        let builder = std::mem::replace(
+            &mut open.builder,
+            BatchBuilder::new(BatchOptions::default()),
+        );
         // The base sequence was stamped when the batch opened: a partition has one open batch
         // at a time, appended before the next opens, so it is the partition's next sequence.
         let bytes = builder.build()?;
@@ -565,7 +577,11 @@ impl TopicProducer {
                 }
             }
         }
-        self.save_txn(if commit { "PrepareCommit" } else { "PrepareAbort" })?;
+        self.save_txn(if commit {
+            "PrepareCommit"
+        } else {
+            "PrepareAbort"
+        })?;
         let partitions: Vec<i32> = self.txn_partitions.iter().copied().collect();
         for p in partitions {
             if self.partitions[p as usize].log.is_none() {
@@ -655,21 +671,45 @@ mod tests {
             },
         );
         let handles: Vec<_> = (0..20)
-            .map(|i| p.send(None, Some(format!("value-{i:04}").as_bytes()), &[], None, Some(i)).unwrap())
+            .map(|i| {
+                p.send(
+                    None,
+                    Some(format!("value-{i:04}").as_bytes()),
+                    &[],
+                    None,
+                    Some(i),
+                )
+                .unwrap()
+            })
             .collect();
-        assert!(handles[0].offset().is_some(), "the first batch filled and was appended");
-        assert!(handles[19].offset().is_none(), "the last batch is still open");
+        assert!(
+            handles[0].offset().is_some(),
+            "the first batch filled and was appended"
+        );
+        assert!(
+            handles[19].offset().is_none(),
+            "the last batch is still open"
+        );
         p.flush().unwrap();
-        let offsets: Vec<i64> = handles.iter().map(|h| h.offset().unwrap().unwrap()).collect();
+        let offsets: Vec<i64> = handles
+            .iter()
+            .map(|h| h.offset().unwrap().unwrap())
+            .collect();
         assert_eq!(offsets, (0..20).collect::<Vec<_>>());
         p.close().unwrap();
         let log = Log::open(dir.path().join("t-0"), LogOptions::default()).unwrap();
         let mut batches = 0;
-        log.for_each_batch(None, None, FetchIsolation::LogEnd, true, &mut |_, b, _, _| {
-            assert!(b.size_in_bytes() <= 300 + 40);
-            batches += 1;
-            Ok(true)
-        })
+        log.for_each_batch(
+            None,
+            None,
+            FetchIsolation::LogEnd,
+            true,
+            &mut |_, b, _, _| {
+                assert!(b.size_in_bytes() <= 300 + 40);
+                batches += 1;
+                Ok(true)
+            },
+        )
         .unwrap();
         assert!(batches > 1 && batches < 20, "{batches} batches");
     }
@@ -690,15 +730,18 @@ mod tests {
         )
         .unwrap();
         assert!(t.send(None, Some(b"v"), &[], None, None).is_err());
-        assert!(TopicProducer::new(
-            dir.path(),
-            "t",
-            ProducerOptions {
-                transactional_id: Some("tx".into()),
-                ..Default::default()
-            },
-        )
-        .is_err(), "one live producer per transactional id");
+        assert!(
+            TopicProducer::new(
+                dir.path(),
+                "t",
+                ProducerOptions {
+                    transactional_id: Some("tx".into()),
+                    ..Default::default()
+                },
+            )
+            .is_err(),
+            "one live producer per transactional id"
+        );
         t.close().unwrap();
     }
 }

@@ -17,7 +17,9 @@ use crate::error::{Error, Result};
 use crate::group::consumer::{ConsumerOptions, GroupConsumer, OffsetReset};
 use crate::group::{self, membership, AssignmentStrategy, GroupStore, MemberSubscription};
 use crate::log::FetchIsolation;
-use crate::producer::accumulator::{Acks, PartitionerKind, ProducerOptions, SendHandle, TopicProducer};
+use crate::producer::accumulator::{
+    Acks, PartitionerKind, ProducerOptions, SendHandle, TopicProducer,
+};
 use crate::python::records::timestamp_type_name;
 use crate::record::codec::Compression;
 use crate::record::record::OwnedRecord;
@@ -32,12 +34,14 @@ fn bytes_arg<'a>(obj: &'a Bound<'_, PyAny>, what: &str) -> PyResult<Option<Cow<'
     if let Ok(s) = obj.downcast::<PyString>() {
         return Ok(Some(Cow::Owned(s.to_cow()?.as_bytes().to_vec())));
     }
-    obj.extract::<Vec<u8>>().map(|v| Some(Cow::Owned(v))).map_err(|_| {
-        pyo3::exceptions::PyTypeError::new_err(format!(
-            "{what} must be bytes, str or None, not {}",
-            obj.get_type()
-        ))
-    })
+    obj.extract::<Vec<u8>>()
+        .map(|v| Some(Cow::Owned(v)))
+        .map_err(|_| {
+            pyo3::exceptions::PyTypeError::new_err(format!(
+                "{what} must be bytes, str or None, not {}",
+                obj.get_type()
+            ))
+        })
 }
 
 fn closed_error() -> PyErr {
@@ -227,9 +231,18 @@ impl RecordMetadata {
     }
     fn __repr__(&self) -> String {
         match self.handle.offset() {
-            Some(Ok(o)) => format!("RecordMetadata(partition={}, offset={o})", self.handle.partition),
-            Some(Err(e)) => format!("RecordMetadata(partition={}, error={e:?})", self.handle.partition),
-            None => format!("RecordMetadata(partition={}, pending)", self.handle.partition),
+            Some(Ok(o)) => format!(
+                "RecordMetadata(partition={}, offset={o})",
+                self.handle.partition
+            ),
+            Some(Err(e)) => format!(
+                "RecordMetadata(partition={}, error={e:?})",
+                self.handle.partition
+            ),
+            None => format!(
+                "RecordMetadata(partition={}, pending)",
+                self.handle.partition
+            ),
         }
     }
 }
@@ -274,13 +287,21 @@ impl ConsumerRecord {
     }
 }
 
-fn consumer_record(py: Python<'_>, topic: &Bound<'_, PyString>, partition: i32, r: OwnedRecord) -> PyResult<ConsumerRecord> {
+fn consumer_record(
+    py: Python<'_>,
+    topic: &Bound<'_, PyString>,
+    partition: i32,
+    r: OwnedRecord,
+) -> PyResult<ConsumerRecord> {
     let headers = PyList::empty(py);
     for (k, v) in &r.headers {
         let v = v.as_ref().map(|v| PyBytes::new(py, v));
         headers.append(PyTuple::new(
             py,
-            [k.into_pyobject(py)?.into_any(), v.into_pyobject(py)?.into_any()],
+            [
+                k.into_pyobject(py)?.into_any(),
+                v.into_pyobject(py)?.into_any(),
+            ],
         )?)?;
     }
     Ok(ConsumerRecord {
@@ -333,7 +354,8 @@ impl PyConsumer {
             sync_interval: Duration::from_millis(sync_interval_ms),
         };
         let group_id = group_id.to_string();
-        let c = py.allow_threads(move || GroupConsumer::join(&data_dir, &group_id, &topics, options))?;
+        let c =
+            py.allow_threads(move || GroupConsumer::join(&data_dir, &group_id, &topics, options))?;
         Ok(PyConsumer {
             inner: Mutex::new(c),
         })
@@ -371,9 +393,17 @@ impl PyConsumer {
     }
 
     #[pyo3(signature = (max_records = 10000, include_headers = false))]
-    fn poll_arrow(&self, py: Python<'_>, max_records: usize, include_headers: bool) -> PyResult<Option<PyObject>> {
-        let batch = py.allow_threads(|| self.with(|c| c.poll_arrow(max_records, include_headers)))?;
-        batch.map(|b| PyRecordBatch::new(b).to_pyarrow(py)).transpose()
+    fn poll_arrow(
+        &self,
+        py: Python<'_>,
+        max_records: usize,
+        include_headers: bool,
+    ) -> PyResult<Option<PyObject>> {
+        let batch =
+            py.allow_threads(|| self.with(|c| c.poll_arrow(max_records, include_headers)))?;
+        batch
+            .map(|b| PyRecordBatch::new(b).to_pyarrow(py))
+            .transpose()
     }
 
     #[pyo3(signature = (offsets = None))]
@@ -402,7 +432,11 @@ impl PyConsumer {
 
 /// {(topic, partition): (offset, metadata, commit_timestamp)} of a kafkalog group.
 #[pyfunction]
-fn group_committed(py: Python<'_>, data_dir: PathBuf, group_id: &str) -> PyResult<BTreeMap<(String, i32), (i64, String, i64)>> {
+fn group_committed(
+    py: Python<'_>,
+    data_dir: PathBuf,
+    group_id: &str,
+) -> PyResult<BTreeMap<(String, i32), (i64, String, i64)>> {
     let store = GroupStore::new(&data_dir, group_id)?;
     let c = py.allow_threads(|| store.committed())?;
     Ok(c.into_iter()
@@ -412,9 +446,17 @@ fn group_committed(py: Python<'_>, data_dir: PathBuf, group_id: &str) -> PyResul
 
 /// Commits [(topic, partition, offset, metadata)] to a kafkalog group, atomically.
 #[pyfunction]
-fn group_commit(py: Python<'_>, data_dir: PathBuf, group_id: &str, offsets: Vec<(String, i32, i64, String)>) -> PyResult<()> {
+fn group_commit(
+    py: Python<'_>,
+    data_dir: PathBuf,
+    group_id: &str,
+    offsets: Vec<(String, i32, i64, String)>,
+) -> PyResult<()> {
     let store = GroupStore::new(&data_dir, group_id)?;
-    let list: Vec<_> = offsets.into_iter().map(|(t, p, o, m)| ((t, p), o, m)).collect();
+    let list: Vec<_> = offsets
+        .into_iter()
+        .map(|(t, p, o, m)| ((t, p), o, m))
+        .collect();
     py.allow_threads(|| store.commit(&list))?;
     Ok(())
 }
@@ -471,7 +513,10 @@ fn assign_partitions(
     let mut owned = owned.unwrap_or_default();
     for m in owned.keys() {
         if !subscriptions.contains_key(m) {
-            return Err(Error::InvalidArgument(format!("owned lists member '{m}', which has no subscription")).into());
+            return Err(Error::InvalidArgument(format!(
+                "owned lists member '{m}', which has no subscription"
+            ))
+            .into());
         }
     }
     let members: Vec<MemberSubscription> = subscriptions
@@ -487,7 +532,13 @@ fn assign_partitions(
 
 #[pyfunction]
 #[pyo3(signature = (data_dir, topic, partitions, configs = None))]
-fn create_topic_with_config(py: Python<'_>, data_dir: PathBuf, topic: &str, partitions: i32, configs: Option<BTreeMap<String, String>>) -> PyResult<()> {
+fn create_topic_with_config(
+    py: Python<'_>,
+    data_dir: PathBuf,
+    topic: &str,
+    partitions: i32,
+    configs: Option<BTreeMap<String, String>>,
+) -> PyResult<()> {
     let configs = configs.unwrap_or_default();
     py.allow_threads(|| datadir::create_topic_with_config(&data_dir, topic, partitions, &configs))?;
     Ok(())
@@ -519,21 +570,6 @@ fn topic_collision(data_dir: PathBuf, topic: &str) -> PyResult<(bool, Option<Str
     Ok((datadir::has_collision_chars(topic), other))
 }
 
-#[pyfunction]
-fn round_robin_partitions(counter_start: i32, count: usize, num_partitions: i32) -> PyResult<Vec<i32>> {
-    if num_partitions < 1 {
-        return Err(Error::InvalidArgument("num_partitions must be >= 1".into()).into());
-    }
-    let mut v = counter_start;
-    Ok((0..count)
-        .map(|_| {
-            let p = crate::producer::to_positive(v) % num_partitions;
-            v = v.wrapping_add(1);
-            p
-        })
-        .collect())
-}
-
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyProducer>()?;
     m.add_class::<RecordMetadata>()?;
@@ -551,6 +587,5 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(topic_config, m)?)?;
     m.add_function(wrap_pyfunction!(topic_partition_counts, m)?)?;
     m.add_function(wrap_pyfunction!(topic_collision, m)?)?;
-    m.add_function(wrap_pyfunction!(round_robin_partitions, m)?)?;
     Ok(())
 }

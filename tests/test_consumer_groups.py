@@ -308,3 +308,37 @@ def test_two_processes_consume_a_topic_together(tmp_path):
     every = reads[0] + reads[1]
     assert len(every) == len(set(every)), "no record read twice"
     assert set(every) == _all_offsets(t), "no record missed"
+
+
+@pytest.mark.parametrize("version", KAFKA_VERSIONS)
+def test_cooperative_sticky_keeps_as_much_as_kafkas(tmp_path, version):
+    """Kafka's CooperativeStickyAssignor, run as a group runs it (a first rebalance revokes what
+    moves, a second gives it out): its final assignment and ours are both balanced, and ours keeps
+    at least as many partitions with their previous owners as Kafka's."""
+    rng = random.Random(99)
+    g = ConsumerGroup(tmp_path, "g")
+    cases = []
+    for _ in range(60):
+        topics = {f"t{i}": rng.randint(1, 9) for i in range(rng.randint(1, 3))}
+        members = [f"m{i}" for i in range(rng.randint(1, 5))]
+        previous = g.assign(members, topics, strategy="roundrobin")
+        survivors = [m for m in members if rng.random() < 0.7] or members[:1]
+        now = survivors + [f"new{i}" for i in range(rng.randint(0, 2))]
+        cases.append((topics, now, {m: previous[m] for m in survivors}))
+    lines = []
+    for topics, now, previous in cases:
+        subs = ";".join(
+            f"{m}:{','.join(topics)}:{','.join(f'{t}/{p}' for t, p in previous.get(m, []))}" for m in now
+        )
+        lines.append(f"cooperative-sticky {subs} {','.join(f'{t}={n}' for t, n in topics.items())}")
+    answers = jvm_referee.run("AssignorReferee", lines, version)
+    for (topics, now, previous), answer in zip(cases, answers):
+        kafkas = _parse_answer(answer)
+        ours = g.assign(now, topics, strategy="cooperative-sticky", previous=previous)
+        sizes = lambda a: sorted(len(v) for v in a.values())  # noqa: E731
+        assert sizes(ours) == sizes(kafkas), (topics, now, previous, ours, kafkas)
+
+        def kept(a):
+            return sum(len(set(a[m]) & set(previous.get(m, []))) for m in now)
+
+        assert kept(ours) >= kept(kafkas), (topics, now, previous, ours, kafkas)

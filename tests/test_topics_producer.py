@@ -153,8 +153,9 @@ def test_null_keys_stick_to_a_partition_until_its_batch_is_full(tmp_path):
             runs[-1][1] += 1
         else:
             runs.append([part, 1])
-    # Each record is ~100 bytes: a partition takes a whole batch's worth (10 records) before the
-    # producer moves on (it may draw the same partition again, as Kafka's uniform choice can).
+    # Each record is ~100 bytes: a partition takes a whole batch's worth (10 records) and the one
+    # that opens its next batch before the producer draws again (it may draw the same partition,
+    # as Kafka's uniform choice can).
     assert all(n >= 9 for _, n in runs[:-1]), runs[:20]
     assert set(parts) == {0, 1, 2, 3}
     # Batches were closed full: every partition's batches but its last hold ~batch_size bytes.
@@ -297,3 +298,21 @@ def test_transactions_commit_abort_and_a_crashed_producer(tmp_path):
         # commit, abort, the crashed transaction's abort; partition 0 was also added to the
         # transaction aborted before its batch was written (Kafka marks every partition added).
         assert len(markers) == (4 if part == 0 else 3)
+
+
+def test_linger_bounds_how_long_a_record_waits(tmp_path):
+    import time
+
+    t = Topic.create(tmp_path, "t", 1)
+    with Producer(t, linger_ms=1, batch_size=1 << 20) as p:
+        f = p.send(b"waits")
+        time.sleep(0.05)  # longer than linger_ms: the next poll() or send() appends the batch
+        p.poll()
+        assert f.done() and f.get() == (0, 0)
+    with Producer(t, linger_ms=3_600_000, batch_size=1 << 20) as p:
+        f = p.send(b"stays")
+        time.sleep(0.05)
+        p.poll()
+        assert not f.done(), "within linger_ms the batch stays open"
+        p.flush()
+        assert f.get() == (0, 1)

@@ -1,6 +1,10 @@
 // Kafka's own assignors for kafkalog's tests. One case per stdin line:
 //   "<range|roundrobin> <member>:<t1>,<t2>;<member>:<t1> <topic>=<partitions>,<topic>=<partitions>"
 // answers one line "<member>:<topic>/<partition>,...;<member>:..." (members in id order).
+//   "cooperative-sticky <member>:<topics>:<owned t/p,...>;... <topics>" runs Kafka's
+// CooperativeStickyAssignor as a group does: the first rebalance (partitions changing owner are
+// revoked, not yet given), then a second one with what each member owns after it; answers the
+// second's assignment.
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
 import java.util.ArrayList;
@@ -11,7 +15,10 @@ import java.util.List;
 import java.util.Map;
 import java.util.TreeMap;
 
+import java.util.Optional;
+
 import org.apache.kafka.clients.consumer.ConsumerPartitionAssignor;
+import org.apache.kafka.clients.consumer.CooperativeStickyAssignor;
 import org.apache.kafka.clients.consumer.RangeAssignor;
 import org.apache.kafka.clients.consumer.RoundRobinAssignor;
 import org.apache.kafka.common.Cluster;
@@ -27,12 +34,25 @@ public class AssignorReferee {
         String line;
         while ((line = in.readLine()) != null) {
             String[] f = line.trim().split(" ");
-            ConsumerPartitionAssignor assignor = f[0].equals("range") ? new RangeAssignor() : new RoundRobinAssignor();
+            boolean sticky = f[0].equals("cooperative-sticky");
+            ConsumerPartitionAssignor assignor = sticky ? new CooperativeStickyAssignor()
+                : f[0].equals("range") ? new RangeAssignor() : new RoundRobinAssignor();
             Map<String, ConsumerPartitionAssignor.Subscription> subs = new HashMap<>();
+            Map<String, List<String>> topicsOf = new HashMap<>();
             for (String m : f[1].split(";")) {
                 String[] mt = m.split(":", -1);
                 List<String> topics = mt[1].isEmpty() ? new ArrayList<>() : Arrays.asList(mt[1].split(","));
-                subs.put(mt[0], new ConsumerPartitionAssignor.Subscription(topics));
+                topicsOf.put(mt[0], topics);
+                List<TopicPartition> owned = new ArrayList<>();
+                if (mt.length > 2 && !mt[2].isEmpty()) {
+                    for (String tp : mt[2].split(",")) {
+                        int slash = tp.lastIndexOf('/');
+                        owned.add(new TopicPartition(tp.substring(0, slash), Integer.parseInt(tp.substring(slash + 1))));
+                    }
+                }
+                subs.put(mt[0], sticky
+                    ? new ConsumerPartitionAssignor.Subscription(topics, null, owned, 1, Optional.empty())
+                    : new ConsumerPartitionAssignor.Subscription(topics));
             }
             List<PartitionInfo> parts = new ArrayList<>();
             if (f.length > 2) {
@@ -46,6 +66,15 @@ public class AssignorReferee {
             Cluster cluster = new Cluster("c", Collections.singletonList(node), parts, Collections.emptySet(), Collections.emptySet());
             Map<String, ConsumerPartitionAssignor.Assignment> result =
                 assignor.assign(cluster, new ConsumerPartitionAssignor.GroupSubscription(subs)).groupAssignment();
+            if (sticky) {
+                // The second rebalance: members own what the first gave them.
+                Map<String, ConsumerPartitionAssignor.Subscription> again = new HashMap<>();
+                for (Map.Entry<String, ConsumerPartitionAssignor.Assignment> e : result.entrySet()) {
+                    again.put(e.getKey(), new ConsumerPartitionAssignor.Subscription(
+                        topicsOf.get(e.getKey()), null, e.getValue().partitions(), 2, Optional.empty()));
+                }
+                result = assignor.assign(cluster, new ConsumerPartitionAssignor.GroupSubscription(again)).groupAssignment();
+            }
             StringBuilder l = new StringBuilder();
             for (Map.Entry<String, ConsumerPartitionAssignor.Assignment> e : new TreeMap<>(result).entrySet()) {
                 if (l.length() > 0) l.append(';');

@@ -436,6 +436,7 @@ impl TopicProducer {
         });
         let offset_delta = open.builder.count();
         open.builder.append(timestamp, key, value, headers)?;
+        let new_batch = offset_delta == 0;
         let handle = SendHandle {
             partition,
             offset_delta,
@@ -446,11 +447,12 @@ impl TopicProducer {
             self.append_open(partition)?;
         }
         if sticky {
-            // BuiltInPartitioner.updatePartitionInfo: switch once batch.size bytes went to the
-            // partition and its batch is closed, or at twice batch.size regardless.
+            // RecordAccumulator.append + BuiltInPartitioner.updatePartitionInfo: once batch.size
+            // bytes went to the partition, switch when this record opened a new batch or filled
+            // its batch (no incomplete batch is left behind), and at twice batch.size regardless.
             self.sticky.produced += record_bytes;
-            let closed = self.partitions[partition as usize].open.is_none();
-            if (self.sticky.produced >= batch_size && closed)
+            let filled = self.partitions[partition as usize].open.is_none();
+            if (self.sticky.produced >= batch_size && (new_batch || filled))
                 || self.sticky.produced >= 2 * batch_size
             {
                 self.sticky.current = None;
@@ -712,6 +714,52 @@ mod tests {
         )
         .unwrap();
         assert!(batches > 1 && batches < 20, "{batches} batches");
+    }
+
+    #[test]
+    fn round_robin_cycles_and_sticky_moves_once_a_batch_closed() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut p = producer(
+            dir.path(),
+            3,
+            ProducerOptions {
+                partitioner: PartitionerKind::RoundRobin,
+                ..Default::default()
+            },
+        );
+        let chosen: Vec<i32> = (0..7).map(|_| p.choose_partition(Some(b"k"))).collect();
+        assert_eq!(
+            chosen,
+            [0, 1, 2, 0, 1, 2, 0],
+            "RoundRobinPartitioner ignores keys"
+        );
+        p.close().unwrap();
+        let mut s = TopicProducer::new(
+            dir.path(),
+            "t",
+            ProducerOptions {
+                batch_size: 200,
+                linger: Duration::from_secs(3600),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        // 50 + 21 bytes per record counted; the batch (61 bytes of header) holds two.
+        let r1 = s.send(None, Some(&[7; 50]), &[], None, None).unwrap();
+        let r2 = s.send(None, Some(&[7; 50]), &[], None, None).unwrap();
+        assert!(s.sticky.current.is_some());
+        let r3 = s.send(None, Some(&[7; 50]), &[], None, None).unwrap();
+        assert_eq!((r2.partition, r3.partition), (r1.partition, r1.partition));
+        assert!(
+            r1.offset().is_some(),
+            "r3 did not fit: the full batch was appended"
+        );
+        assert!(r3.offset().is_none(), "r3 opened a new batch");
+        assert!(
+            s.sticky.current.is_none(),
+            "200 bytes went there and a new batch opened: the next record draws a partition"
+        );
+        s.close().unwrap();
     }
 
     #[test]

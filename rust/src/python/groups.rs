@@ -430,13 +430,16 @@ impl PyConsumer {
     }
 }
 
+/// (offset, metadata, commit timestamp ms)
+type CommittedTuple = (i64, String, i64);
+
 /// {(topic, partition): (offset, metadata, commit_timestamp)} of a kafkalog group.
 #[pyfunction]
 fn group_committed(
     py: Python<'_>,
     data_dir: PathBuf,
     group_id: &str,
-) -> PyResult<BTreeMap<(String, i32), (i64, String, i64)>> {
+) -> PyResult<BTreeMap<(String, i32), CommittedTuple>> {
     let store = GroupStore::new(&data_dir, group_id)?;
     let c = py.allow_threads(|| store.committed())?;
     Ok(c.into_iter()

@@ -1668,3 +1668,43 @@ def test_read_while_another_process_appends(spark, tmp_path):
             out, err = proc.communicate()
     assert proc.returncode == 0, f"the appender failed: {err.decode()[-2000:]}"
     assert not failures, f"reads of a log being appended to failed: {failures}"
+
+
+# --------------------------------------------------------------------------------------------
+# consumer groups: a daily batch job picks up where yesterday's stopped
+
+
+def test_a_daily_job_resumes_from_its_group(spark, tmp_path):
+    d = tmp_path / "daily"
+    t = kafkalog.Topic.create(d, "events", 3)
+
+    def produce(day, n):
+        with kafkalog.Producer(t, partitioner="round_robin") as p:
+            for i in range(n):
+                p.send(b"%s-%d" % (day, i))
+
+    def job():
+        df = (
+            spark.read.format("kafkalog").option("path", str(d)).option("subscribe", "events")
+            .option("startingOffsetsFromGroup", "daily").option("commitToGroup", "daily")
+            .option("maxRecordsPerPartition", "4").load()
+        )
+        return sorted(r.value for r in df.select("value").collect())
+
+    produce(b"day1", 30)
+    assert job() == sorted(b"day1-%d" % i for i in range(30)), "the first run starts at startingOffsets"
+    group = kafkalog.ConsumerGroup(d, "daily")
+    assert group.committed() == {("events", p): 10 for p in range(3)}
+    produce(b"day2", 15)
+    assert job() == sorted(b"day2-%d" % i for i in range(15)), "the next run reads only what is new"
+    assert group.committed() == {("events", p): 15 for p in range(3)}
+    assert job() == [], "nothing new: nothing read, offsets kept"
+    assert group.committed() == {("events", p): 15 for p in range(3)}
+    # A kafkalog Consumer of the same group continues from the job's commits.
+    produce(b"day3", 3)
+    with kafkalog.Consumer(d, "daily", ["events"]) as c:
+        assert sorted(r.value for r in c.poll()) == [b"day3-0", b"day3-1", b"day3-2"]
+    # Starting from a group that does not exist (and is not this job's own) is an error.
+    with pytest.raises(Exception, match="not a kafkalog group"):
+        spark.read.format("kafkalog").option("path", str(d)).option("subscribe", "events") \
+            .option("startingOffsetsFromGroup", "nobody").load().collect()

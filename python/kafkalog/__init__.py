@@ -35,6 +35,9 @@ from kafkalog._kafkalog import (  # noqa: F401
     partition_for_key,
     partition_folders,
     validate_topic_name,
+    ConsumerRecord,
+    RecordMetadata,
 )
+from kafkalog.clients import Topic, DataDir, Producer, ConsumerGroup, Consumer  # noqa: F401
 
 __all__ = [name for name in dir() if not name.startswith("_")]

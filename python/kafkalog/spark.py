@@ -15,7 +15,7 @@ import re
 import shutil
 import uuid
 from dataclasses import dataclass
-from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 from . import _kafkalog
 from ._kafkalog import Log
@@ -67,7 +67,31 @@ READ_OPTIONS = {
     "failondataloss": "true (default) fails when a requested offset is gone; false skips",
     "minpartitions": "at least this many Spark partitions",
     "maxrecordsperpartition": "split partitions into ranges of at most this many offsets",
+    "startingoffsetsfromgroup": "a consumer group of the data dir: start at its committed offsets "
+    "(partitions it has none for start at startingOffsets)",
+    "committogroup": "a kafkalog consumer group: each read partition's end offset is committed to it "
+    "once the tasks reading it finished",
 }
+
+#: Readers of a broker's own committed offsets (``__consumer_offsets``), tried for
+#: ``startingOffsetsFromGroup`` after kafkalog's groups: callables ``(data_dir, group_id)`` returning
+#: ``{(topic, partition): offset}``, or None when the group is not theirs.
+GROUP_OFFSET_READERS: List[Callable[[str, str], Optional[Dict[Tuple[str, int], int]]]] = []
+
+
+def group_offsets(data_dir: str, group_id: str) -> Dict[Tuple[str, int], int]:
+    """The committed offsets of ``group_id``: a kafkalog group of ``data_dir``, else a group one of
+    ``GROUP_OFFSET_READERS`` knows."""
+    if _kafkalog.group_exists(data_dir, group_id):
+        return {tp: v[0] for tp, v in _kafkalog.group_committed(data_dir, group_id).items()}
+    for reader in GROUP_OFFSET_READERS:
+        found = reader(data_dir, group_id)
+        if found is not None:
+            return dict(found)
+    raise KafkaLogOptionError(
+        f"startingOffsetsFromGroup: '{group_id}' is not a kafkalog group of {data_dir} (not a kafkalog "
+        "group; a broker's own groups from __consumer_offsets are not read yet)"
+    )
 
 #: Options of the write side.
 WRITE_OPTIONS = {
@@ -243,11 +267,14 @@ def _select(folders: List[TopicPartitionFolder], options: Mapping[str, str], req
 
 
 class OffsetRange(InputPartition):
-    """One Spark partition: offsets [start, end) of one Kafka partition folder."""
+    """One Spark partition: offsets [start, end) of one Kafka partition folder (a piece of the
+    partition's whole read range ``whole``, when it was split)."""
 
-    def __init__(self, path: str, topic: str, partition: int, start: int, end: int) -> None:
+    def __init__(self, path: str, topic: str, partition: int, start: int, end: int,
+                 whole: Optional[Tuple[int, int]] = None) -> None:
         super().__init__((topic, partition, start, end))
         self.path, self.topic, self.partition, self.start, self.end = path, topic, partition, start, end
+        self.whole = whole if whole is not None else (start, end)
 
     @property
     def size(self) -> int:
@@ -328,7 +355,7 @@ def _split(ranges: List[OffsetRange], max_records: Optional[int], min_partitions
         out, start = [], r.start
         for i in range(parts):
             end = start + step + (1 if i < extra else 0)
-            out.append(OffsetRange(r.path, r.topic, r.partition, start, end))
+            out.append(OffsetRange(r.path, r.topic, r.partition, start, end, r.whole))
             start = end
         return out
 
@@ -350,10 +377,35 @@ def _split(ranges: List[OffsetRange], max_records: Optional[int], min_partitions
 
 
 @dataclass
+class GroupCommit:
+    """Where a read commits its end offsets: a kafkalog group of a data dir, per read."""
+
+    data_dir: str
+    group_id: str
+    read_id: str
+
+
+@dataclass
 class ReadPlan:
     ranges: List[OffsetRange]
     isolation: str
     include_headers: bool
+    commit: Optional[GroupCommit] = None
+
+
+def _group_data_dir(opts: Mapping[str, str], found: List[TopicPartitionFolder], folders: Optional[Sequence[str]]) -> str:
+    """The data dir a group belongs to: the path option's data dir (a partition folder's parent)."""
+    candidates = list(folders) if folders is not None else _paths(opts)
+    dirs = set()
+    for raw in candidates:
+        path = os.path.abspath(os.path.expanduser(str(raw)))
+        dirs.add(os.path.dirname(path.rstrip(os.sep)) if _is_partition_folder(path) else path)
+    if len(dirs) != 1:
+        raise KafkaLogOptionError(
+            "startingOffsetsFromGroup and commitToGroup need one data dir (the group's); "
+            f"path names {len(dirs)}"
+        )
+    return dirs.pop()
 
 
 def plan_read(options: Mapping[str, Any], folders: Optional[Sequence[str]] = None) -> ReadPlan:
@@ -374,12 +426,27 @@ def plan_read(options: Mapping[str, Any], folders: Optional[Sequence[str]] = Non
     if strategy not in ("error", "latest"):
         raise KafkaLogOptionError(f"startingOffsetsByTimestampStrategy must be error or latest, not {strategy!r}")
     starting, ending = _Limits(opts, found, True), _Limits(opts, found, False)
+    from_group: Dict[Tuple[str, int], int] = {}
+    commit: Optional[GroupCommit] = None
+    if "startingoffsetsfromgroup" in opts or "committogroup" in opts:
+        data_dir = _group_data_dir(opts, found, folders)
+        if "startingoffsetsfromgroup" in opts:
+            group_id = opts["startingoffsetsfromgroup"].strip()
+            first_run = (opts.get("committogroup", "").strip() == group_id
+                         and not _kafkalog.group_exists(data_dir, group_id))
+            # A job that commits to the group it starts from: its first run starts at
+            # startingOffsets, later runs where the previous one stopped.
+            from_group = {} if first_run else group_offsets(data_dir, group_id)
+        if "committogroup" in opts:
+            group_id = opts["committogroup"].strip()
+            _kafkalog.group_exists(data_dir, group_id)  # validates the id
+            commit = GroupCommit(data_dir, group_id, uuid.uuid4().hex)
     ranges = []
     for f in found:
         log = Log(f.path)
         try:
             tp = (f.topic, f.partition)
-            start = _resolve(starting, log, tp, isolation, strategy)
+            start = from_group[tp] if tp in from_group else _resolve(starting, log, tp, isolation, strategy)
             end = _resolve(ending, log, tp, isolation, strategy)
             earliest, latest = log.log_start_offset, log.latest_offset(isolation)
         finally:
@@ -405,8 +472,13 @@ def plan_read(options: Mapping[str, Any], folders: Optional[Sequence[str]] = Non
                 f"{f.partition}. You either provided an invalid fromOffset, or the Kafka topic has been damaged"
             )
         ranges.append(OffsetRange(f.path, f.topic, f.partition, start, end))
+    if commit is not None:
+        # Nothing to read in a partition: its offset is committed as it is, now.
+        empty = [(r.topic, r.partition, r.start, "") for r in ranges if r.size == 0]
+        if empty:
+            _kafkalog.group_commit(commit.data_dir, commit.group_id, empty)
     ranges = _split(ranges, _int(opts, "maxrecordsperpartition"), _int(opts, "minpartitions"))
-    return ReadPlan(ranges, isolation, include_headers)
+    return ReadPlan(ranges, isolation, include_headers, commit)
 
 
 def read_range(r: OffsetRange, isolation: str, include_headers: bool) -> Iterator[Any]:
@@ -430,6 +502,14 @@ class KafkaLogReader(DataSourceReader):
     def read(self, partition: InputPartition) -> Iterator[Any]:  # type: ignore[override]
         assert isinstance(partition, OffsetRange)
         yield from read_range(partition, self.plan.isolation, self.plan.include_headers)
+        c = self.plan.commit
+        if c is not None and partition.size > 0:
+            # Every row of the piece went to Spark: the group's offset moves past the pieces of
+            # this partition read contiguously from its start (in Rust, under the group's lock).
+            _kafkalog.group_read_done(
+                c.data_dir, c.group_id, c.read_id, partition.topic, partition.partition,
+                partition.whole, (partition.start, partition.end),
+            )
 
 
 @dataclass

@@ -110,6 +110,153 @@ pub fn create_topic(data_dir: &Path, topic: &str, partitions: i32) -> Result<()>
     Ok(())
 }
 
+/// Kafka's `Topic.hasCollisionChars`: '.' and '_' collide in metric names.
+pub fn has_collision_chars(topic: &str) -> bool {
+    topic.contains('.') || topic.contains('_')
+}
+
+/// Kafka's `Topic.hasCollision` against the topics of a data dir: the existing topic a new name
+/// collides with once '.' and '_' are made equal (a different name), if any.
+pub fn colliding_topic(data_dir: &Path, topic: &str) -> Result<Option<String>> {
+    let unify = |t: &str| t.replace('.', "_");
+    let wanted = unify(topic);
+    Ok(topic_partition_counts(data_dir)?
+        .into_keys()
+        .find(|t| t != topic && unify(t) == wanted))
+}
+
+/// Where kafkalog keeps what a broker would keep in its metadata log or internal topics (topic
+/// configs, consumer groups, transactional ids) for a data dir: `.<name>.kafkalog` beside it,
+/// never inside, since a broker refuses to load a data dir with folders not named
+/// `<topic>-<partition>` (as the Spark writer's staging folder does).
+pub fn kafkalog_meta_dir(data_dir: &Path) -> PathBuf {
+    let abs = std::path::absolute(data_dir).unwrap_or_else(|_| data_dir.to_path_buf());
+    let name = abs
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let parent = abs.parent().unwrap_or(Path::new("/"));
+    parent.join(format!(".{name}.kafkalog"))
+}
+
+/// The configs of the topics kafkalog created, under the data dir's kafkalog folder.
+pub const TOPIC_CONFIGS_DIR: &str = "topics";
+
+fn topic_config_path(data_dir: &Path, topic: &str) -> PathBuf {
+    kafkalog_meta_dir(data_dir)
+        .join(TOPIC_CONFIGS_DIR)
+        .join(format!("{topic}.json"))
+}
+
+/// The topic configs kafkalog stored for `topic` (empty when none).
+pub fn read_topic_config(data_dir: &Path, topic: &str) -> Result<BTreeMap<String, String>> {
+    let path = topic_config_path(data_dir, topic);
+    match std::fs::read(&path) {
+        Ok(b) => serde_json::from_slice(&b).map_err(|e| {
+            Error::corrupt(format!(
+                "{} is not a topic config file: {e}",
+                path.display()
+            ))
+        }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(BTreeMap::new()),
+        Err(e) => Err(Error::io(&path, e)),
+    }
+}
+
+/// The `LogConfig` of a topic: defaults overlaid with its stored configs.
+pub fn topic_log_config(data_dir: &Path, topic: &str) -> Result<crate::config::LogConfig> {
+    let mut config = crate::config::LogConfig::default();
+    for (k, v) in read_topic_config(data_dir, topic)? {
+        config.set(&k, &v)?;
+    }
+    Ok(config)
+}
+
+/// Kafka's CreateTopics on a data dir: validates the name (and its collision with an existing
+/// topic, which Kafka refuses), the configs, stores the configs and creates the partitions.
+pub fn create_topic_with_config(
+    data_dir: &Path,
+    topic: &str,
+    partitions: i32,
+    configs: &BTreeMap<String, String>,
+) -> Result<()> {
+    validate_topic_name(topic)?;
+    if data_dir.is_dir() {
+        if topic_partition_counts(data_dir)?.contains_key(topic) {
+            return Err(Error::InvalidArgument(format!(
+                "TopicExists: topic '{topic}' already exists in {}",
+                data_dir.display()
+            )));
+        }
+        if let Some(other) = colliding_topic(data_dir, topic)? {
+            return Err(Error::InvalidArgument(format!(
+                "InvalidTopic: topic '{topic}' collides with existing topic: {other}"
+            )));
+        }
+    }
+    let mut config = crate::config::LogConfig::default();
+    for (k, v) in configs {
+        config.set(k, v)?;
+    }
+    config.validate()?;
+    if partitions < 1 {
+        return Err(Error::InvalidArgument(format!(
+            "a topic needs at least one partition, not {partitions}"
+        )));
+    }
+    std::fs::create_dir_all(data_dir).map_err(|e| Error::io(data_dir, e))?;
+    if !configs.is_empty() {
+        let path = topic_config_path(data_dir, topic);
+        let dir = path.parent().expect("has a parent");
+        std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+        let bytes = serde_json::to_vec_pretty(configs).expect("strings serialize");
+        crate::group::write_atomically(&path, &bytes)?;
+    }
+    create_partitions(data_dir, topic, 0, partitions, &config)
+}
+
+fn create_partitions(
+    data_dir: &Path,
+    topic: &str,
+    from: i32,
+    to: i32,
+    config: &crate::config::LogConfig,
+) -> Result<()> {
+    for p in from..to {
+        let log = Log::open(
+            data_dir.join(format!("{topic}-{p}")),
+            LogOptions {
+                read_only: false,
+                create: true,
+                config: config.clone(),
+                ..Default::default()
+            },
+        )?;
+        log.close()?;
+    }
+    Ok(())
+}
+
+/// Kafka's CreatePartitions: grows a topic to `total` partitions (never shrinks it).
+pub fn add_partitions(data_dir: &Path, topic: &str, total: i32) -> Result<i32> {
+    validate_topic_name(topic)?;
+    let Some(&current) = topic_partition_counts(data_dir)?.get(topic) else {
+        return Err(Error::InvalidArgument(format!(
+            "UnknownTopicOrPartition: topic '{topic}' is not in {}",
+            data_dir.display()
+        )));
+    };
+    if total <= current {
+        return Err(Error::InvalidArgument(format!(
+            "InvalidPartitions: topic '{topic}' has {current} partitions; the new count must be \
+             larger, not {total} (Kafka never removes partitions)"
+        )));
+    }
+    let config = topic_log_config(data_dir, topic)?;
+    create_partitions(data_dir, topic, current, total, &config)?;
+    Ok(total)
+}
+
 /// Removes a topic's partition folders (best effort): how a failed commit takes back the topics
 /// it created.
 pub fn delete_topic_folders(data_dir: &Path, topic: &str) {

@@ -5,6 +5,7 @@ pub mod arrow;
 pub mod config;
 pub mod datadir;
 pub mod error;
+pub mod group;
 pub mod index;
 pub mod internal_topics;
 pub mod log;

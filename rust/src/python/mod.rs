@@ -4,6 +4,7 @@
 mod arrow;
 mod errors;
 mod internal_topics;
+mod groups;
 mod log;
 mod records;
 mod segment;
@@ -20,6 +21,7 @@ fn _kafkalog(m: &Bound<'_, PyModule>) -> PyResult<()> {
     arrow::register(m)?;
     tools::register(m)?;
     internal_topics::register(m)?;
+    groups::register(m)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

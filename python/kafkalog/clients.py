@@ -1,0 +1,371 @@
+"""Topics, producers and consumer groups over a local Kafka data dir.
+
+``Topic`` and ``DataDir`` (Kafka's CreateTopics/CreatePartitions/Metadata on a data dir),
+``Producer`` (Kafka's ``KafkaProducer``), ``ConsumerGroup`` and ``Consumer`` (Kafka's group
+coordinator and ``KafkaConsumer``). Every rule lives in Rust (``kafkalog._kafkalog``): partitioning,
+batching, sequences and transactions, the assignors, the group files and the fetch loop. This
+module translates arguments and adds the Python conveniences (context managers, callables).
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
+
+from . import _kafkalog
+from ._kafkalog import Log, RecordMetadata
+
+__all__ = ["Topic", "DataDir", "Producer", "ConsumerGroup", "Consumer", "INTERNAL_TOPICS"]
+
+#: Kafka's internal topics (a broker's data dir has their folders).
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state", "__cluster_metadata"})
+
+TopicPartition = Tuple[str, int]
+Partitioner = Union[str, Callable[[Optional[bytes], Optional[bytes], int], int]]
+
+
+def _internal(topic: str) -> bool:
+    return topic in INTERNAL_TOPICS or topic.startswith("__")
+
+
+class Topic:
+    """A topic of a data dir: ``<topic>-<n>`` partition folders."""
+
+    def __init__(self, data_dir: Union[str, os.PathLike], name: str) -> None:
+        self.data_dir = os.fspath(data_dir)
+        self.name = name
+
+    @classmethod
+    def create(cls, data_dir: Union[str, os.PathLike], name: str, partitions: int = 1,
+               config: Optional[Mapping[str, Any]] = None) -> "Topic":
+        """Kafka's CreateTopics: the name is validated as Kafka's ``Topic.validate`` does, a name
+        that collides with an existing topic once '.' and '_' are made equal is refused, and a
+        name with '.' or '_' gets Kafka's warning. ``config`` takes topic configs by Kafka name
+        (``segment.bytes``, ``retention.ms``, ...), kept for the producers of the topic."""
+        data_dir = os.fspath(data_dir)
+        _kafkalog.validate_topic_name(name)
+        has_chars, _ = _kafkalog.topic_collision(data_dir, name)
+        configs = {str(k): str(v) for k, v in (config or {}).items()}
+        _kafkalog.create_topic_with_config(data_dir, name, partitions, configs)
+        if has_chars:
+            warnings.warn(
+                "WARNING: Due to limitations in metric names, topics with a period ('.') or underscore ('_') "
+                "could collide. To avoid issues it is best to use either, but not both.",
+                stacklevel=2,
+            )
+        return cls(data_dir, name)
+
+    @classmethod
+    def open(cls, data_dir: Union[str, os.PathLike], name: str) -> "Topic":
+        """An existing topic (its folders must be in ``data_dir``)."""
+        data_dir = os.fspath(data_dir)
+        _kafkalog.validate_topic_name(name)
+        if name not in _kafkalog.topic_partition_counts(data_dir):
+            raise _kafkalog.KafkaLogError(f"UnknownTopicOrPartition: topic '{name}' is not in {data_dir}")
+        return cls(data_dir, name)
+
+    @property
+    def partitions(self) -> int:
+        """Partition count (the highest partition folder + 1)."""
+        return _kafkalog.topic_partition_counts(self.data_dir).get(self.name, 0)
+
+    @property
+    def config(self) -> Dict[str, str]:
+        """The topic configs given at creation."""
+        return _kafkalog.topic_config(self.data_dir, self.name)
+
+    def add_partitions(self, total: int) -> int:
+        """Kafka's CreatePartitions: grows the topic to ``total`` partitions (never fewer)."""
+        return _kafkalog.add_partitions(self.data_dir, self.name, total)
+
+    def partition_path(self, partition: int) -> str:
+        return os.path.join(self.data_dir, f"{self.name}-{partition}")
+
+    def log(self, partition: int, read_only: bool = True) -> Log:
+        """The partition's log (read-only unless asked)."""
+        return Log(self.partition_path(partition), read_only=read_only)
+
+    def end_offsets(self, isolation: str = "read_uncommitted") -> Dict[int, int]:
+        """{partition: the end offset a consumer with ``isolation`` sees}"""
+        out = {}
+        for p in range(self.partitions):
+            with Log(self.partition_path(p)) as log:
+                out[p] = log.latest_offset(isolation)
+        return out
+
+    def beginning_offsets(self) -> Dict[int, int]:
+        out = {}
+        for p in range(self.partitions):
+            with Log(self.partition_path(p)) as log:
+                out[p] = log.log_start_offset
+        return out
+
+    def __repr__(self) -> str:
+        return f"Topic({self.name!r}, partitions={self.partitions}, data_dir={self.data_dir!r})"
+
+
+class DataDir:
+    """A Kafka data dir, kafkalog's or a broker's, read only: its topics, partitions and
+    kafkalog groups. Internal topics (``__consumer_offsets``, ...) are left out unless asked."""
+
+    def __init__(self, path: Union[str, os.PathLike]) -> None:
+        self.path = os.fspath(path)
+        if not os.path.isdir(self.path):
+            raise FileNotFoundError(f"{self.path}: no such data dir")
+
+    def topics(self, include_internal: bool = False) -> Dict[str, int]:
+        """{topic: partition count}"""
+        counts = _kafkalog.topic_partition_counts(self.path)
+        return {t: n for t, n in counts.items() if include_internal or not _internal(t)}
+
+    def partitions(self, topic: Optional[str] = None, include_internal: bool = False) -> List[TopicPartition]:
+        """The (topic, partition) folders present, of one topic or all."""
+        return [
+            (t, p)
+            for t, p, _ in _kafkalog.partition_folders(self.path)
+            if (topic is None or t == topic) and (include_internal or topic == t or not _internal(t))
+        ]
+
+    def topic(self, name: str) -> Topic:
+        return Topic.open(self.path, name)
+
+    def groups(self) -> List[str]:
+        """kafkalog's consumer groups of this data dir."""
+        return _kafkalog.list_groups(self.path)
+
+    def group(self, group_id: str) -> "ConsumerGroup":
+        return ConsumerGroup(self.path, group_id)
+
+    def __repr__(self) -> str:
+        return f"DataDir({self.path!r}, topics={len(self.topics())})"
+
+
+class Producer:
+    """Kafka's producer for one topic of a local data dir.
+
+    ``send`` partitions the record and adds it to its partition's open batch; it returns a
+    ``RecordMetadata`` at once (Kafka's ``Future<RecordMetadata>``): ``.partition`` is known,
+    ``.get()`` returns ``(partition, offset)`` once the record's batch is in the log (appending
+    that batch first if it is still open). A batch is appended when it is full (``batch_size``
+    bytes, as Kafka's ``batch.size``), when its first record waited ``linger_ms`` (checked on each
+    ``send`` and ``poll()``), on ``flush()`` and on ``close()``.
+
+    ``acks``: ``0`` and ``1`` leave appended bytes to the page cache; ``"all"`` (the default, as
+    in Kafka) fsyncs every batch before the call that appended it returns.
+    ``partitioner``: ``"default"`` (Kafka's built-in: murmur2 of the key, sticky without a key),
+    ``"murmur2"`` (murmur2 of the key, round robin without one), ``"round_robin"`` (Kafka's
+    ``RoundRobinPartitioner``), ``"random"``, or a callable ``(key, value, partition_count) -> int``.
+    ``idempotent=True`` stamps a producer id and sequences (a retried batch is a duplicate to the
+    log); ``transactional_id`` makes it transactional (``begin_transaction``/``commit_transaction``/
+    ``abort_transaction``) and implies idempotence. One producer writes a partition at a time
+    (Kafka's one writer per log): the partitions stay open for writing until ``close``.
+    """
+
+    def __init__(self, topic: Topic, partitioner: Partitioner = "default", compression: str = "none",
+                 linger_ms: int = 5, batch_size: int = 16384, acks: Union[int, str] = "all",
+                 idempotent: bool = False, transactional_id: Optional[str] = None) -> None:
+        if not isinstance(topic, Topic):
+            raise TypeError(f"Producer takes a kafkalog.Topic (Topic.open(data_dir, name)), not {type(topic).__name__}")
+        self.topic = topic
+        self._callable = partitioner if callable(partitioner) else None
+        if self._callable is None and not isinstance(partitioner, str):
+            raise TypeError("partitioner must be a name (default, murmur2, round_robin, random) or a callable")
+        self._inner = _kafkalog._Producer(
+            topic.data_dir, topic.name,
+            partitioner="default" if self._callable else partitioner,
+            compression=compression, linger_ms=linger_ms, batch_size=batch_size, acks=str(acks),
+            idempotent=idempotent, transactional_id=transactional_id,
+        )
+        self.partition_count = self._inner.num_partitions
+
+    @property
+    def producer_id(self) -> int:
+        return self._inner.producer_id
+
+    @property
+    def producer_epoch(self) -> int:
+        return self._inner.producer_epoch
+
+    def _custom_partition(self, key: Any, value: Any) -> int:
+        assert self._callable is not None
+        as_bytes = lambda v: v.encode() if isinstance(v, str) else v  # noqa: E731
+        n = self.partition_count
+        chosen = self._callable(as_bytes(key), as_bytes(value), n)
+        if isinstance(chosen, bool) or not isinstance(chosen, int) or not 0 <= chosen < n:
+            raise ValueError(
+                f"the partitioner {getattr(self._callable, '__name__', self._callable)!r} returned {chosen!r}; "
+                f"it must return an int in [0, {n}) for topic '{self.topic.name}' ({n} partitions)"
+            )
+        return chosen
+
+    def send(self, value: Any, key: Any = None, headers: Any = None, partition: Optional[int] = None,
+             timestamp: Optional[int] = None) -> RecordMetadata:
+        """Adds a record (value/key: bytes, str or None; headers: [(str, bytes)] or a dict;
+        timestamp: ms, now by default). Returns its ``RecordMetadata`` (see the class doc)."""
+        if partition is None and self._callable is not None:
+            partition = self._custom_partition(key, value)
+        return self._inner.send(value, key, headers, partition, timestamp)
+
+    def poll(self) -> None:
+        """Appends batches that waited ``linger_ms``."""
+        self._inner.poll()
+
+    def flush(self) -> None:
+        """Appends every buffered batch (fsynced with acks='all')."""
+        self._inner.flush()
+
+    def begin_transaction(self) -> None:
+        self._inner.begin_transaction()
+
+    def commit_transaction(self) -> None:
+        """Appends the transaction's batches, then a COMMIT marker in every partition it wrote."""
+        self._inner.commit_transaction()
+
+    def abort_transaction(self) -> None:
+        """Drops its unwritten batches and writes an ABORT marker where it wrote."""
+        self._inner.abort_transaction()
+
+    def close(self) -> None:
+        """Flushes (an open transaction is aborted) and releases the partitions."""
+        self._inner.close()
+
+    def __enter__(self) -> "Producer":
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if exc_type is not None and self._inner.in_transaction:
+            self._inner.abort_transaction()
+        self.close()
+
+
+class ConsumerGroup:
+    """A kafkalog consumer group of a data dir: committed offsets in
+    ``.<data dir name>.kafkalog/groups/<group>/offsets.json`` beside the data dir (a broker refuses
+    unknown folders inside it), replaced atomically (temp file, fsync, rename); its members and the
+    partition assignors."""
+
+    def __init__(self, data_dir: Union[str, os.PathLike], group_id: str) -> None:
+        self.data_dir = os.fspath(data_dir)
+        self.group_id = group_id
+        _kafkalog.group_exists(self.data_dir, group_id)  # validates the id
+
+    @property
+    def exists(self) -> bool:
+        return _kafkalog.group_exists(self.data_dir, self.group_id)
+
+    def committed(self) -> Dict[TopicPartition, int]:
+        """{(topic, partition): committed offset}"""
+        return {tp: v[0] for tp, v in _kafkalog.group_committed(self.data_dir, self.group_id).items()}
+
+    def committed_metadata(self) -> Dict[TopicPartition, Tuple[int, str, int]]:
+        """{(topic, partition): (offset, metadata, commit timestamp ms)}"""
+        return _kafkalog.group_committed(self.data_dir, self.group_id)
+
+    def commit(self, offsets: Mapping[TopicPartition, Union[int, Tuple[int, str]]]) -> None:
+        """Commits {(topic, partition): offset or (offset, metadata)}, all at once."""
+        rows = []
+        for (topic, partition), v in offsets.items():
+            offset, metadata = (v, "") if isinstance(v, int) else (v[0], v[1])
+            rows.append((topic, partition, offset, metadata))
+        _kafkalog.group_commit(self.data_dir, self.group_id, rows)
+
+    def assign(self, members: Union[Sequence[str], Mapping[str, Sequence[str]]],
+               topics: Union[Sequence[str], Mapping[str, int], None] = None, strategy: str = "range",
+               previous: Optional[Mapping[str, Sequence[TopicPartition]]] = None) -> Dict[str, List[TopicPartition]]:
+        """Kafka's assignors (``range``, ``roundrobin``, ``cooperative-sticky``). ``members``:
+        member ids all subscribed to ``topics``, or {member: [topics]}. ``topics``: names (their
+        partition counts are read from the data dir) or {topic: partition count}. ``previous``:
+        {member: [(topic, partition)]} it owned (the sticky assignor keeps what it can)."""
+        counts_on_disk = _kafkalog.topic_partition_counts(self.data_dir)
+        if isinstance(members, Mapping):
+            subscriptions = {m: list(ts) for m, ts in members.items()}
+        else:
+            if topics is None:
+                raise ValueError("give topics, or members as {member: [topics]}")
+            subscriptions = {m: list(topics) for m in members}
+        if isinstance(topics, Mapping):
+            counts = dict(topics)
+        else:
+            wanted = {t for ts in subscriptions.values() for t in ts}
+            counts = {t: n for t, n in counts_on_disk.items() if t in wanted}
+        owned = {m: [tuple(tp) for tp in tps] for m, tps in (previous or {}).items()}
+        return _kafkalog.assign_partitions(subscriptions, counts, strategy, owned)
+
+    def describe(self) -> Dict[str, Any]:
+        """The membership file: generation, protocol, members, assignment, owners."""
+        import json
+
+        return json.loads(_kafkalog.group_describe(self.data_dir, self.group_id))
+
+    def __repr__(self) -> str:
+        return f"ConsumerGroup({self.group_id!r}, data_dir={self.data_dir!r})"
+
+
+class Consumer:
+    """Kafka's consumer, a member of a kafkalog group: ``poll`` reads the partitions the group
+    gives this member (threads and processes sharing a group share the partitions; see the
+    README for the protocol), from the group's committed offsets (else ``auto_offset_reset``).
+    ``isolation``: ``read_uncommitted`` or ``read_committed``. ``close()`` commits the positions
+    and leaves the group (``close(commit=False)`` leaves without committing)."""
+
+    def __init__(self, data_dir: Union[str, os.PathLike], group_id: str, topics: Union[str, Sequence[str]],
+                 isolation: str = "read_uncommitted", strategy: str = "range", auto_offset_reset: str = "earliest",
+                 session_timeout_ms: int = 45000, sync_interval_ms: int = 100) -> None:
+        if isinstance(topics, str):
+            topics = [topics]
+        self.data_dir = os.fspath(data_dir)
+        self.group_id = group_id
+        self.topics = list(topics)
+        self._inner = _kafkalog._Consumer(
+            self.data_dir, group_id, self.topics, isolation=isolation, strategy=strategy,
+            auto_offset_reset=auto_offset_reset, session_timeout_ms=session_timeout_ms,
+            sync_interval_ms=sync_interval_ms,
+        )
+
+    @property
+    def member_id(self) -> str:
+        return self._inner.member_id
+
+    @property
+    def generation(self) -> int:
+        return self._inner.generation
+
+    def assignment(self) -> List[TopicPartition]:
+        return self._inner.assignment()
+
+    def poll(self, max_records: int = 500) -> List[Any]:
+        """Up to ``max_records`` ``ConsumerRecord``s (topic, partition, offset, timestamp, key,
+        value, headers); an empty list when nothing new is there."""
+        return self._inner.poll(max_records)
+
+    def poll_arrow(self, max_records: int = 10000, include_headers: bool = False) -> Any:
+        """About ``max_records`` records of one partition as a ``pyarrow.RecordBatch`` with Spark's
+        Kafka source schema (whole Kafka batches), or None."""
+        return self._inner.poll_arrow(max_records, include_headers)
+
+    def commit(self, offsets: Optional[Mapping[TopicPartition, int]] = None) -> None:
+        """Commits the positions of the assigned partitions, or the given offsets."""
+        rows = None if offsets is None else [(t, p, o) for (t, p), o in offsets.items()]
+        self._inner.commit(rows)
+
+    def seek(self, topic: str, partition: int, offset: int) -> None:
+        self._inner.seek(topic, partition, offset)
+
+    def seek_to_beginning(self, partitions: Optional[Iterable[TopicPartition]] = None) -> None:
+        self._inner.seek_to_beginning(list(partitions) if partitions is not None else self.assignment())
+
+    def seek_to_end(self, partitions: Optional[Iterable[TopicPartition]] = None) -> None:
+        self._inner.seek_to_end(list(partitions) if partitions is not None else self.assignment())
+
+    def position(self, topic: str, partition: int) -> int:
+        return self._inner.position(topic, partition)
+
+    def close(self, commit: bool = True) -> None:
+        self._inner.close(commit)
+
+    def __enter__(self) -> "Consumer":
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        self.close(commit=exc_type is None)

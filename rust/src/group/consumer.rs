@@ -1,0 +1,545 @@
+//! A group's consumer over a local data dir (Kafka's `KafkaConsumer` with its `Fetcher`): the
+//! member's partitions come from the group protocol (`membership.rs`), positions start at the
+//! committed offsets (else `auto.offset.reset`), and `poll` reads records from the partitions'
+//! logs in turn, one partition after another so none starves.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use arrow_array::RecordBatch;
+
+use super::assignor::{AssignmentStrategy, TopicPartition};
+use super::membership;
+use super::GroupStore;
+use crate::arrow::LogArrowReader;
+use crate::error::{Error, Result};
+use crate::log::{FetchIsolation, Log, LogOptions};
+use crate::record::record::OwnedRecord;
+
+/// Kafka's `auto.offset.reset`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OffsetReset {
+    Earliest,
+    Latest,
+    None,
+}
+
+impl OffsetReset {
+    pub fn from_name(name: &str) -> Result<Self> {
+        match name {
+            "earliest" => Ok(OffsetReset::Earliest),
+            "latest" => Ok(OffsetReset::Latest),
+            "none" => Ok(OffsetReset::None),
+            other => Err(Error::InvalidArgument(format!(
+                "auto_offset_reset '{other}' (earliest, latest or none)"
+            ))),
+        }
+    }
+}
+
+pub struct ConsumerOptions {
+    pub strategy: AssignmentStrategy,
+    pub isolation: FetchIsolation,
+    pub auto_offset_reset: OffsetReset,
+    pub session_timeout_ms: i64,
+    /// How often `poll` syncs with the group (heartbeat, releases and takes).
+    pub sync_interval: Duration,
+}
+
+impl Default for ConsumerOptions {
+    fn default() -> Self {
+        ConsumerOptions {
+            strategy: AssignmentStrategy::Range,
+            isolation: FetchIsolation::HighWatermark,
+            auto_offset_reset: OffsetReset::Earliest,
+            session_timeout_ms: 45_000,
+            sync_interval: Duration::from_millis(100),
+        }
+    }
+}
+
+struct PartitionFetch {
+    log: Option<Arc<Log>>,
+    /// `UNKNOWN` until the first poll resets it (no committed offset), as Kafka's consumer
+    /// resolves `auto.offset.reset` lazily and raises NoOffsetForPartition from `poll`.
+    position: i64,
+}
+
+const UNKNOWN: i64 = -1;
+
+/// One member of a group.
+pub struct GroupConsumer {
+    store: GroupStore,
+    member_id: String,
+    topics: Vec<String>,
+    options: ConsumerOptions,
+    owned: BTreeMap<TopicPartition, PartitionFetch>,
+    generation: i32,
+    last_sync: Option<Instant>,
+    next_index: usize,
+    closed: bool,
+}
+
+fn partition_path(data_dir: &Path, tp: &TopicPartition) -> PathBuf {
+    data_dir.join(format!("{}-{}", tp.0, tp.1))
+}
+
+impl GroupConsumer {
+    /// Joins `group_id` as a new member subscribed to `topics`.
+    pub fn join(
+        data_dir: &Path,
+        group_id: &str,
+        topics: &[String],
+        options: ConsumerOptions,
+    ) -> Result<Self> {
+        if topics.is_empty() {
+            return Err(Error::InvalidArgument(
+                "a consumer subscribes to at least one topic".into(),
+            ));
+        }
+        for t in topics {
+            crate::datadir::validate_topic_name(t)?;
+        }
+        let store = GroupStore::new(data_dir, group_id)?;
+        let member_id = format!(
+            "kafkalog-{}-{:016x}",
+            std::process::id(),
+            rand::random::<u64>()
+        );
+        let generation = membership::join(
+            &store,
+            &member_id,
+            topics,
+            options.strategy,
+            options.session_timeout_ms,
+        )?;
+        let mut c = GroupConsumer {
+            store,
+            member_id,
+            topics: topics.to_vec(),
+            options,
+            owned: BTreeMap::new(),
+            generation,
+            last_sync: None,
+            next_index: 0,
+            closed: false,
+        };
+        c.sync()?;
+        Ok(c)
+    }
+
+    pub fn member_id(&self) -> &str {
+        &self.member_id
+    }
+    pub fn generation(&self) -> i32 {
+        self.generation
+    }
+    pub fn topics(&self) -> &[String] {
+        &self.topics
+    }
+    pub fn group(&self) -> &GroupStore {
+        &self.store
+    }
+
+    /// The partitions this member reads now.
+    pub fn assignment(&self) -> Vec<TopicPartition> {
+        self.owned.keys().cloned().collect()
+    }
+
+    fn check_open(&self) -> Result<()> {
+        if self.closed {
+            return Err(Error::IllegalState("the consumer is closed".into()));
+        }
+        Ok(())
+    }
+
+    fn positions(&self) -> BTreeMap<TopicPartition, i64> {
+        self.owned
+            .iter()
+            .filter(|(_, f)| f.position != UNKNOWN)
+            .map(|(tp, f)| (tp.clone(), f.position))
+            .collect()
+    }
+
+    fn open_log(&self, tp: &TopicPartition) -> Result<Arc<Log>> {
+        Ok(Arc::new(Log::open(
+            partition_path(self.store.data_dir(), tp),
+            LogOptions::default(),
+        )?))
+    }
+
+    /// Heartbeats, releases and takes partitions (see `membership`).
+    pub fn sync(&mut self) -> Result<()> {
+        self.check_open()?;
+        let result = membership::sync(
+            &self.store,
+            &self.member_id,
+            self.options.strategy,
+            &self.positions(),
+        )?;
+        self.last_sync = Some(Instant::now());
+        self.generation = result.generation;
+        for tp in &result.released {
+            self.owned.remove(tp);
+        }
+        self.owned
+            .retain(|tp, _| result.owned.iter().any(|o| o == tp));
+        if !result.taken.is_empty() {
+            let committed = self.store.committed()?;
+            for tp in result.taken {
+                let log = self.open_log(&tp)?;
+                let position = committed.get(&tp).map_or(UNKNOWN, |c| c.offset);
+                self.owned.insert(
+                    tp,
+                    PartitionFetch {
+                        log: Some(log),
+                        position,
+                    },
+                );
+            }
+        }
+        Ok(())
+    }
+
+    fn reset_position(&self, tp: &TopicPartition, log: &Log) -> Result<i64> {
+        match self.options.auto_offset_reset {
+            OffsetReset::Earliest => Ok(log.log_start_offset()),
+            OffsetReset::Latest => Ok(log.fetch_upper_bound(self.options.isolation)),
+            OffsetReset::None => Err(Error::IllegalState(format!(
+                "NoOffsetForPartition: group '{}' has no committed offset for {}-{} and \
+                 auto_offset_reset is 'none'",
+                self.store.group_id(),
+                tp.0,
+                tp.1
+            ))),
+        }
+    }
+
+    /// Syncs when `sync_interval` passed, then resolves positions still unknown (before any
+    /// record is read, so a NoOffsetForPartition error loses no record of another partition).
+    fn maybe_sync(&mut self) -> Result<()> {
+        if self
+            .last_sync
+            .is_none_or(|t| t.elapsed() >= self.options.sync_interval)
+        {
+            self.sync()?;
+        }
+        let unknown: Vec<TopicPartition> = self
+            .owned
+            .iter()
+            .filter(|(_, f)| f.position == UNKNOWN)
+            .map(|(tp, _)| tp.clone())
+            .collect();
+        for tp in unknown {
+            self.position(&tp)?;
+        }
+        Ok(())
+    }
+
+    /// The log of an owned partition, reopened when the position reached what the open one holds
+    /// (a read-only log sees the files as they were when opened; writers append beside it).
+    fn fresh_log(&mut self, tp: &TopicPartition) -> Result<Arc<Log>> {
+        let isolation = self.options.isolation;
+        let stale = {
+            let f = &self.owned[tp];
+            f.log
+                .as_ref()
+                .is_none_or(|l| f.position >= l.fetch_upper_bound(isolation))
+        };
+        if stale {
+            let log = self.open_log(tp)?;
+            self.owned.get_mut(tp).expect("owned").log = Some(log);
+        }
+        Ok(self.owned[tp].log.clone().expect("just set"))
+    }
+
+    /// A position outside the log (retention moved its start, or a seek past its end) is reset
+    /// with `auto_offset_reset`, as Kafka's fetcher does on OFFSET_OUT_OF_RANGE.
+    fn checked_position(&mut self, tp: &TopicPartition, log: &Log) -> Result<i64> {
+        let pos = self.owned[tp].position;
+        if pos == UNKNOWN {
+            let reset = self.reset_position(tp, log)?;
+            self.owned.get_mut(tp).expect("owned").position = reset;
+            return Ok(reset);
+        }
+        if pos < log.log_start_offset() || pos > log.log_end_offset() {
+            let reset = self
+                .reset_position(tp, log)
+                .map_err(|_| Error::OffsetOutOfRange {
+                    offset: pos,
+                    start: log.log_start_offset(),
+                    end: log.log_end_offset(),
+                })?;
+            self.owned.get_mut(tp).expect("owned").position = reset;
+            return Ok(reset);
+        }
+        Ok(pos)
+    }
+
+    /// Up to `max_records` records from the owned partitions, taken in turn; each partition's
+    /// position moves past what was returned (and past aborted or control batches).
+    pub fn poll(&mut self, max_records: usize) -> Result<Vec<(TopicPartition, OwnedRecord)>> {
+        self.check_open()?;
+        self.maybe_sync()?;
+        let mut out = Vec::new();
+        let tps: Vec<TopicPartition> = self.owned.keys().cloned().collect();
+        if tps.is_empty() || max_records == 0 {
+            return Ok(out);
+        }
+        let isolation = self.options.isolation;
+        for i in 0..tps.len() {
+            if out.len() >= max_records {
+                break;
+            }
+            let tp = &tps[(self.next_index + i) % tps.len()];
+            let log = self.fresh_log(tp)?;
+            let start = self.checked_position(tp, &log)?;
+            let bound = log.fetch_upper_bound(isolation);
+            if start >= bound {
+                continue;
+            }
+            let want = max_records - out.len();
+            let mut got = 0usize;
+            let mut next = start;
+            let mut full = false;
+            log.for_each_batch(
+                Some(start),
+                None,
+                isolation,
+                false,
+                &mut |_pos, batch, records, in_range| {
+                    for r in &records[in_range] {
+                        if got == want {
+                            full = true;
+                            return Ok(false);
+                        }
+                        out.push((tp.clone(), r.to_owned_record()));
+                        got += 1;
+                        next = r.offset + 1;
+                    }
+                    next = next.max(batch.last_offset() + 1);
+                    Ok(got < want)
+                },
+            )?;
+            if !full && got < want {
+                // Everything up to the bound was read (what is left is aborted or control).
+                next = next.max(bound);
+            }
+            self.owned.get_mut(tp).expect("owned").position = next;
+        }
+        self.next_index = (self.next_index + 1) % tps.len().max(1);
+        Ok(out)
+    }
+
+    /// Up to about `max_records` records of one owned partition (the next in turn that has any)
+    /// as an Arrow batch with Spark's Kafka source schema; `None` when nothing is there.
+    pub fn poll_arrow(
+        &mut self,
+        max_records: usize,
+        include_headers: bool,
+    ) -> Result<Option<RecordBatch>> {
+        self.check_open()?;
+        self.maybe_sync()?;
+        let tps: Vec<TopicPartition> = self.owned.keys().cloned().collect();
+        let isolation = self.options.isolation;
+        for i in 0..tps.len() {
+            let tp = &tps[(self.next_index + i) % tps.len()];
+            let log = self.fresh_log(tp)?;
+            let start = self.checked_position(tp, &log)?;
+            let bound = log.fetch_upper_bound(isolation);
+            if start >= bound {
+                continue;
+            }
+            let mut reader = LogArrowReader::new(
+                log,
+                Some(start),
+                None,
+                isolation,
+                include_headers,
+                max_records.max(1),
+            )?;
+            let batch = reader.next_batch()?;
+            let next = if batch.is_none() {
+                bound
+            } else {
+                reader.position()
+            };
+            self.owned.get_mut(tp).expect("owned").position = next;
+            if batch.is_some() {
+                self.next_index = (self.next_index + i + 1) % tps.len();
+                return Ok(batch);
+            }
+        }
+        Ok(None)
+    }
+
+    fn owned_mut(&mut self, tp: &TopicPartition) -> Result<&mut PartitionFetch> {
+        let group = self.store.group_id().to_string();
+        self.owned.get_mut(tp).ok_or_else(|| {
+            Error::IllegalState(format!(
+                "{}-{} is not assigned to this member of group '{group}'",
+                tp.0, tp.1
+            ))
+        })
+    }
+
+    pub fn position(&mut self, tp: &TopicPartition) -> Result<i64> {
+        let f = self.owned_mut(tp)?;
+        if f.position == UNKNOWN {
+            let log = match f.log.clone() {
+                Some(l) => l,
+                None => self.open_log(tp)?,
+            };
+            return self.checked_position(tp, &log);
+        }
+        Ok(f.position)
+    }
+
+    /// Kafka's `seek`: the next poll of `tp` starts at `offset` (reset if out of range then).
+    pub fn seek(&mut self, tp: &TopicPartition, offset: i64) -> Result<()> {
+        if offset < 0 {
+            return Err(Error::InvalidArgument(format!(
+                "seek offset must be >= 0, not {offset}"
+            )));
+        }
+        self.owned_mut(tp)?.position = offset;
+        Ok(())
+    }
+
+    pub fn seek_to_beginning(&mut self, tps: &[TopicPartition]) -> Result<()> {
+        for tp in tps {
+            let log = self.open_log(tp)?;
+            let f = self.owned_mut(tp)?;
+            f.position = log.log_start_offset();
+            f.log = Some(log);
+        }
+        Ok(())
+    }
+
+    pub fn seek_to_end(&mut self, tps: &[TopicPartition]) -> Result<()> {
+        let isolation = self.options.isolation;
+        for tp in tps {
+            let log = self.open_log(tp)?;
+            let f = self.owned_mut(tp)?;
+            f.position = log.fetch_upper_bound(isolation);
+            f.log = Some(log);
+        }
+        Ok(())
+    }
+
+    /// Commits the positions of every owned partition (or the given offsets).
+    pub fn commit(&mut self, offsets: Option<&[(TopicPartition, i64)]>) -> Result<()> {
+        self.check_open()?;
+        let list: Vec<(TopicPartition, i64, String)> = match offsets {
+            Some(o) => {
+                for (tp, _) in o {
+                    self.owned_mut(tp)?;
+                }
+                o.iter()
+                    .map(|(tp, off)| (tp.clone(), *off, String::new()))
+                    .collect()
+            }
+            None => self
+                .positions()
+                .into_iter()
+                .map(|(tp, o)| (tp, o, String::new()))
+                .collect(),
+        };
+        self.store.commit(&list)
+    }
+
+    /// Leaves the group: commits positions when `commit`, then releases every partition.
+    pub fn close(&mut self, commit: bool) -> Result<()> {
+        if self.closed {
+            return Ok(());
+        }
+        let positions = if commit {
+            self.positions()
+        } else {
+            BTreeMap::new()
+        };
+        self.closed = true;
+        self.owned.clear();
+        membership::leave(
+            &self.store,
+            &self.member_id,
+            self.options.strategy,
+            &positions,
+        )
+    }
+}
+
+impl Drop for GroupConsumer {
+    fn drop(&mut self) {
+        // Leave without committing: what was not committed is read again by the next owner.
+        let _ = self.close(false);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::builder::{BatchBuilder, BatchOptions};
+
+    fn write(data_dir: &Path, topic: &str, partitions: i32, per_partition: i64) {
+        crate::datadir::create_topic(data_dir, topic, partitions).unwrap();
+        for p in 0..partitions {
+            let log = Log::open(
+                data_dir.join(format!("{topic}-{p}")),
+                LogOptions {
+                    read_only: false,
+                    ..Default::default()
+                },
+            )
+            .unwrap();
+            let mut b = BatchBuilder::new(BatchOptions::default());
+            for i in 0..per_partition {
+                b.append(i, None, Some(format!("{p}:{i}").as_bytes()), &[])
+                    .unwrap();
+            }
+            log.append_as_leader(&b.build().unwrap(), 0).unwrap();
+            log.close().unwrap();
+        }
+    }
+
+    #[test]
+    fn two_members_share_and_resume_from_commits() {
+        let dir = tempfile::tempdir().unwrap();
+        write(dir.path(), "t", 4, 10);
+        let topics = vec!["t".to_string()];
+        let opts = || ConsumerOptions {
+            sync_interval: Duration::ZERO,
+            ..Default::default()
+        };
+        let mut a = GroupConsumer::join(dir.path(), "g", &topics, opts()).unwrap();
+        assert_eq!(a.assignment().len(), 4);
+        let first = a.poll(15).unwrap();
+        assert_eq!(first.len(), 15);
+        let mut b = GroupConsumer::join(dir.path(), "g", &topics, opts()).unwrap();
+        // b gets its share only once a released it (a's next sync commits a's positions).
+        assert!(b.assignment().is_empty());
+        let mut seen: Vec<(TopicPartition, i64)> =
+            first.iter().map(|(tp, r)| (tp.clone(), r.offset)).collect();
+        for _ in 0..20 {
+            for c in [&mut a, &mut b] {
+                seen.extend(c.poll(7).unwrap().into_iter().map(|(tp, r)| (tp, r.offset)));
+            }
+        }
+        assert_eq!(a.assignment().len(), 2);
+        assert_eq!(b.assignment().len(), 2);
+        let n = seen.len();
+        seen.sort();
+        seen.dedup();
+        assert_eq!(seen.len(), n, "no record read twice");
+        assert_eq!(n, 40, "every record read");
+        a.close(true).unwrap();
+        b.close(true).unwrap();
+        let committed = GroupStore::new(dir.path(), "g")
+            .unwrap()
+            .committed()
+            .unwrap();
+        assert!((0..4).all(|p| committed[&("t".to_string(), p)].offset == 10));
+    }
+}

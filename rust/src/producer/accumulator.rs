@@ -1,0 +1,795 @@
+//! A producer writing one topic of a local data dir (Kafka's `KafkaProducer` with its
+//! `RecordAccumulator` and `TransactionManager`): records are partitioned, gathered into one open
+//! v2 batch per partition, and a batch is appended to its partition's log when it is full
+//! (`batch.size`), when its first record waited `linger.ms`, or on `flush`. Idempotent producers
+//! stamp a producer id and per-partition sequences so the log rejects a retried batch as a
+//! duplicate; transactional ones keep their id and epoch in a file per `transactional.id` and
+//! end a transaction with markers in every partition it wrote.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use super::partitioner::{partition_for_key, to_positive};
+use crate::config::LogConfig;
+use crate::error::{Error, Result};
+use crate::log::{Log, LogOptions};
+use crate::record::batch::{NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE};
+use crate::record::builder::{end_txn_marker_batch, BatchBuilder, BatchOptions};
+use crate::record::codec::Compression;
+use crate::record::control::{ControlRecordType, EndTransactionMarker};
+
+/// Where transactional ids keep their producer id and epoch (in the data dir's kafkalog folder).
+pub const TRANSACTIONS_DIR: &str = "transactions";
+
+/// Kafka's `acks`, read as a durability choice on a local disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Acks {
+    /// 0 and 1: the bytes are in the page cache when the append returns.
+    Written,
+    /// "all" / -1: each appended batch is fsynced before the call that appended it returns.
+    Synced,
+}
+
+impl Acks {
+    pub fn from_name(name: &str) -> Result<Self> {
+        match name {
+            "0" | "1" => Ok(Acks::Written),
+            "all" | "-1" => Ok(Acks::Synced),
+            other => Err(Error::InvalidArgument(format!(
+                "acks '{other}' (0, 1 or all)"
+            ))),
+        }
+    }
+}
+
+/// How records without an explicit partition are partitioned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PartitionerKind {
+    /// Kafka's built-in partitioner: murmur2 of the key, sticky for records without one.
+    Default,
+    /// murmur2 of the key; records without a key go round robin.
+    Murmur2,
+    /// Kafka's `RoundRobinPartitioner` (keys ignored).
+    RoundRobin,
+    /// A uniformly random partition per record.
+    Random,
+}
+
+impl PartitionerKind {
+    pub fn from_name(name: &str) -> Result<Self> {
+        match name {
+            "default" | "built_in" => Ok(PartitionerKind::Default),
+            "murmur2" => Ok(PartitionerKind::Murmur2),
+            "round_robin" | "roundrobin" => Ok(PartitionerKind::RoundRobin),
+            "random" => Ok(PartitionerKind::Random),
+            other => Err(Error::InvalidArgument(format!(
+                "partitioner '{other}' (default, murmur2, round_robin, random, or a callable)"
+            ))),
+        }
+    }
+}
+
+pub struct ProducerOptions {
+    pub compression: Compression,
+    pub batch_size: usize,
+    pub linger: Duration,
+    pub acks: Acks,
+    pub idempotent: bool,
+    pub transactional_id: Option<String>,
+    pub partitioner: PartitionerKind,
+    pub config: LogConfig,
+}
+
+impl Default for ProducerOptions {
+    fn default() -> Self {
+        ProducerOptions {
+            compression: Compression::None,
+            batch_size: super::partitioner::DEFAULT_BATCH_SIZE,
+            // Kafka 4.0's default linger.ms.
+            linger: Duration::from_millis(5),
+            acks: Acks::Synced,
+            idempotent: false,
+            transactional_id: None,
+            partitioner: PartitionerKind::Default,
+            config: LogConfig::default(),
+        }
+    }
+}
+
+/// The base offset of an appended batch, or why its append failed.
+pub type BatchOutcome = Arc<OnceLock<std::result::Result<i64, String>>>;
+
+/// What `send` hands back: the partition now, the offset once the record's batch is appended.
+#[derive(Debug, Clone)]
+pub struct SendHandle {
+    pub partition: i32,
+    pub offset_delta: i32,
+    pub outcome: BatchOutcome,
+}
+
+impl SendHandle {
+    pub fn offset(&self) -> Option<std::result::Result<i64, String>> {
+        self.outcome.get().map(|r| {
+            r.as_ref()
+                .map(|base| base + i64::from(self.offset_delta))
+                .map_err(Clone::clone)
+        })
+    }
+}
+
+struct OpenBatch {
+    builder: BatchBuilder,
+    created: Instant,
+    outcome: BatchOutcome,
+}
+
+#[derive(Default)]
+struct PartitionState {
+    log: Option<Log>,
+    open: Option<OpenBatch>,
+    next_sequence: i32,
+}
+
+/// The sticky choice of `BuiltInPartitioner` without broker load figures: a uniformly random
+/// partition, kept until `batch.size` bytes went to it and its batch filled (or twice that).
+struct Sticky {
+    current: Option<i32>,
+    produced: usize,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+struct TxnFile {
+    transactional_id: String,
+    producer_id: i64,
+    producer_epoch: i16,
+    /// Empty, Ongoing, PrepareCommit, PrepareAbort (Kafka's `TransactionState` names).
+    state: String,
+    partitions: Vec<(String, i32)>,
+}
+
+/// A producer of one topic.
+pub struct TopicProducer {
+    data_dir: PathBuf,
+    topic: String,
+    num_partitions: i32,
+    options: ProducerOptions,
+    partitions: Vec<PartitionState>,
+    sticky: Sticky,
+    round_robin: i32,
+    producer_id: i64,
+    producer_epoch: i16,
+    txn_lock: Option<std::fs::File>,
+    in_transaction: bool,
+    txn_partitions: BTreeSet<i32>,
+    closed: bool,
+}
+
+fn txn_file_path(data_dir: &Path, id: &str) -> Result<PathBuf> {
+    Ok(crate::datadir::kafkalog_meta_dir(data_dir)
+        .join(TRANSACTIONS_DIR)
+        .join(format!("{}.json", crate::group::group_folder_name(id)?)))
+}
+
+impl TopicProducer {
+    /// A producer of `topic` (which must exist in `data_dir`).
+    pub fn new(data_dir: &Path, topic: &str, options: ProducerOptions) -> Result<Self> {
+        crate::datadir::validate_topic_name(topic)?;
+        let num_partitions = crate::datadir::topic_partition_counts(data_dir)?
+            .get(topic)
+            .copied()
+            .ok_or_else(|| {
+                Error::InvalidArgument(format!(
+                    "UnknownTopicOrPartition: topic '{topic}' is not in {}; create it first",
+                    data_dir.display()
+                ))
+            })?;
+        if options.batch_size == 0 {
+            return Err(Error::InvalidArgument(
+                "batch_size must be at least 1".into(),
+            ));
+        }
+        let mut p = TopicProducer {
+            data_dir: data_dir.to_path_buf(),
+            topic: topic.to_string(),
+            num_partitions,
+            partitions: (0..num_partitions)
+                .map(|_| PartitionState::default())
+                .collect(),
+            sticky: Sticky {
+                current: None,
+                produced: 0,
+            },
+            round_robin: 0,
+            producer_id: NO_PRODUCER_ID,
+            producer_epoch: NO_PRODUCER_EPOCH,
+            txn_lock: None,
+            in_transaction: false,
+            txn_partitions: BTreeSet::new(),
+            closed: false,
+            options,
+        };
+        if let Some(id) = p.options.transactional_id.clone() {
+            p.init_transactions(&id)?;
+        } else if p.options.idempotent {
+            // No broker hands out ids: a random one, as unlikely to collide as a broker's block.
+            p.producer_id = (rand::random::<u64>() >> 2) as i64;
+            p.producer_epoch = 0;
+        }
+        Ok(p)
+    }
+
+    pub fn topic(&self) -> &str {
+        &self.topic
+    }
+    pub fn num_partitions(&self) -> i32 {
+        self.num_partitions
+    }
+    pub fn producer_id(&self) -> i64 {
+        self.producer_id
+    }
+    pub fn producer_epoch(&self) -> i16 {
+        self.producer_epoch
+    }
+    fn transactional(&self) -> bool {
+        self.options.transactional_id.is_some()
+    }
+    fn idempotent(&self) -> bool {
+        self.producer_id != NO_PRODUCER_ID
+    }
+
+    /// Kafka's `initTransactions`: one live producer per transactional id (a lock file); the
+    /// epoch is bumped, and a transaction its previous producer left open is completed (prepared
+    /// commit) or aborted, with markers written under the new epoch.
+    fn init_transactions(&mut self, id: &str) -> Result<()> {
+        let path = txn_file_path(&self.data_dir, id)?;
+        let dir = path.parent().expect("has a parent");
+        std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+        let lock_path = path.with_extension("lock");
+        let lock = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_path)
+            .map_err(|e| Error::io(&lock_path, e))?;
+        match lock.try_lock() {
+            Ok(()) => {}
+            Err(std::fs::TryLockError::WouldBlock) => {
+                return Err(Error::IllegalState(format!(
+                    "transactional id '{id}' is in use by a live producer (in this or another \
+                     process); close it first"
+                )))
+            }
+            Err(std::fs::TryLockError::Error(e)) => return Err(Error::io(&lock_path, e)),
+        }
+        self.txn_lock = Some(lock);
+        let previous: Option<TxnFile> = match std::fs::read(&path) {
+            Ok(b) => Some(serde_json::from_slice(&b).map_err(|e| {
+                Error::corrupt(format!(
+                    "{} is not a transaction state file: {e}",
+                    path.display()
+                ))
+            })?),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => return Err(Error::io(&path, e)),
+        };
+        let (pid, epoch) = match &previous {
+            Some(f) if f.producer_epoch < i16::MAX - 1 => (f.producer_id, f.producer_epoch + 1),
+            _ => ((rand::random::<u64>() >> 2) as i64, 0),
+        };
+        self.producer_id = pid;
+        self.producer_epoch = epoch;
+        if let Some(f) = previous.filter(|f| f.state != "Empty" && !f.partitions.is_empty()) {
+            let commit = f.state == "PrepareCommit";
+            for (topic, partition) in &f.partitions {
+                let log = self.open_log_of(topic, *partition)?;
+                self.write_marker(&log, commit)?;
+                log.close()?;
+            }
+        }
+        self.save_txn("Empty")
+    }
+
+    fn save_txn(&self, state: &str) -> Result<()> {
+        let Some(id) = &self.options.transactional_id else {
+            return Ok(());
+        };
+        let file = TxnFile {
+            transactional_id: id.clone(),
+            producer_id: self.producer_id,
+            producer_epoch: self.producer_epoch,
+            state: state.to_string(),
+            partitions: self
+                .txn_partitions
+                .iter()
+                .map(|p| (self.topic.clone(), *p))
+                .collect(),
+        };
+        let bytes = serde_json::to_vec_pretty(&file).expect("plain data serializes");
+        crate::group::write_atomically(&txn_file_path(&self.data_dir, id)?, &bytes)
+    }
+
+    fn open_log_of(&self, topic: &str, partition: i32) -> Result<Log> {
+        Log::open(
+            self.data_dir.join(format!("{topic}-{partition}")),
+            LogOptions {
+                read_only: false,
+                config: self.options.config.clone(),
+                ..Default::default()
+            },
+        )
+    }
+
+    fn write_marker(&self, log: &Log, commit: bool) -> Result<i64> {
+        let batch = end_txn_marker_batch(
+            0,
+            crate::log::system_clock()(),
+            0,
+            self.producer_id,
+            self.producer_epoch,
+            EndTransactionMarker {
+                control_type: if commit {
+                    ControlRecordType::Commit
+                } else {
+                    ControlRecordType::Abort
+                },
+                coordinator_epoch: 0,
+            },
+        )?;
+        let offset = log.append_txn_marker(&batch, 0)?.first_offset;
+        if self.options.acks == Acks::Synced {
+            log.flush()?;
+        }
+        Ok(offset)
+    }
+
+    fn check_open(&self) -> Result<()> {
+        if self.closed {
+            return Err(Error::IllegalState("the producer is closed".into()));
+        }
+        Ok(())
+    }
+
+    /// The partition the configured partitioner picks (not for callables: the caller passes
+    /// their choice to `send`). `record_bytes` feeds the sticky choice.
+    pub fn choose_partition(&mut self, key: Option<&[u8]>) -> i32 {
+        let n = self.num_partitions;
+        match (self.options.partitioner, key) {
+            (PartitionerKind::Default | PartitionerKind::Murmur2, Some(k)) => {
+                partition_for_key(k, n)
+            }
+            (PartitionerKind::Default, None) => *self
+                .sticky
+                .current
+                .get_or_insert_with(|| to_positive(rand::random::<i32>()) % n),
+            (PartitionerKind::Murmur2 | PartitionerKind::RoundRobin, _) => {
+                let v = self.round_robin;
+                self.round_robin = self.round_robin.wrapping_add(1);
+                to_positive(v) % n
+            }
+            (PartitionerKind::Random, _) => to_positive(rand::random::<i32>()) % n,
+        }
+    }
+
+    /// Kafka's `send`: the record joins its partition's open batch (a full batch is appended
+    /// first); returns the partition and a handle that learns the offset once the batch is in
+    /// the log. `partition=None` asks the partitioner.
+    pub fn send(
+        &mut self,
+        key: Option<&[u8]>,
+        value: Option<&[u8]>,
+        headers: &[(&str, Option<&[u8]>)],
+        partition: Option<i32>,
+        timestamp: Option<i64>,
+    ) -> Result<SendHandle> {
+        self.check_open()?;
+        if self.transactional() && !self.in_transaction {
+            return Err(Error::IllegalState(
+                "a transactional producer sends within a transaction: call begin_transaction() \
+                 first"
+                    .into(),
+            ));
+        }
+        let sticky = partition.is_none()
+            && key.is_none()
+            && self.options.partitioner == PartitionerKind::Default;
+        let partition = match partition {
+            Some(p) if p < 0 || p >= self.num_partitions => {
+                return Err(Error::InvalidArgument(format!(
+                    "partition {p} of topic '{}', which has {} partitions",
+                    self.topic, self.num_partitions
+                )))
+            }
+            Some(p) => p,
+            None => self.choose_partition(key),
+        };
+        let record_bytes = key.map_or(0, <[u8]>::len)
+            + value.map_or(0, <[u8]>::len)
+            + headers
+                .iter()
+                .map(|(k, v)| k.len() + v.map_or(0, <[u8]>::len) + 10)
+                .sum::<usize>()
+            + 21;
+        let timestamp = timestamp.unwrap_or_else(|| crate::log::system_clock()());
+        if self.in_transaction && self.txn_partitions.insert(partition) {
+            // Kafka's AddPartitionsToTxn: the partition is on record before data goes there.
+            self.save_txn("Ongoing")?;
+        }
+        let batch_size = self.options.batch_size;
+        // A record that does not fit the open batch starts a new one (Kafka's tryAppend).
+        let full = self.partitions[partition as usize]
+            .open
+            .as_ref()
+            .is_some_and(|b| b.builder.estimated_size() + record_bytes > batch_size);
+        if full {
+            self.append_open(partition)?;
+        }
+        let options = self.batch_options(partition);
+        let state = &mut self.partitions[partition as usize];
+        let open = state.open.get_or_insert_with(|| OpenBatch {
+            builder: BatchBuilder::new(options),
+            created: Instant::now(),
+            outcome: Arc::new(OnceLock::new()),
+        });
+        let offset_delta = open.builder.count();
+        open.builder.append(timestamp, key, value, headers)?;
+        let new_batch = offset_delta == 0;
+        let handle = SendHandle {
+            partition,
+            offset_delta,
+            outcome: open.outcome.clone(),
+        };
+        let now_full = open.builder.estimated_size() >= batch_size;
+        if now_full {
+            self.append_open(partition)?;
+        }
+        if sticky {
+            // RecordAccumulator.append + BuiltInPartitioner.updatePartitionInfo: once batch.size
+            // bytes went to the partition, switch when this record opened a new batch or filled
+            // its batch (no incomplete batch is left behind), and at twice batch.size regardless.
+            self.sticky.produced += record_bytes;
+            let filled = self.partitions[partition as usize].open.is_none();
+            if (self.sticky.produced >= batch_size && (new_batch || filled))
+                || self.sticky.produced >= 2 * batch_size
+            {
+                self.sticky.current = None;
+                self.sticky.produced = 0;
+            }
+        }
+        self.append_lingered()?;
+        Ok(handle)
+    }
+
+    fn batch_options(&self, partition: i32) -> BatchOptions {
+        BatchOptions {
+            compression: self.options.compression,
+            producer_id: self.producer_id,
+            producer_epoch: self.producer_epoch,
+            base_sequence: if self.idempotent() {
+                self.partitions[partition as usize].next_sequence
+            } else {
+                NO_SEQUENCE
+            },
+            is_transactional: self.in_transaction,
+            ..Default::default()
+        }
+    }
+
+    /// Appends every open batch whose first record waited `linger.ms` or longer.
+    pub fn append_lingered(&mut self) -> Result<()> {
+        let linger = self.options.linger;
+        for p in 0..self.num_partitions {
+            let due = self.partitions[p as usize]
+                .open
+                .as_ref()
+                .is_some_and(|b| b.created.elapsed() >= linger);
+            if due {
+                self.append_open(p)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Appends `partition`'s open batch (if any) to its log.
+    pub fn append_open(&mut self, partition: i32) -> Result<()> {
+        let Some(mut open) = self.partitions[partition as usize].open.take() else {
+            return Ok(());
+        };
+        let result = self.append_batch(partition, &mut open);
+        let _ = open
+            .outcome
+            .set(result.as_ref().map(|o| *o).map_err(|e| e.to_string()));
+        result.map(|_| ())
+    }
+
+    fn append_batch(&mut self, partition: i32, open: &mut OpenBatch) -> Result<i64> {
+        let idempotent = self.idempotent();
+        let acks = self.options.acks;
+        if self.partitions[partition as usize].log.is_none() {
+            let log = self.open_log_of(&self.topic.clone(), partition)?;
+            let state = &mut self.partitions[partition as usize];
+            state.log = Some(log);
+        }
+        let state = &mut self.partitions[partition as usize];
+        let count = open.builder.count();
+        let builder = std::mem::replace(
+            &mut open.builder,
+            BatchBuilder::new(BatchOptions::default()),
+        );
+        // The base sequence was stamped when the batch opened: a partition has one open batch
+        // at a time, appended before the next opens, so it is the partition's next sequence.
+        let bytes = builder.build()?;
+        let log = state.log.as_ref().expect("opened above");
+        let info = log.append_as_leader(&bytes, 0)?;
+        if acks == Acks::Synced {
+            log.flush()?;
+        }
+        if idempotent {
+            // DefaultRecordBatch.incrementSequence: wraps at i32::MAX.
+            state.next_sequence = ((i64::from(state.next_sequence) + i64::from(count))
+                % (i64::from(i32::MAX) + 1)) as i32;
+        }
+        Ok(info.first_offset)
+    }
+
+    /// Kafka's `flush`: appends every open batch.
+    pub fn flush(&mut self) -> Result<()> {
+        self.check_open()?;
+        let mut first_err = None;
+        for p in 0..self.num_partitions {
+            if let Err(e) = self.append_open(p) {
+                first_err.get_or_insert(e);
+            }
+        }
+        first_err.map_or(Ok(()), Err)
+    }
+
+    pub fn begin_transaction(&mut self) -> Result<()> {
+        self.check_open()?;
+        if !self.transactional() {
+            return Err(Error::IllegalState(
+                "begin_transaction needs a transactional_id".into(),
+            ));
+        }
+        if self.in_transaction {
+            return Err(Error::IllegalState("a transaction is already open".into()));
+        }
+        self.in_transaction = true;
+        self.txn_partitions.clear();
+        Ok(())
+    }
+
+    fn end_transaction(&mut self, commit: bool) -> Result<()> {
+        self.check_open()?;
+        if !self.in_transaction {
+            return Err(Error::IllegalState("no transaction is open".into()));
+        }
+        if commit {
+            self.flush()?;
+        } else {
+            // Unwritten batches of an aborted transaction are dropped, never written.
+            for p in 0..self.num_partitions {
+                if let Some(open) = self.partitions[p as usize].open.take() {
+                    let _ = open
+                        .outcome
+                        .set(Err("the transaction was aborted".to_string()));
+                }
+            }
+        }
+        self.save_txn(if commit {
+            "PrepareCommit"
+        } else {
+            "PrepareAbort"
+        })?;
+        let partitions: Vec<i32> = self.txn_partitions.iter().copied().collect();
+        for p in partitions {
+            if self.partitions[p as usize].log.is_none() {
+                let log = self.open_log_of(&self.topic.clone(), p)?;
+                self.partitions[p as usize].log = Some(log);
+            }
+            let log = self.partitions[p as usize].log.as_ref().expect("opened");
+            self.write_marker(log, commit)?;
+        }
+        self.in_transaction = false;
+        self.txn_partitions.clear();
+        self.save_txn("Empty")
+    }
+
+    pub fn commit_transaction(&mut self) -> Result<()> {
+        self.end_transaction(true)
+    }
+
+    pub fn abort_transaction(&mut self) -> Result<()> {
+        self.end_transaction(false)
+    }
+
+    pub fn in_transaction(&self) -> bool {
+        self.in_transaction
+    }
+
+    /// Appends what is buffered (an open transaction is aborted) and closes the logs.
+    pub fn close(&mut self) -> Result<()> {
+        if self.closed {
+            return Ok(());
+        }
+        let mut result = if self.in_transaction {
+            self.abort_transaction()
+        } else {
+            self.flush()
+        };
+        self.closed = true;
+        for state in &mut self.partitions {
+            if let Some(log) = state.log.take() {
+                if let Err(e) = log.close() {
+                    if result.is_ok() {
+                        result = Err(e);
+                    }
+                }
+            }
+        }
+        self.txn_lock = None;
+        result
+    }
+
+    /// Partitions with a batch waiting to be appended.
+    pub fn pending_partitions(&self) -> BTreeMap<i32, i32> {
+        self.partitions
+            .iter()
+            .enumerate()
+            .filter_map(|(p, s)| s.open.as_ref().map(|b| (p as i32, b.builder.count())))
+            .collect()
+    }
+}
+
+impl Drop for TopicProducer {
+    fn drop(&mut self) {
+        let _ = self.close();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::log::FetchIsolation;
+
+    fn producer(dir: &Path, partitions: i32, options: ProducerOptions) -> TopicProducer {
+        crate::datadir::create_topic(dir, "t", partitions).unwrap();
+        TopicProducer::new(dir, "t", options).unwrap()
+    }
+
+    #[test]
+    fn batches_fill_then_append() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut p = producer(
+            dir.path(),
+            1,
+            ProducerOptions {
+                batch_size: 300,
+                linger: Duration::from_secs(3600),
+                ..Default::default()
+            },
+        );
+        let handles: Vec<_> = (0..20)
+            .map(|i| {
+                p.send(
+                    None,
+                    Some(format!("value-{i:04}").as_bytes()),
+                    &[],
+                    None,
+                    Some(i),
+                )
+                .unwrap()
+            })
+            .collect();
+        assert!(
+            handles[0].offset().is_some(),
+            "the first batch filled and was appended"
+        );
+        assert!(
+            handles[19].offset().is_none(),
+            "the last batch is still open"
+        );
+        p.flush().unwrap();
+        let offsets: Vec<i64> = handles
+            .iter()
+            .map(|h| h.offset().unwrap().unwrap())
+            .collect();
+        assert_eq!(offsets, (0..20).collect::<Vec<_>>());
+        p.close().unwrap();
+        let log = Log::open(dir.path().join("t-0"), LogOptions::default()).unwrap();
+        let mut batches = 0;
+        log.for_each_batch(
+            None,
+            None,
+            FetchIsolation::LogEnd,
+            true,
+            &mut |_, b, _, _| {
+                assert!(b.size_in_bytes() <= 300 + 40);
+                batches += 1;
+                Ok(true)
+            },
+        )
+        .unwrap();
+        assert!(batches > 1 && batches < 20, "{batches} batches");
+    }
+
+    #[test]
+    fn round_robin_cycles_and_sticky_moves_once_a_batch_closed() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut p = producer(
+            dir.path(),
+            3,
+            ProducerOptions {
+                partitioner: PartitionerKind::RoundRobin,
+                ..Default::default()
+            },
+        );
+        let chosen: Vec<i32> = (0..7).map(|_| p.choose_partition(Some(b"k"))).collect();
+        assert_eq!(
+            chosen,
+            [0, 1, 2, 0, 1, 2, 0],
+            "RoundRobinPartitioner ignores keys"
+        );
+        p.close().unwrap();
+        let mut s = TopicProducer::new(
+            dir.path(),
+            "t",
+            ProducerOptions {
+                batch_size: 200,
+                linger: Duration::from_secs(3600),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        // 50 + 21 bytes per record counted; the batch (61 bytes of header) holds two.
+        let r1 = s.send(None, Some(&[7; 50]), &[], None, None).unwrap();
+        let r2 = s.send(None, Some(&[7; 50]), &[], None, None).unwrap();
+        assert!(s.sticky.current.is_some());
+        let r3 = s.send(None, Some(&[7; 50]), &[], None, None).unwrap();
+        assert_eq!((r2.partition, r3.partition), (r1.partition, r1.partition));
+        assert!(
+            r1.offset().is_some(),
+            "r3 did not fit: the full batch was appended"
+        );
+        assert!(r3.offset().is_none(), "r3 opened a new batch");
+        assert!(
+            s.sticky.current.is_none(),
+            "200 bytes went there and a new batch opened: the next record draws a partition"
+        );
+        s.close().unwrap();
+    }
+
+    #[test]
+    fn bad_partition_and_send_outside_a_transaction() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut p = producer(dir.path(), 2, ProducerOptions::default());
+        assert!(p.send(None, Some(b"v"), &[], Some(2), None).is_err());
+        p.close().unwrap();
+        let mut t = TopicProducer::new(
+            dir.path(),
+            "t",
+            ProducerOptions {
+                transactional_id: Some("tx".into()),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        assert!(t.send(None, Some(b"v"), &[], None, None).is_err());
+        assert!(
+            TopicProducer::new(
+                dir.path(),
+                "t",
+                ProducerOptions {
+                    transactional_id: Some("tx".into()),
+                    ..Default::default()
+                },
+            )
+            .is_err(),
+            "one live producer per transactional id"
+        );
+        t.close().unwrap();
+    }
+}

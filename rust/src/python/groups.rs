@@ -1,0 +1,594 @@
+//! Topics, producers, consumer groups and consumers for Python: `_Producer`, `_Consumer`,
+//! `ConsumerRecord`, `RecordMetadata` and the group/topic functions. Types and errors only; the
+//! rules live in `crate::producer`, `crate::group` and `crate::datadir`.
+
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
+use pyo3_arrow::PyRecordBatch;
+
+use crate::datadir;
+use crate::error::{Error, Result};
+use crate::group::consumer::{ConsumerOptions, GroupConsumer, OffsetReset};
+use crate::group::{self, membership, AssignmentStrategy, GroupStore, MemberSubscription};
+use crate::log::FetchIsolation;
+use crate::producer::accumulator::{
+    Acks, PartitionerKind, ProducerOptions, SendHandle, TopicProducer,
+};
+use crate::python::records::timestamp_type_name;
+use crate::record::codec::Compression;
+use crate::record::record::OwnedRecord;
+
+fn bytes_arg<'a>(obj: &'a Bound<'_, PyAny>, what: &str) -> PyResult<Option<Cow<'a, [u8]>>> {
+    if obj.is_none() {
+        return Ok(None);
+    }
+    if let Ok(b) = obj.downcast::<PyBytes>() {
+        return Ok(Some(Cow::Borrowed(b.as_bytes())));
+    }
+    if let Ok(s) = obj.downcast::<PyString>() {
+        return Ok(Some(Cow::Owned(s.to_cow()?.as_bytes().to_vec())));
+    }
+    obj.extract::<Vec<u8>>()
+        .map(|v| Some(Cow::Owned(v)))
+        .map_err(|_| {
+            pyo3::exceptions::PyTypeError::new_err(format!(
+                "{what} must be bytes, str or None, not {}",
+                obj.get_type()
+            ))
+        })
+}
+
+fn closed_error() -> PyErr {
+    Error::IllegalState("the producer is closed".into()).into()
+}
+
+/// The Rust side of `kafkalog.Producer`.
+#[pyclass(module = "kafkalog", frozen, name = "_Producer")]
+pub struct PyProducer {
+    inner: Mutex<TopicProducer>,
+}
+
+impl PyProducer {
+    fn with<T>(&self, f: impl FnOnce(&mut TopicProducer) -> Result<T>) -> PyResult<T> {
+        let mut guard = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        Ok(f(&mut guard)?)
+    }
+}
+
+#[pymethods]
+impl PyProducer {
+    #[new]
+    #[pyo3(signature = (data_dir, topic, *, partitioner = "default", compression = "none", linger_ms = 5,
+        batch_size = 16384, acks = "all", idempotent = false, transactional_id = None))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        py: Python<'_>,
+        data_dir: PathBuf,
+        topic: &str,
+        partitioner: &str,
+        compression: &str,
+        linger_ms: u64,
+        batch_size: usize,
+        acks: &str,
+        idempotent: bool,
+        transactional_id: Option<String>,
+    ) -> PyResult<Self> {
+        let config = datadir::topic_log_config(&data_dir, topic)?;
+        let options = ProducerOptions {
+            compression: Compression::from_name(compression)?,
+            batch_size,
+            linger: Duration::from_millis(linger_ms),
+            acks: Acks::from_name(acks)?,
+            idempotent: idempotent || transactional_id.is_some(),
+            transactional_id,
+            partitioner: PartitionerKind::from_name(partitioner)?,
+            config,
+        };
+        let topic = topic.to_string();
+        let producer = py.allow_threads(move || TopicProducer::new(&data_dir, &topic, options))?;
+        Ok(PyProducer {
+            inner: Mutex::new(producer),
+        })
+    }
+
+    #[getter]
+    fn num_partitions(&self) -> PyResult<i32> {
+        self.with(|p| Ok(p.num_partitions()))
+    }
+    #[getter]
+    fn producer_id(&self) -> PyResult<i64> {
+        self.with(|p| Ok(p.producer_id()))
+    }
+    #[getter]
+    fn producer_epoch(&self) -> PyResult<i16> {
+        self.with(|p| Ok(p.producer_epoch()))
+    }
+
+    /// The partition the configured partitioner picks for `key` (advances round robin and
+    /// sticky state as a send would).
+    fn choose_partition(&self, key: &Bound<'_, PyAny>) -> PyResult<i32> {
+        let key = bytes_arg(key, "key")?;
+        self.with(|p| Ok(p.choose_partition(key.as_deref())))
+    }
+
+    #[pyo3(signature = (value, key = None, headers = None, partition = None, timestamp = None))]
+    fn send(
+        slf: &Bound<'_, Self>,
+        value: &Bound<'_, PyAny>,
+        key: Option<&Bound<'_, PyAny>>,
+        headers: Option<&Bound<'_, PyAny>>,
+        partition: Option<i32>,
+        timestamp: Option<i64>,
+    ) -> PyResult<RecordMetadata> {
+        let value = bytes_arg(value, "value")?;
+        let key = match key {
+            Some(k) => bytes_arg(k, "key")?,
+            None => None,
+        };
+        let mut owned_headers: Vec<(String, Option<Vec<u8>>)> = Vec::new();
+        if let Some(h) = headers.filter(|h| !h.is_none()) {
+            let pairs: Bound<'_, PyAny> = match h.downcast::<PyDict>() {
+                Ok(d) => d.items().into_any(),
+                Err(_) => h.clone(),
+            };
+            for pair in pairs.try_iter()? {
+                let (k, v): (String, Bound<'_, PyAny>) = pair?.extract()?;
+                owned_headers.push((k, bytes_arg(&v, "header value")?.map(Cow::into_owned)));
+            }
+        }
+        let hs: Vec<(&str, Option<&[u8]>)> = owned_headers
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_deref()))
+            .collect();
+        let this = slf.get();
+        let handle = slf.py().allow_threads(|| {
+            this.with(|p| p.send(key.as_deref(), value.as_deref(), &hs, partition, timestamp))
+        })?;
+        Ok(RecordMetadata {
+            handle,
+            producer: slf.clone().unbind(),
+        })
+    }
+
+    /// Appends open batches that waited `linger_ms` (a long-lived program calls this, or
+    /// `send`, which does it too).
+    fn poll(&self, py: Python<'_>) -> PyResult<()> {
+        py.allow_threads(|| self.with(|p| p.append_lingered()))
+    }
+    fn flush(&self, py: Python<'_>) -> PyResult<()> {
+        py.allow_threads(|| self.with(|p| p.flush()))
+    }
+    fn flush_partition(&self, py: Python<'_>, partition: i32) -> PyResult<()> {
+        py.allow_threads(|| self.with(|p| p.append_open(partition)))
+    }
+    fn begin_transaction(&self) -> PyResult<()> {
+        self.with(|p| p.begin_transaction())
+    }
+    fn commit_transaction(&self, py: Python<'_>) -> PyResult<()> {
+        py.allow_threads(|| self.with(|p| p.commit_transaction()))
+    }
+    fn abort_transaction(&self, py: Python<'_>) -> PyResult<()> {
+        py.allow_threads(|| self.with(|p| p.abort_transaction()))
+    }
+    #[getter]
+    fn in_transaction(&self) -> PyResult<bool> {
+        self.with(|p| Ok(p.in_transaction()))
+    }
+    /// {partition: records waiting in its open batch}
+    fn pending(&self) -> PyResult<BTreeMap<i32, i32>> {
+        self.with(|p| Ok(p.pending_partitions()))
+    }
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        py.allow_threads(|| self.with(|p| p.close()))
+    }
+}
+
+/// What `Producer.send` returns (Kafka's `Future<RecordMetadata>`): `partition` at once; `get()`
+/// returns (partition, offset), appending the record's batch first if it is still open.
+#[pyclass(module = "kafkalog", frozen)]
+pub struct RecordMetadata {
+    handle: SendHandle,
+    producer: Py<PyProducer>,
+}
+
+#[pymethods]
+impl RecordMetadata {
+    #[getter]
+    fn partition(&self) -> i32 {
+        self.handle.partition
+    }
+    /// Whether the record's batch is in the log (or failed).
+    fn done(&self) -> bool {
+        self.handle.outcome.get().is_some()
+    }
+    /// The record's offset, None while its batch is open.
+    #[getter]
+    fn offset(&self) -> PyResult<Option<i64>> {
+        match self.handle.offset() {
+            None => Ok(None),
+            Some(Ok(o)) => Ok(Some(o)),
+            Some(Err(e)) => Err(crate::python::errors::KafkaLogError::new_err(e)),
+        }
+    }
+    /// (partition, offset) once written: appends the record's open batch first.
+    fn get(&self, py: Python<'_>) -> PyResult<(i32, i64)> {
+        if self.handle.outcome.get().is_none() {
+            let producer = self.producer.get();
+            let partition = self.handle.partition;
+            py.allow_threads(|| producer.with(|p| p.append_open(partition)))?;
+        }
+        match self.handle.offset() {
+            Some(Ok(o)) => Ok((self.handle.partition, o)),
+            Some(Err(e)) => Err(crate::python::errors::KafkaLogError::new_err(e)),
+            None => Err(closed_error()),
+        }
+    }
+    fn __repr__(&self) -> String {
+        match self.handle.offset() {
+            Some(Ok(o)) => format!(
+                "RecordMetadata(partition={}, offset={o})",
+                self.handle.partition
+            ),
+            Some(Err(e)) => format!(
+                "RecordMetadata(partition={}, error={e:?})",
+                self.handle.partition
+            ),
+            None => format!(
+                "RecordMetadata(partition={}, pending)",
+                self.handle.partition
+            ),
+        }
+    }
+}
+
+/// A record as a consumer returns it (Kafka's `ConsumerRecord`).
+#[pyclass(module = "kafkalog", frozen)]
+pub struct ConsumerRecord {
+    #[pyo3(get)]
+    topic: String,
+    #[pyo3(get)]
+    partition: i32,
+    #[pyo3(get)]
+    offset: i64,
+    #[pyo3(get)]
+    timestamp: i64,
+    #[pyo3(get)]
+    timestamp_type: &'static str,
+    key: Option<Py<PyBytes>>,
+    value: Option<Py<PyBytes>>,
+    headers: Py<PyList>,
+}
+
+#[pymethods]
+impl ConsumerRecord {
+    #[getter]
+    fn key(&self, py: Python<'_>) -> Option<Py<PyBytes>> {
+        self.key.as_ref().map(|k| k.clone_ref(py))
+    }
+    #[getter]
+    fn value(&self, py: Python<'_>) -> Option<Py<PyBytes>> {
+        self.value.as_ref().map(|v| v.clone_ref(py))
+    }
+    #[getter]
+    fn headers(&self, py: Python<'_>) -> Py<PyList> {
+        self.headers.clone_ref(py)
+    }
+    fn __repr__(&self) -> String {
+        format!(
+            "ConsumerRecord(topic={:?}, partition={}, offset={}, timestamp={})",
+            self.topic, self.partition, self.offset, self.timestamp
+        )
+    }
+}
+
+fn consumer_record(
+    py: Python<'_>,
+    topic: &Bound<'_, PyString>,
+    partition: i32,
+    r: OwnedRecord,
+) -> PyResult<ConsumerRecord> {
+    let headers = PyList::empty(py);
+    for (k, v) in &r.headers {
+        let v = v.as_ref().map(|v| PyBytes::new(py, v));
+        headers.append(PyTuple::new(
+            py,
+            [
+                k.into_pyobject(py)?.into_any(),
+                v.into_pyobject(py)?.into_any(),
+            ],
+        )?)?;
+    }
+    Ok(ConsumerRecord {
+        topic: topic.to_cow()?.into_owned(),
+        partition,
+        offset: r.offset,
+        timestamp: r.timestamp,
+        timestamp_type: timestamp_type_name(r.timestamp_type),
+        key: r.key.as_ref().map(|k| PyBytes::new(py, k).unbind()),
+        value: r.value.as_ref().map(|v| PyBytes::new(py, v).unbind()),
+        headers: headers.unbind(),
+    })
+}
+
+/// The Rust side of `kafkalog.Consumer`.
+#[pyclass(module = "kafkalog", frozen, name = "_Consumer")]
+pub struct PyConsumer {
+    inner: Mutex<GroupConsumer>,
+}
+
+impl PyConsumer {
+    fn with<T>(&self, f: impl FnOnce(&mut GroupConsumer) -> Result<T>) -> PyResult<T> {
+        let mut guard = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        Ok(f(&mut guard)?)
+    }
+}
+
+#[pymethods]
+impl PyConsumer {
+    #[new]
+    #[pyo3(signature = (data_dir, group_id, topics, *, isolation = "read_uncommitted", strategy = "range",
+        auto_offset_reset = "earliest", session_timeout_ms = 45000, sync_interval_ms = 100))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        py: Python<'_>,
+        data_dir: PathBuf,
+        group_id: &str,
+        topics: Vec<String>,
+        isolation: &str,
+        strategy: &str,
+        auto_offset_reset: &str,
+        session_timeout_ms: i64,
+        sync_interval_ms: u64,
+    ) -> PyResult<Self> {
+        let options = ConsumerOptions {
+            strategy: AssignmentStrategy::from_name(strategy)?,
+            isolation: FetchIsolation::from_name(isolation)?,
+            auto_offset_reset: OffsetReset::from_name(auto_offset_reset)?,
+            session_timeout_ms,
+            sync_interval: Duration::from_millis(sync_interval_ms),
+        };
+        let group_id = group_id.to_string();
+        let c =
+            py.allow_threads(move || GroupConsumer::join(&data_dir, &group_id, &topics, options))?;
+        Ok(PyConsumer {
+            inner: Mutex::new(c),
+        })
+    }
+
+    #[getter]
+    fn member_id(&self) -> PyResult<String> {
+        self.with(|c| Ok(c.member_id().to_string()))
+    }
+    #[getter]
+    fn generation(&self) -> PyResult<i32> {
+        self.with(|c| Ok(c.generation()))
+    }
+    fn assignment(&self) -> PyResult<Vec<(String, i32)>> {
+        self.with(|c| Ok(c.assignment()))
+    }
+    /// Syncs with the group now (heartbeat, release, take).
+    fn sync(&self, py: Python<'_>) -> PyResult<()> {
+        py.allow_threads(|| self.with(|c| c.sync()))
+    }
+
+    #[pyo3(signature = (max_records = 500))]
+    fn poll<'py>(&self, py: Python<'py>, max_records: usize) -> PyResult<Bound<'py, PyList>> {
+        let records = py.allow_threads(|| self.with(|c| c.poll(max_records)))?;
+        let out = PyList::empty(py);
+        let mut topics: BTreeMap<String, Bound<'py, PyString>> = BTreeMap::new();
+        for ((topic, partition), r) in records {
+            let t = topics
+                .entry(topic)
+                .or_insert_with_key(|k| PyString::new(py, k))
+                .clone();
+            out.append(consumer_record(py, &t, partition, r)?)?;
+        }
+        Ok(out)
+    }
+
+    #[pyo3(signature = (max_records = 10000, include_headers = false))]
+    fn poll_arrow(
+        &self,
+        py: Python<'_>,
+        max_records: usize,
+        include_headers: bool,
+    ) -> PyResult<Option<PyObject>> {
+        let batch =
+            py.allow_threads(|| self.with(|c| c.poll_arrow(max_records, include_headers)))?;
+        batch
+            .map(|b| PyRecordBatch::new(b).to_pyarrow(py))
+            .transpose()
+    }
+
+    #[pyo3(signature = (offsets = None))]
+    fn commit(&self, py: Python<'_>, offsets: Option<Vec<(String, i32, i64)>>) -> PyResult<()> {
+        let list: Option<Vec<((String, i32), i64)>> =
+            offsets.map(|o| o.into_iter().map(|(t, p, off)| ((t, p), off)).collect());
+        py.allow_threads(|| self.with(|c| c.commit(list.as_deref())))
+    }
+    fn seek(&self, topic: String, partition: i32, offset: i64) -> PyResult<()> {
+        self.with(|c| c.seek(&(topic, partition), offset))
+    }
+    fn seek_to_beginning(&self, py: Python<'_>, partitions: Vec<(String, i32)>) -> PyResult<()> {
+        py.allow_threads(|| self.with(|c| c.seek_to_beginning(&partitions)))
+    }
+    fn seek_to_end(&self, py: Python<'_>, partitions: Vec<(String, i32)>) -> PyResult<()> {
+        py.allow_threads(|| self.with(|c| c.seek_to_end(&partitions)))
+    }
+    fn position(&self, topic: String, partition: i32) -> PyResult<i64> {
+        self.with(|c| c.position(&(topic, partition)))
+    }
+    #[pyo3(signature = (commit = true))]
+    fn close(&self, py: Python<'_>, commit: bool) -> PyResult<()> {
+        py.allow_threads(|| self.with(|c| c.close(commit)))
+    }
+}
+
+/// (offset, metadata, commit timestamp ms)
+type CommittedTuple = (i64, String, i64);
+
+/// {(topic, partition): (offset, metadata, commit_timestamp)} of a kafkalog group.
+#[pyfunction]
+fn group_committed(
+    py: Python<'_>,
+    data_dir: PathBuf,
+    group_id: &str,
+) -> PyResult<BTreeMap<(String, i32), CommittedTuple>> {
+    let store = GroupStore::new(&data_dir, group_id)?;
+    let c = py.allow_threads(|| store.committed())?;
+    Ok(c.into_iter()
+        .map(|(tp, o)| (tp, (o.offset, o.metadata, o.commit_timestamp)))
+        .collect())
+}
+
+/// Commits [(topic, partition, offset, metadata)] to a kafkalog group, atomically.
+#[pyfunction]
+fn group_commit(
+    py: Python<'_>,
+    data_dir: PathBuf,
+    group_id: &str,
+    offsets: Vec<(String, i32, i64, String)>,
+) -> PyResult<()> {
+    let store = GroupStore::new(&data_dir, group_id)?;
+    let list: Vec<_> = offsets
+        .into_iter()
+        .map(|(t, p, o, m)| ((t, p), o, m))
+        .collect();
+    py.allow_threads(|| store.commit(&list))?;
+    Ok(())
+}
+
+/// A finished piece [start, end) of a batch read `read_id` of (topic, partition), whose whole
+/// range is [range_start, range_end): commits the end of the pieces finished contiguously from
+/// `range_start` to the group. Returns the offset committed now, if any.
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+fn group_read_done(
+    py: Python<'_>,
+    data_dir: PathBuf,
+    group_id: &str,
+    read_id: &str,
+    topic: String,
+    partition: i32,
+    range: (i64, i64),
+    piece: (i64, i64),
+) -> PyResult<Option<i64>> {
+    let store = GroupStore::new(&data_dir, group_id)?;
+    Ok(py.allow_threads(|| {
+        group::read_piece_done(&store, read_id, &(topic, partition), range, piece)
+    })?)
+}
+
+#[pyfunction]
+fn group_exists(data_dir: PathBuf, group_id: &str) -> PyResult<bool> {
+    Ok(GroupStore::new(&data_dir, group_id)?.exists())
+}
+
+#[pyfunction]
+fn list_groups(data_dir: PathBuf) -> PyResult<Vec<String>> {
+    Ok(group::list_groups(&data_dir)?)
+}
+
+/// The group's members file as JSON text (generation, protocol, members, assignment, owners).
+#[pyfunction]
+fn group_describe(data_dir: PathBuf, group_id: &str) -> PyResult<String> {
+    let state = membership::describe(&GroupStore::new(&data_dir, group_id)?)?;
+    Ok(serde_json::to_string(&state).expect("plain data serializes"))
+}
+
+/// Kafka's assignors: `subscriptions` {member: [topics]}, `partitions` {topic: count}, `owned`
+/// {member: [(topic, partition)]} for the sticky one. Returns {member: [(topic, partition)]}.
+#[pyfunction]
+#[pyo3(signature = (subscriptions, partitions, strategy = "range", owned = None))]
+fn assign_partitions(
+    subscriptions: BTreeMap<String, Vec<String>>,
+    partitions: BTreeMap<String, i32>,
+    strategy: &str,
+    owned: Option<BTreeMap<String, Vec<(String, i32)>>>,
+) -> PyResult<BTreeMap<String, Vec<(String, i32)>>> {
+    let strategy = AssignmentStrategy::from_name(strategy)?;
+    let mut owned = owned.unwrap_or_default();
+    for m in owned.keys() {
+        if !subscriptions.contains_key(m) {
+            return Err(Error::InvalidArgument(format!(
+                "owned lists member '{m}', which has no subscription"
+            ))
+            .into());
+        }
+    }
+    let members: Vec<MemberSubscription> = subscriptions
+        .into_iter()
+        .map(|(member_id, topics)| MemberSubscription {
+            owned: owned.remove(&member_id).unwrap_or_default(),
+            member_id,
+            topics,
+        })
+        .collect();
+    Ok(group::assign(strategy, &members, &partitions)?)
+}
+
+#[pyfunction]
+#[pyo3(signature = (data_dir, topic, partitions, configs = None))]
+fn create_topic_with_config(
+    py: Python<'_>,
+    data_dir: PathBuf,
+    topic: &str,
+    partitions: i32,
+    configs: Option<BTreeMap<String, String>>,
+) -> PyResult<()> {
+    let configs = configs.unwrap_or_default();
+    py.allow_threads(|| datadir::create_topic_with_config(&data_dir, topic, partitions, &configs))?;
+    Ok(())
+}
+
+#[pyfunction]
+fn add_partitions(py: Python<'_>, data_dir: PathBuf, topic: &str, total: i32) -> PyResult<i32> {
+    Ok(py.allow_threads(|| datadir::add_partitions(&data_dir, topic, total))?)
+}
+
+#[pyfunction]
+fn topic_config(data_dir: PathBuf, topic: &str) -> PyResult<BTreeMap<String, String>> {
+    Ok(datadir::read_topic_config(&data_dir, topic)?)
+}
+
+#[pyfunction]
+fn topic_partition_counts(py: Python<'_>, data_dir: PathBuf) -> PyResult<BTreeMap<String, i32>> {
+    Ok(py.allow_threads(|| datadir::topic_partition_counts(&data_dir))?)
+}
+
+/// (has '.' or '_', the existing topic of `data_dir` it collides with)
+#[pyfunction]
+fn topic_collision(data_dir: PathBuf, topic: &str) -> PyResult<(bool, Option<String>)> {
+    let other = if data_dir.is_dir() {
+        datadir::colliding_topic(&data_dir, topic)?
+    } else {
+        None
+    };
+    Ok((datadir::has_collision_chars(topic), other))
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PyProducer>()?;
+    m.add_class::<RecordMetadata>()?;
+    m.add_class::<ConsumerRecord>()?;
+    m.add_class::<PyConsumer>()?;
+    m.add_function(wrap_pyfunction!(group_committed, m)?)?;
+    m.add_function(wrap_pyfunction!(group_commit, m)?)?;
+    m.add_function(wrap_pyfunction!(group_exists, m)?)?;
+    m.add_function(wrap_pyfunction!(group_read_done, m)?)?;
+    m.add_function(wrap_pyfunction!(list_groups, m)?)?;
+    m.add_function(wrap_pyfunction!(group_describe, m)?)?;
+    m.add_function(wrap_pyfunction!(assign_partitions, m)?)?;
+    m.add_function(wrap_pyfunction!(create_topic_with_config, m)?)?;
+    m.add_function(wrap_pyfunction!(add_partitions, m)?)?;
+    m.add_function(wrap_pyfunction!(topic_config, m)?)?;
+    m.add_function(wrap_pyfunction!(topic_partition_counts, m)?)?;
+    m.add_function(wrap_pyfunction!(topic_collision, m)?)?;
+    Ok(())
+}

@@ -1,0 +1,318 @@
+"""Topics (names as Kafka validates them, listing, adding partitions) and the producer
+(partitioners checked against Kafka's own code from the kafka-clients jar, batching, futures,
+idempotence, transactions)."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import textwrap
+import warnings
+
+import pytest
+
+import kafkalog
+from kafkalog import DataDir, Log, Producer, Topic
+
+import jvm_referee
+from kafka_harness import KAFKA_VERSIONS
+
+
+# -- topics ------------------------------------------------------------------------------------
+
+
+def test_topic_names_are_validated_as_kafka_does(tmp_path):
+    Topic.create(tmp_path, "x" * 249, 1)
+    for bad, why in [("x" * 250, "249"), (".", "'.' or '..'"), ("..", "'.' or '..'"), ("", "empty"),
+                     ("a b", "legal characters"), ("ü", "legal characters"), ("a/b", "legal characters")]:
+        with pytest.raises(ValueError, match=why):
+            Topic.create(tmp_path, bad, 1)
+    # Kafka warns about '.' and '_' (metric names), and refuses a name that collides with one.
+    with pytest.warns(UserWarning, match="could collide"):
+        Topic.create(tmp_path, "orders.eu", 2)
+    with pytest.raises(ValueError, match="collides with existing topic: orders.eu"):
+        Topic.create(tmp_path, "orders_eu", 1)
+    with pytest.raises(ValueError, match="TopicExists"):
+        Topic.create(tmp_path, "orders.eu", 1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        Topic.create(tmp_path, "plain-name", 1)
+    with pytest.raises(ValueError, match="at least one partition"):
+        Topic.create(tmp_path, "none", 0)
+
+
+def test_data_dir_lists_topics_and_leaves_internal_ones_out(tmp_path):
+    Topic.create(tmp_path, "a", 3)
+    Topic.create(tmp_path, "b", 1, config={"segment.bytes": 100000})
+    # What a broker's data dir also has: internal topics, a deleted partition, checkpoint files.
+    Log(str(tmp_path / "__consumer_offsets-0"), read_only=False, create=True).close()
+    (tmp_path / "a-9.0123abcd-delete").mkdir()
+    (tmp_path / "recovery-point-offset-checkpoint").write_text("0\n0\n")
+    before = sorted(os.listdir(tmp_path))
+    d = DataDir(tmp_path)
+    assert d.topics() == {"a": 3, "b": 1}
+    assert d.topics(include_internal=True) == {"a": 3, "b": 1, "__consumer_offsets": 1}
+    assert d.partitions("a") == [("a", 0), ("a", 1), ("a", 2)]
+    assert ("__consumer_offsets", 0) not in d.partitions()
+    assert d.partitions("__consumer_offsets") == [("__consumer_offsets", 0)]
+    assert sorted(os.listdir(tmp_path)) == before, "listing changes nothing"
+    assert d.topic("b").config == {"segment.bytes": "100000"}
+    with pytest.raises(kafkalog.KafkaLogError, match="UnknownTopicOrPartition"):
+        d.topic("nope")
+    with pytest.raises(ValueError, match="segment.bytes"):
+        Topic.create(tmp_path, "c", 1, config={"segment.bytes": "-5"})
+    assert "c" not in d.topics(), "a refused config creates nothing"
+
+
+def test_kafkalog_files_stay_out_of_the_data_dir(tmp_path):
+    """A broker refuses a data dir holding folders not named <topic>-<partition>."""
+    data = tmp_path / "data"
+    t = Topic.create(data, "t", 2, config={"retention.ms": "1000"})
+    with Producer(t, transactional_id="tx") as p:
+        p.begin_transaction()
+        p.send(b"v", key=b"k")
+        p.commit_transaction()
+    kafkalog.ConsumerGroup(data, "g").commit({("t", 0): 1})
+    assert sorted(p.name for p in data.iterdir() if p.is_dir()) == ["t-0", "t-1"]
+    assert sorted(os.listdir(tmp_path / ".data.kafkalog")) == ["groups", "topics", "transactions"]
+
+
+def test_add_partitions_grows_and_never_shrinks(tmp_path):
+    t = Topic.create(tmp_path, "t", 2, config={"segment.bytes": "50000"})
+    with Producer(t) as p:
+        p.send(b"before", partition=1)
+    assert t.add_partitions(5) == 5
+    assert t.partitions == 5
+    assert t.end_offsets() == {0: 0, 1: 1, 2: 0, 3: 0, 4: 0}
+    for bad in (5, 3):
+        with pytest.raises(ValueError, match="InvalidPartitions"):
+            t.add_partitions(bad)
+    assert t.partitions == 5
+    with Producer(t, partitioner="round_robin") as p:
+        assert p.partition_count == 5
+        assert [p.send(b"x").partition for _ in range(5)] == [0, 1, 2, 3, 4]
+
+
+# -- partitioners against Kafka's own code ------------------------------------------------------
+
+COUNTS = [1, 2, 3, 5, 7, 12, 64, 1000]
+
+
+def _random_keys(n: int, seed: int):
+    rng = random.Random(seed)
+    keys = [b"", b"\x00", b"\xff" * 3, b"key-1", "ключ".encode()]
+    while len(keys) < n:
+        keys.append(bytes(rng.getrandbits(8) for _ in range(rng.randrange(1, 40))))
+    return keys
+
+
+@pytest.mark.parametrize("version", KAFKA_VERSIONS)
+def test_keyed_partition_choice_equals_kafkas(tmp_path, version):
+    keys = _random_keys(3000, seed=12)
+    lines = [f"K {k.hex() or '-'} {','.join(map(str, COUNTS))}" for k in keys]
+    answers = jvm_referee.run("PartitionerReferee", lines, version)
+    for key, answer in zip(keys, answers):
+        hashed, *parts = map(int, answer.split())
+        assert kafkalog.murmur2(key) == hashed, key
+        assert [kafkalog.partition_for_key(key, n) for n in COUNTS] == parts, key
+    # The producer routes by the same choice: records land where Kafka's producer puts them.
+    t = Topic.create(tmp_path, "t", 7)
+    expected = {k: int(a.split()[1 + COUNTS.index(7)]) for k, a in zip(keys[:500], answers[:500])}
+    for name in ("default", "murmur2"):
+        with Producer(t, partitioner=name, linger_ms=60000) as p:
+            got = {k: p.send(b"v", key=k).partition for k in keys[:500]}
+        assert got == expected, name
+    for part in range(7):
+        with t.log(part) as log:
+            on_disk = {r.key for r in log.records()}
+        assert on_disk == {k for k, pp in expected.items() if pp == part}
+
+
+@pytest.mark.parametrize("version", KAFKA_VERSIONS)
+def test_round_robin_equals_kafkas_round_robin_partitioner(tmp_path, version):
+    cases = [(1, 5), (2, 9), (3, 10), (7, 30), (12, 40)]
+    answers = jvm_referee.run("PartitionerReferee", [f"R {n} {c}" for n, c in cases], version)
+    for (n, count), answer in zip(cases, answers):
+        expected = list(map(int, answer.split()))
+        t = Topic.create(tmp_path, f"rr{n}", n)
+        with Producer(t, partitioner="round_robin") as p:
+            assert [p.send(b"v", key=b"ignored").partition for _ in range(count)] == expected
+
+
+def test_null_keys_stick_to_a_partition_until_its_batch_is_full(tmp_path):
+    t = Topic.create(tmp_path, "t", 4)
+    batch_size = 1000
+    with Producer(t, batch_size=batch_size, linger_ms=60000) as p:
+        parts = [p.send(b"x" * 80).partition for _ in range(2000)]
+    runs = []
+    for part in parts:
+        if runs and runs[-1][0] == part:
+            runs[-1][1] += 1
+        else:
+            runs.append([part, 1])
+    # Each record is ~100 bytes: a partition takes a whole batch's worth (10 records) and the one
+    # that opens its next batch before the producer draws again (it may draw the same partition,
+    # as Kafka's uniform choice can).
+    assert all(n >= 9 for _, n in runs[:-1]), runs[:20]
+    assert set(parts) == {0, 1, 2, 3}
+    # Batches were closed full: every partition's batches but its last hold ~batch_size bytes.
+    for part in range(4):
+        with t.log(part) as log:
+            sizes = [b.size_in_bytes for b in log.batches()]
+        assert sizes and all(batch_size - 120 <= s <= batch_size for s in sizes[:-1]), sizes
+
+
+def test_random_and_callable_partitioners(tmp_path):
+    t = Topic.create(tmp_path, "t", 3)
+    with Producer(t, partitioner="random") as p:
+        assert {p.send(b"v").partition for _ in range(300)} == {0, 1, 2}
+    seen = []
+
+    def by_value(key, value, count):
+        seen.append((key, value, count))
+        return int(value) % count
+
+    with Producer(t, partitioner=by_value) as p:
+        assert [p.send(str(i), key="k").partition for i in range(6)] == [0, 1, 2, 0, 1, 2]
+    assert seen[0] == (b"k", b"0", 3)
+    for bad in (3, -1, "1", 1.0, None, True):
+        with Producer(t, partitioner=lambda k, v, n, bad=bad: bad) as p:
+            with pytest.raises(ValueError, match=r"must return an int in \[0, 3\)"):
+                p.send(b"v")
+    with pytest.raises(ValueError, match="partitioner 'nope'"):
+        Producer(t, partitioner="nope")
+    with Producer(t) as p:
+        with pytest.raises(ValueError, match="partition 3 of topic 't'"):
+            p.send(b"v", partition=3)
+
+
+# -- batching, futures, acks, compression -------------------------------------------------------
+
+
+def test_send_returns_a_future_and_flush_writes_everything(tmp_path):
+    t = Topic.create(tmp_path, "t", 2)
+    p = Producer(t, linger_ms=60000, batch_size=1 << 20, compression="zstd")
+    futures = [p.send(b"v%d" % i, partition=i % 2, headers=[("h", b"1")], timestamp=1000 + i) for i in range(10)]
+    assert not any(f.done() for f in futures)
+    assert futures[0].offset is None
+    assert futures[0].get() == (0, 0), "get() appends the record's open batch"
+    assert all(f.done() for f in futures[0::2]) and not any(f.done() for f in futures[1::2])
+    p.flush()
+    assert [f.get() for f in futures] == [(i % 2, i // 2) for i in range(10)]
+    p.close()
+    with pytest.raises(kafkalog.KafkaLogError, match="closed"):
+        p.send(b"late")
+    with t.log(1) as log:
+        (batch,) = log.batches()
+        assert batch.compression == "zstd" and batch.records_count == 5
+        rec = list(log.records())[0]
+        assert (rec.value, rec.headers, rec.timestamp) == (b"v1", [("h", b"1")], 1001)
+
+
+def test_linger_zero_writes_at_once_and_acks_values(tmp_path):
+    t = Topic.create(tmp_path, "t", 1)
+    for acks in (0, 1, "all", "-1"):
+        with Producer(t, linger_ms=0, acks=acks) as p:
+            f = p.send(b"now")
+            assert f.done() and f.offset is not None
+    with pytest.raises(ValueError, match="acks '2'"):
+        Producer(t, acks=2)
+    with t.log(0) as log:
+        assert log.log_end_offset == 4
+
+
+def test_a_retried_idempotent_batch_is_a_duplicate(tmp_path):
+    t = Topic.create(tmp_path, "t", 1)
+    with Producer(t, idempotent=True, linger_ms=60000) as p:
+        pid = p.producer_id
+        assert pid >= 0 and p.producer_epoch == 0
+        for i in range(5):
+            p.send(b"r%d" % i)
+        p.flush()
+        p.send(b"second batch")
+    log = Log(t.partition_path(0), read_only=False)
+    first, second = log.batches()
+    assert (first.producer_id, first.base_sequence, second.base_sequence) == (pid, 0, 5)
+    raw = log.read(0, max_bytes=first.size_in_bytes)["records"]
+    again = log.append_batches(raw)
+    assert again["duplicate"] and again["first_offset"] == 0
+    assert log.log_end_offset == 6
+    log.close()
+
+
+TXN_CHILD = textwrap.dedent(
+    """
+    import os, sys, kafkalog
+    t = kafkalog.Topic.open(sys.argv[1], "t")
+    p = kafkalog.Producer(t, transactional_id="tx-crash", linger_ms=0)
+    p.begin_transaction()
+    for i in range(6):
+        p.send(b"lost-%d" % i, partition=i % 3)
+    p.flush()
+    print("sent", flush=True)
+    os.kill(os.getpid(), 9)
+    """
+)
+
+
+def test_transactions_commit_abort_and_a_crashed_producer(tmp_path):
+    t = Topic.create(tmp_path, "t", 3)
+    with Producer(t, transactional_id="tx", linger_ms=60000) as p:
+        p.begin_transaction()
+        for i in range(9):
+            p.send(b"c%d" % i, partition=i % 3)
+        p.commit_transaction()
+        p.begin_transaction()
+        for i in range(3):
+            p.send(b"a%d" % i, partition=i)
+        p.flush()
+        p.abort_transaction()
+        p.begin_transaction()
+        p.send(b"never written", partition=0)
+        p.abort_transaction()
+        with pytest.raises(kafkalog.KafkaLogError, match="begin_transaction"):
+            p.send(b"outside")
+        epoch = p.producer_epoch
+    # A second producer of the same id bumps the epoch (Kafka's initTransactions fences the old).
+    with Producer(t, transactional_id="tx") as p2:
+        assert p2.producer_epoch == epoch + 1
+    # A producer killed inside a transaction: the next one with its id aborts what it left.
+    child = subprocess.run([sys.executable, "-c", TXN_CHILD, str(tmp_path)], capture_output=True, text=True, timeout=120)
+    assert child.returncode == -signal.SIGKILL and "sent" in child.stdout, child.stderr
+    for part in range(3):
+        with t.log(part) as log:
+            assert log.last_stable_offset < log.log_end_offset, "the dead producer's transaction is open"
+    Producer(t, transactional_id="tx-crash").close()
+    for part in range(3):
+        with t.log(part) as log:
+            committed = [r.value for r in log.records(isolation="read_committed")]
+            everything = [r.value for r in log.records(isolation="read_uncommitted")]
+            markers = [b for b in log.batches() if b.is_control]
+            assert log.last_stable_offset == log.log_end_offset
+        assert committed == [b"c%d" % i for i in range(part, 9, 3)]
+        assert b"a%d" % part in everything and b"lost-%d" % part in everything
+        assert b"never written" not in everything
+        # commit, abort, the crashed transaction's abort; partition 0 was also added to the
+        # transaction aborted before its batch was written (Kafka marks every partition added).
+        assert len(markers) == (4 if part == 0 else 3)
+
+
+def test_linger_bounds_how_long_a_record_waits(tmp_path):
+    import time
+
+    t = Topic.create(tmp_path, "t", 1)
+    with Producer(t, linger_ms=1, batch_size=1 << 20) as p:
+        f = p.send(b"waits")
+        time.sleep(0.05)  # longer than linger_ms: the next poll() or send() appends the batch
+        p.poll()
+        assert f.done() and f.get() == (0, 0)
+    with Producer(t, linger_ms=3_600_000, batch_size=1 << 20) as p:
+        f = p.send(b"stays")
+        time.sleep(0.05)
+        p.poll()
+        assert not f.done(), "within linger_ms the batch stays open"
+        p.flush()
+        assert f.get() == (0, 1)

@@ -248,3 +248,18 @@ def test_broker_committed_offsets_equal_the_brokers_answer(broker_dir):
     assert list(one) == ["g-two"] and one["g-two"] == ours["g-two"]
     with pytest.raises(ValueError, match="not a broker's data dir"):
         kafkalog.broker_committed_offsets(str(broker_dir["data_dir"] / f"{T_ORDERS}-0"))
+
+
+def test_data_dir_and_spark_start_from_a_brokers_group(broker_dir):
+    """DataDir.committed_offsets and the Spark source's startingOffsetsFromGroup read a broker's
+    own groups through the same __consumer_offsets reader."""
+    import kafkalog.spark as ks
+
+    data_dir = str(broker_dir["data_dir"])
+    assert kafkalog.DataDir(data_dir).committed_offsets() == kafkalog.broker_committed_offsets(data_dir)
+    for group, admin in broker_dir["admin"].items():
+        if not admin:
+            with pytest.raises(ks.KafkaLogOptionError, match="neither a kafkalog group"):
+                ks.group_offsets(data_dir, group)
+            continue
+        assert ks.group_offsets(data_dir, group) == {tp: o["offset"] for tp, o in admin.items()}, group

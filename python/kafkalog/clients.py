@@ -137,6 +137,12 @@ class DataDir:
     def group(self, group_id: str) -> "ConsumerGroup":
         return ConsumerGroup(self.path, group_id)
 
+    def committed_offsets(self, group_id: Optional[str] = None) -> Dict[str, Dict[TopicPartition, Dict[str, Any]]]:
+        """A broker's committed offsets, read from its ``__consumer_offsets`` partitions: what the
+        broker answers to ListConsumerGroupOffsets (``{group: {(topic, partition): {"offset",
+        "leader_epoch", "metadata", "commit_timestamp"}}}``), of one group or all."""
+        return _kafkalog.broker_committed_offsets(self.path, group_id)
+
     def __repr__(self) -> str:
         return f"DataDir({self.path!r}, topics={len(self.topics())})"
 

@@ -89,9 +89,20 @@ def group_offsets(data_dir: str, group_id: str) -> Dict[Tuple[str, int], int]:
         if found is not None:
             return dict(found)
     raise KafkaLogOptionError(
-        f"startingOffsetsFromGroup: '{group_id}' is not a kafkalog group of {data_dir} (not a kafkalog "
-        "group; a broker's own groups from __consumer_offsets are not read yet)"
+        f"startingOffsetsFromGroup: '{group_id}' is neither a kafkalog group of {data_dir} nor a group "
+        "with offsets in its __consumer_offsets partitions"
     )
+
+
+def _broker_group_offsets(data_dir: str, group_id: str) -> Optional[Dict[Tuple[str, int], int]]:
+    """A broker's group, as its ``__consumer_offsets`` partitions in ``data_dir`` record it."""
+    if not any(name.startswith("__consumer_offsets-") for name in os.listdir(data_dir)):
+        return None
+    found = _kafkalog.broker_committed_offsets(data_dir, group_id).get(group_id)
+    return {tp: o["offset"] for tp, o in found.items()} if found else None
+
+
+GROUP_OFFSET_READERS.append(_broker_group_offsets)
 
 #: Options of the write side.
 WRITE_OPTIONS = {

@@ -168,8 +168,15 @@ def _kafka_major(text: str) -> int:
     return int(major)
 
 
+class _Parser(argparse.ArgumentParser):
+    """Command-line mistakes as one line (exit 2), pointing at the help, not a usage block."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: {message} (see '{self.prog} --help')\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="kafkalog", description=__doc__,
+    p = _Parser(prog="kafkalog", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--version", action="version", version=f"kafkalog {kafkalog.__version__}")
     sub = p.add_subparsers(dest="cmd", required=True, metavar="COMMAND")

@@ -86,9 +86,10 @@ pub fn partition_stats(
                 ),
             };
             if batch.max_timestamp() >= 0 {
-                s.last_timestamp = Some(s.last_timestamp.map_or(batch.max_timestamp(), |t| {
-                    t.max(batch.max_timestamp())
-                }));
+                s.last_timestamp = Some(
+                    s.last_timestamp
+                        .map_or(batch.max_timestamp(), |t| t.max(batch.max_timestamp())),
+                );
             }
             if first_ts >= 0 {
                 s.first_timestamp = Some(s.first_timestamp.map_or(first_ts, |t| t.min(first_ts)));

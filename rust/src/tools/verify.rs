@@ -403,15 +403,22 @@ pub fn verify_partition(
                                 last: h.last_offset,
                                 max_timestamp: h.max_timestamp,
                             });
-                            prev_last = Some(prev_last.map_or(h.last_offset, |p| p.max(h.last_offset)));
+                            prev_last =
+                                Some(prev_last.map_or(h.last_offset, |p| p.max(h.last_offset)));
                             prev_v2 = h.magic >= 2;
                             first_offset.get_or_insert(h.base_offset);
                             position = next + h.size as u64;
                         }
                         _ => {
                             if next < size {
-                                problems.push(problem(log_path, Some(next), format!(
-                                    "the last {} bytes of the file cannot be read as batches", size - next)));
+                                problems.push(problem(
+                                    log_path,
+                                    Some(next),
+                                    format!(
+                                        "the last {} bytes of the file cannot be read as batches",
+                                        size - next
+                                    ),
+                                ));
                             }
                             break;
                         }
@@ -446,17 +453,27 @@ pub fn verify_partition(
     if let Some(cache) = &epochs {
         for e in cache.entries() {
             if e.start_offset > log_end {
-                problems.push(problem(&epoch_path, None, format!(
-                    "epoch {} starts at offset {}, past the log end offset {log_end}",
-                    e.epoch, e.start_offset)));
+                problems.push(problem(
+                    &epoch_path,
+                    None,
+                    format!(
+                        "epoch {} starts at offset {}, past the log end offset {log_end}",
+                        e.epoch, e.start_offset
+                    ),
+                ));
             }
         }
     }
 
     for (&offset, path) in &files.snapshots {
         if offset > log_end {
-            problems.push(problem(path, None, format!(
-                "a producer snapshot at offset {offset}, past the log end offset {log_end}")));
+            problems.push(problem(
+                path,
+                None,
+                format!(
+                    "a producer snapshot at offset {offset}, past the log end offset {log_end}"
+                ),
+            ));
         }
     }
     let mut missing: Vec<_> = wanted
@@ -492,14 +509,19 @@ fn check_offset_index(files: &Files, base: i64, batches: &[BatchPos], problems: 
         Err(e) => return problems.push(problem_of(&Error::io(path, e), path, None)),
     };
     if len % 8 != 0 {
-        problems.push(problem(path, Some(len - len % 8), format!(
-            "{len} bytes, not a whole number of 8-byte entries")));
+        problems.push(problem(
+            path,
+            Some(len - len % 8),
+            format!("{len} bytes, not a whole number of 8-byte entries"),
+        ));
     }
     let index = match OffsetIndex::open(path, base, (len as usize).max(8), false) {
         Ok(i) => i,
         Err(e) => return problems.push(problem_of(&e, path, None)),
     };
-    let entries: Vec<_> = (0..index.entries()).filter_map(|n| index.entry(n).ok()).collect();
+    let entries: Vec<_> = (0..index.entries())
+        .filter_map(|n| index.entry(n).ok())
+        .collect();
     // A running broker's active index is pre-allocated with zeros past its entries.
     let real = entries.len()
         - entries
@@ -523,17 +545,26 @@ fn check_offset_index(files: &Files, base: i64, batches: &[BatchPos], problems: 
         }
         prev = Some((e.offset, e.position));
         let Some(i) = batch_at(batches, e.position as u64) else {
-            problems.push(problem(path, at, format!(
-                "entry {n} (offset {}) points at byte {} of the log, where no batch starts",
-                e.offset, e.position)));
+            problems.push(problem(
+                path,
+                at,
+                format!(
+                    "entry {n} (offset {}) points at byte {} of the log, where no batch starts",
+                    e.offset, e.position
+                ),
+            ));
             continue;
         };
         let before = i.checked_sub(1).map(|j| batches[j].last);
         if before.is_some_and(|b| b >= e.offset) || segment_last.is_some_and(|l| e.offset > l) {
             let b = batches[i];
-            problems.push(problem(path, at, format!(
+            problems.push(problem(
+                path,
+                at,
+                format!(
                 "entry {n} gives offset {} at byte {}, but the batch there holds offsets {}..{}",
-                e.offset, e.position, b.base, b.last)));
+                e.offset, e.position, b.base, b.last),
+            ));
         }
     }
 }
@@ -547,14 +578,19 @@ fn check_time_index(files: &Files, base: i64, batches: &[BatchPos], problems: &m
         Err(e) => return problems.push(problem_of(&Error::io(path, e), path, None)),
     };
     if len % 12 != 0 {
-        problems.push(problem(path, Some(len - len % 12), format!(
-            "{len} bytes, not a whole number of 12-byte entries")));
+        problems.push(problem(
+            path,
+            Some(len - len % 12),
+            format!("{len} bytes, not a whole number of 12-byte entries"),
+        ));
     }
     let index = match TimeIndex::open(path, base, (len as usize).max(12), false) {
         Ok(i) => i,
         Err(e) => return problems.push(problem_of(&e, path, None)),
     };
-    let entries: Vec<_> = (0..index.entries()).filter_map(|n| index.entry(n).ok()).collect();
+    let entries: Vec<_> = (0..index.entries())
+        .filter_map(|n| index.entry(n).ok())
+        .collect();
     let real = entries.len()
         - entries
             .iter()
@@ -582,9 +618,13 @@ fn check_time_index(files: &Files, base: i64, batches: &[BatchPos], problems: &m
                         e.timestamp, e.offset, b.position, b.max_timestamp)));
                 }
             }
-            _ => problems.push(problem(path, at, format!(
+            _ => problems.push(problem(
+                path,
+                at,
+                format!(
                 "entry {n} (timestamp {}) points at offset {}, which no batch of the segment holds",
-                e.timestamp, e.offset))),
+                e.timestamp, e.offset),
+            )),
         }
     }
 }
@@ -613,8 +653,14 @@ fn check_txn_index(
     for (n, t) in entries.iter().enumerate() {
         let at = Some((n * AbortedTxn::SIZE) as u64);
         if t.first_offset > t.last_offset {
-            problems.push(problem(path, at, format!(
-                "entry {n}: first offset {} is after last offset {}", t.first_offset, t.last_offset)));
+            problems.push(problem(
+                path,
+                at,
+                format!(
+                    "entry {n}: first offset {} is after last offset {}",
+                    t.first_offset, t.last_offset
+                ),
+            ));
         }
         let found = expected
             .iter()
@@ -637,9 +683,16 @@ fn check_txn_index(
     }
     for (x, m) in expected.iter().zip(matched) {
         if !m {
-            problems.push(problem(log_path, Some(x.marker_position), format!(
-                "ABORT marker of producer {} at offset {} has no entry in {}",
-                x.producer_id, x.marker_offset, path.display())));
+            problems.push(problem(
+                log_path,
+                Some(x.marker_position),
+                format!(
+                    "ABORT marker of producer {} at offset {} has no entry in {}",
+                    x.producer_id,
+                    x.marker_offset,
+                    path.display()
+                ),
+            ));
         }
     }
 }
@@ -662,7 +715,8 @@ mod tests {
         });
         for i in 0..count {
             let v = format!("value-{ts}-{i}");
-            b.append(ts + i, Some(b"k"), Some(v.as_bytes()), &[]).unwrap();
+            b.append(ts + i, Some(b"k"), Some(v.as_bytes()), &[])
+                .unwrap();
         }
         b.build().unwrap()
     }
@@ -696,7 +750,8 @@ mod tests {
         let mut seq = 0;
         for round in 0..6 {
             let ts = 1_000 + round * 100;
-            log.append_as_leader(&batch(5, ts, -1, 0, false), 0).unwrap();
+            log.append_as_leader(&batch(5, ts, -1, 0, false), 0)
+                .unwrap();
             log.append_as_leader(&batch(3, ts + 10, 9, seq, false), 0)
                 .unwrap();
             seq += 3;
@@ -784,7 +839,10 @@ mod tests {
         let p = &r.problems[0];
         assert_eq!(&p.file, log);
         assert_eq!(p.position, Some(first as u64));
-        assert!(p.message.contains("CRC") || p.message.contains("crc"), "{p}");
+        assert!(
+            p.message.contains("CRC") || p.message.contains("crc"),
+            "{p}"
+        );
         assert!(p.to_string().contains(&format!("at byte {first}")));
     }
 
@@ -798,7 +856,9 @@ mod tests {
         f.set_len(len - 5).unwrap();
         let r = verify(&dir);
         assert!(
-            r.problems.iter().any(|p| &p.file == log && p.position.is_some()),
+            r.problems
+                .iter()
+                .any(|p| &p.file == log && p.position.is_some()),
             "{:?}",
             r.problems
         );
@@ -823,8 +883,14 @@ mod tests {
         let on = |f: &Path| r.problems.iter().filter(|p| p.file == f).count();
         assert_eq!(on(&index), 1, "{:?}", r.problems);
         assert_eq!(on(&time_index), 1, "{:?}", r.problems);
-        assert!(r.problems.iter().any(|p| p.file == index && p.position == Some(8)));
-        assert!(r.problems.iter().any(|p| p.file == time_index && p.position == Some(0)));
+        assert!(r
+            .problems
+            .iter()
+            .any(|p| p.file == index && p.position == Some(8)));
+        assert!(r
+            .problems
+            .iter()
+            .any(|p| p.file == time_index && p.position == Some(0)));
     }
 
     #[test]
@@ -852,7 +918,9 @@ mod tests {
         std::fs::write(&txn, &wrong).unwrap();
         let r = verify(&dir);
         assert!(
-            r.problems.iter().any(|p| p.file == txn && p.position == Some(0)),
+            r.problems
+                .iter()
+                .any(|p| p.file == txn && p.position == Some(0)),
             "{:?}",
             r.problems
         );
@@ -866,14 +934,21 @@ mod tests {
         let hw = data.path().join(REPLICATION_OFFSET_CHECKPOINT_FILE);
         std::fs::write(&hw, "0\n1\nt 0 1000\n").unwrap();
         let r = verify(&dir);
-        let rp = r.problems.iter().find(|p| p.file == path).expect("recovery point");
+        let rp = r
+            .problems
+            .iter()
+            .find(|p| p.file == path)
+            .expect("recovery point");
         assert_eq!(rp.position, Some(14));
         assert!(rp.message.contains("999"));
         assert!(r.problems.iter().any(|p| p.file == hw));
         // A leader epoch past the end, and a producer snapshot whose producer is not in the log.
         std::fs::write(dir.join(LEADER_EPOCH_CHECKPOINT_FILE), "0\n1\n3 5000\n").unwrap();
         let r = verify(&dir);
-        assert!(r.problems.iter().any(|p| p.message.contains("epoch 3 starts at offset 5000")));
+        assert!(r
+            .problems
+            .iter()
+            .any(|p| p.message.contains("epoch 3 starts at offset 5000")));
     }
 
     #[test]

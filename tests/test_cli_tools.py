@@ -121,14 +121,19 @@ def test_verify_txn_index_and_unreadable_files(data):
     idx = data / "demo2-0" / f"{60:020d}.timeindex"
     idx.unlink()
     idx.mkdir()
-    assert f"{idx}: a folder where a segment file is expected" in one_line_error(run("verify", data / "demo2-0"), 1)
+    p = run("verify", data / "demo2-0")
+    assert p.returncode == 1 and f"{idx}: not a regular file" in p.stdout, p.stdout + p.stderr
+    assert f"{idx}: a folder where a segment file is expected" in one_line_error(run("stats", data / "demo2-0"), 1)
     # A FIFO under a segment's name would block a reader: refused in one line.
     fifo_dir = data / "fifo-0"
     shutil.copytree(DEMO, fifo_dir)
     (fifo_dir / f"{144:020d}.log").unlink()
     os.mkfifo(fifo_dir / f"{144:020d}.log")
-    for cmd in ("verify", "stats", "cat"):
-        assert "not a regular file" in one_line_error(run(cmd, fifo_dir), 1), cmd
+    for cmd in ("stats", "cat", "export"):
+        extra = ["--to", data.parent / "out"] if cmd == "export" else []
+        assert "not a regular file" in one_line_error(run(cmd, fifo_dir, *extra), 1), cmd
+    p = run("verify", fifo_dir)
+    assert p.returncode == 1 and "not a regular file" in p.stdout, p.stdout + p.stderr
 
 
 # ----- stats -----

@@ -60,8 +60,8 @@ def _has_segments(folder: Path) -> bool:
     return any(p.name.endswith(".log") and _is_segment_name(p.name) for p in folder.iterdir())
 
 
-def partition_dirs(paths: list[str], topic: str | None = None,
-                   partition: int | None = None) -> list[tuple[str, int | None, Path]]:
+def partition_dirs(paths: list[str], topic: str | None = None, partition: int | None = None,
+                   precheck: bool = True) -> list[tuple[str, int | None, Path]]:
     """(topic, partition, folder) for each partition folder named or inside a data dir named."""
     out: list[tuple[str, int | None, Path]] = []
     for arg in paths:
@@ -87,8 +87,9 @@ def partition_dirs(paths: list[str], topic: str | None = None,
         out = [x for x in out if x[1] == partition]
         if not out:
             raise DataError(f"no partition {partition} in {', '.join(paths)}")
-    for _, _, d in out:
-        _check_readable_folder(d)
+    if precheck:  # verify reports such files as problems itself
+        for _, _, d in out:
+            _check_readable_folder(d)
     return out
 
 
@@ -120,13 +121,13 @@ class _Progress:
 
 def _segment_bytes(folder: Path) -> int:
     return sum(p.stat().st_size for p in folder.iterdir()
-               if p.name.endswith(".log") and _is_segment_name(p.name))
+               if p.name.endswith(".log") and _is_segment_name(p.name) and p.is_file())
 
 
 # ----- verify -----
 
 def cmd_verify(args) -> int:
-    parts = partition_dirs(args.paths, args.topic)
+    parts = partition_dirs(args.paths, args.topic, precheck=False)
     progress = _Progress(sum(_segment_bytes(d) for _, _, d in parts), "B", "verify")
     problems = damaged = segments = batches = size = 0
     try:

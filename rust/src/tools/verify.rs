@@ -88,6 +88,8 @@ struct Files {
     time_indexes: BTreeMap<i64, PathBuf>,
     txn_indexes: BTreeMap<i64, PathBuf>,
     snapshots: BTreeMap<i64, PathBuf>,
+    /// Segment-named entries that are not regular files (a FIFO would block a reader).
+    irregular: Vec<PathBuf>,
 }
 
 fn list_files(dir: &Path) -> Result<Files> {
@@ -98,6 +100,11 @@ fn list_files(dir: &Path) -> Result<Files> {
         let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
             continue;
         };
+        let named = name.ends_with(".snapshot") || offset_from_file_name(name).is_some();
+        if named && !entry.file_type().is_ok_and(|t| t.is_file()) {
+            files.irregular.push(path);
+            continue;
+        }
         if name.ends_with(".snapshot") {
             if let Some(offset) = offset_from_snapshot_name(name) {
                 files.snapshots.insert(offset, path);
@@ -221,6 +228,13 @@ pub fn verify_partition(
             .is_some_and(|(t, _)| t.starts_with("__") && t != "__cluster_metadata");
     report.compacted = compacted;
 
+    for path in &files.irregular {
+        problems.push(problem(
+            path,
+            None,
+            "not a regular file where a segment file is expected",
+        ));
+    }
     for (base, path) in files
         .indexes
         .iter()
@@ -978,6 +992,27 @@ mod tests {
         )
         .unwrap();
         assert!(verify(&dir).compacted);
+    }
+
+    #[test]
+    fn a_folder_or_fifo_under_a_segment_name_is_a_problem_not_a_hang() {
+        let (_data, dir) = sound_log();
+        let index = segment_logs(&dir)[0].with_extension("timeindex");
+        std::fs::remove_file(&index).unwrap();
+        std::fs::create_dir(&index).unwrap();
+        let fifo = dir.join(format!("{:020}.log", 999_999));
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let r = verify(&dir);
+        for p in [&index, &fifo] {
+            assert!(
+                r.problems
+                    .iter()
+                    .any(|x| &x.file == p && x.message.contains("not a regular file")),
+                "{:?}",
+                r.problems
+            );
+        }
     }
 
     #[test]

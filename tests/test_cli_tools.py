@@ -357,3 +357,58 @@ def test_demo_explains_itself_and_names_no_temp_path():
     assert "/tmp" not in p.stdout and "kafkalog-demo-" not in p.stdout
     for words in ("high watermark", "last stable offset", "read_committed"):
         assert words in p.stdout
+
+
+def test_verify_and_stats_on_legacy_message_sets(tmp_path):
+    """v0/v1 message sets with compressed wrappers (what a pre-0.11 broker left on disk)."""
+    from kafkalog import _kafkalog
+    from test_kafka_legacy_dump import _write
+
+    for magic in (0, 1):
+        d = tmp_path / f"legacy{magic}-0"
+        expected, batches, idx, _ = _write(d, magic)
+        segments, n, _, _, problems = _kafkalog.verify_partition(str(d))
+        assert problems == [] and n == len(batches), problems
+        s = _kafkalog.partition_stats(str(d))
+        assert s["records"] == len(expected) and s["magic"] == {magic: len(batches)}
+        assert (s["first_timestamp"] is None) == (magic == 0)
+        # An index entry pointing into the middle of a wrapper.
+        index = d / f"{0:020d}.index"
+        raw = bytearray(index.read_bytes())
+        raw[4:8] = (int.from_bytes(raw[4:8], "big") + 1).to_bytes(4, "big")
+        index.write_bytes(bytes(raw))
+        problems = _kafkalog.verify_partition(str(d))[4]
+        assert [(f, pos) for f, pos, _ in problems] == [(str(index), 0)], problems
+
+
+def test_progress_bar_on_a_terminal(data):
+    import pty
+
+    import threading
+
+    master, slave = pty.openpty()
+    seen = bytearray()
+
+    def drain():
+        while True:
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:  # EIO once the terminal's last writer is gone
+                return
+            if not chunk:
+                return
+            seen.extend(chunk)
+
+    reader = threading.Thread(target=drain)
+    reader.start()
+    p = subprocess.Popen([sys.executable, "-m", "kafkalog", "verify", str(data)], stdout=subprocess.PIPE,
+                         stderr=slave, text=True)
+    os.close(slave)
+    out = p.stdout.read()
+    p.wait(timeout=120)
+    reader.join(timeout=60)
+    os.close(master)
+    assert p.returncode == 0 and out == ""
+    text = seen.decode(errors="replace")
+    assert "verify:" in text and "%" in text, text  # tqdm's bar, then the summary line
+    assert "sound" in text

@@ -105,10 +105,14 @@ class _Progress:
     def __init__(self, total: int, unit: str, desc: str):
         self.bar = None
         if sys.stderr.isatty() and total > 0:
+            import shutil
+
             from tqdm import tqdm
 
+            # A terminal that reports no size (0 x 0) would get no bar at all from tqdm.
+            size = shutil.get_terminal_size((80, 24))
             self.bar = tqdm(total=total, unit=unit, unit_scale=True, desc=desc, leave=False,
-                            file=sys.stderr, dynamic_ncols=True)
+                            file=sys.stderr, ncols=size.columns or 80, nrows=size.lines or 24)
 
     def update(self, n: int) -> None:
         if self.bar is not None:

@@ -412,3 +412,28 @@ def test_progress_bar_on_a_terminal(data):
     text = seen.decode(errors="replace")
     assert "verify:" in text and "%" in text, text  # tqdm's bar, then the summary line
     assert "sound" in text
+
+
+def test_a_real_ctrl_c_exits_130_without_a_traceback(data):
+    """SIGINT while `cat` is blocked writing to a full pipe (a reader that stopped reading)."""
+    import fcntl
+    import signal
+    import termios
+    import time
+
+    cmd = [sys.executable, "-m", "kafkalog", "cat", str(data), "--key-decoder", "hex", "--value-decoder", "hex"]
+    # More than a pipe holds (64 KiB) plus Python's buffer: cat cannot end while no one reads.
+    assert len(subprocess.run(cmd, capture_output=True, timeout=120).stdout) > 100_000
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    avail = bytearray(4)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:  # wait for the state, not for a time
+        fcntl.ioctl(p.stdout.fileno(), termios.FIONREAD, avail)
+        if int.from_bytes(avail, sys.byteorder) > 0 or p.poll() is not None:  # cat is writing
+            break
+        time.sleep(0.05)
+    assert p.poll() is None, "cat ended before the pipe filled: the test needs more output"
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=120)
+    assert p.returncode == 130, err
+    assert err.decode().strip() == "kafkalog cat: interrupted"

@@ -147,6 +147,7 @@ def test_stats_json_matches_the_log(data):
         log = kafkalog.Log(data / f"{topic}-{part}")
         assert (r["log_start_offset"], r["log_end_offset"], r["high_watermark"], r["last_stable_offset"]) == (
             log.log_start_offset, log.log_end_offset, log.high_watermark, log.last_stable_offset)
+        assert r["checkpointed_high_watermark"] == log.checkpointed_high_watermark
         assert r["segments"] == len(log.segments) and r["bytes"] == log.size_in_bytes
         assert r["records"] == sum(1 for _ in log.records(isolation="log_end"))
         batches = log.batches()

@@ -80,6 +80,7 @@ fn partition_stats<'py>(
     d.set_item("log_start_offset", s.log_start_offset)?;
     d.set_item("log_end_offset", s.log_end_offset)?;
     d.set_item("high_watermark", s.high_watermark)?;
+    d.set_item("checkpointed_high_watermark", s.checkpointed_high_watermark)?;
     d.set_item("last_stable_offset", s.last_stable_offset)?;
     d.set_item("segments", s.segments)?;
     d.set_item("bytes", s.bytes)?;

@@ -17,7 +17,10 @@ use crate::record::record::TimestampType;
 pub struct PartitionStats {
     pub log_start_offset: i64,
     pub log_end_offset: i64,
+    /// The log's high watermark as a lone replica serves it (see `Log::high_watermark`).
     pub high_watermark: i64,
+    /// The broker's last checkpointed high watermark (`replication-offset-checkpoint`), if any.
+    pub checkpointed_high_watermark: Option<i64>,
     pub last_stable_offset: i64,
     pub segments: usize,
     pub bytes: u64,
@@ -52,6 +55,7 @@ pub fn partition_stats(
         log_start_offset: log.log_start_offset(),
         log_end_offset: log.log_end_offset(),
         high_watermark: log.high_watermark(),
+        checkpointed_high_watermark: log.checkpointed_high_watermark(),
         last_stable_offset: log.last_stable_offset(),
         ..Default::default()
     };

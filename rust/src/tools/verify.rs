@@ -1043,6 +1043,8 @@ mod tests {
         assert_eq!(s.log_start_offset, 0);
         assert_eq!(s.log_end_offset, 6 * 11);
         assert_eq!(s.high_watermark, 66);
+        // Written by the log's clean close.
+        assert_eq!(s.checkpointed_high_watermark, Some(66));
         assert_eq!(s.last_stable_offset, 66);
         assert_eq!(s.batches, 24);
         assert_eq!(s.control_batches, 6);

@@ -609,6 +609,26 @@ def test_dump_reports_damage_as_dump_log_segments(env, tmp_path):
     assert "Mismatches in :" in java.stderr and "Found timestamp mismatch" in java.stderr
 
 
+def test_verify_and_stats_on_the_broker_folders(env):
+    """kafkalog verify finds a broker's cleanly stopped folders sound (segments, indexes, txn
+    index, checkpoints of its log dir, leader epochs, producer snapshots), and kafkalog stats
+    gives the offsets the broker served through ListOffsets and the records consumers read."""
+    from kafkalog import _kafkalog
+
+    for topic in READ_TOPICS:
+        pdir = env["pdirs"][topic]
+        segments, batches, _, compacted, problems = _kafkalog.verify_partition(str(pdir))
+        assert problems == [] and segments >= 1 and batches > 0 and not compacted, (topic, problems[:5])
+        s = _kafkalog.partition_stats(str(pdir))
+        served = env["offsets"][topic]
+        assert (s["log_start_offset"], s["high_watermark"], s["last_stable_offset"]) == (
+            served["earliest"], served["high_watermark"], served["last_stable"]), topic
+        assert s["records"] == len(env["consumed"][topic]), topic
+    main = _kafkalog.partition_stats(str(env["pdirs"][T_MAIN]))
+    assert (main["committed_transactions"], main["aborted_transactions"]) == (2, 2)
+    assert set(main["codecs"]) >= {"gzip", "snappy", "lz4", "zstd"}
+
+
 def test_read_left_files_untouched(env):
     """After everything above (read-only opens of every segment and index, with files
     chmod a-w): every file in the partition dirs is byte-identical, same size and mtime."""

@@ -1,7 +1,7 @@
 """Type stubs for the Rust extension (kafkalog._kafkalog)."""
 
 from os import PathLike
-from typing import Any, Iterator, Literal, Mapping, Optional, Sequence, Tuple, TypedDict, Union
+from typing import Any, Callable, Iterator, Literal, Mapping, Optional, Sequence, Tuple, TypedDict, Union
 
 import pyarrow
 
@@ -242,6 +242,18 @@ def broker_committed_offsets(
     latest commit wins, tombstones (deleted groups, expired offsets) delete, transactional commits
     count once committed. ``{group_id: {(topic, partition): CommittedOffset}}``; only
     ``group_id``'s when given."""
+    ...
+def verify_partition(
+    path: _Path, *, compacted: bool = False, progress: Optional[Callable[[int], Any]] = None
+) -> tuple[int, int, int, bool, list[tuple[str, Optional[int], str]]]:
+    """`kafkalog verify` of one partition folder, read-only: (segments, batches, bytes,
+    compacted, problems), each problem (file, byte position or None, message). `progress` is
+    called with each segment's bytes; Ctrl-C raises KeyboardInterrupt."""
+    ...
+def partition_stats(path: _Path, *, progress: Optional[Callable[[int], Any]] = None) -> dict[str, Any]:
+    """`kafkalog stats` of one partition folder: offsets (log start/end, high watermark, last
+    stable offset), segments, bytes, batches, records, control batches, transactional records,
+    committed/aborted transactions, producers, first/last (batch-level) timestamp, codecs, magic."""
     ...
 def partition_for_key(key: bytes, num_partitions: int) -> int: ...
 def stage_arrow(data: _ArrowData, data_dir: _Path, staging_dir: _Path, prefix: str, *, topic: Optional[str] = None, new_topic_partitions: int = 1, compression: Compression = "none", batch_bytes: int = 524288) -> list[tuple[str, int, "PathLike[str]"]]: ...

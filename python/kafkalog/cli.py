@@ -1,16 +1,28 @@
-"""kafkalog: read Kafka partition folders without a broker or a JVM.
+"""kafkalog: read Kafka partition folders without a broker or a JVM. Nothing is ever written to
+the folders read.
 
 commands:
   kafkalog dump --files 00000000000000000000.log --deep-iteration --print-data-log
       Kafka's kafka-dump-log.sh (DumpLogSegments): same options, same output.
   kafkalog dump /var/lib/kafka/data/orders-0
       the same for every segment file of a partition folder (or of every folder of a data dir).
+  kafkalog verify /var/lib/kafka/data
+      check batches, indexes and checkpoints against each other; one line per problem.
+  kafkalog stats /var/lib/kafka/data --json
+      per partition: offsets, segments, bytes, records, times, codecs, transactions, producers.
+  kafkalog cat /var/lib/kafka/data --topic orders --from -10 --format jsonl
+      records as kcat / kafka-console-consumer print them, across partitions.
+  kafkalog export /var/lib/kafka/data --to /tmp/kafka-parquet
+      Parquet with Spark's Kafka schema; run again to append only what is new.
   kafkalog records /var/lib/kafka/data/orders-0 --start 100 --end 200
-      records as JSON lines, as a consumer reads them.
+      records of one partition folder as JSON lines, as a consumer reads them.
   kafkalog demo
-      the main job on the embedded example.
+      the main job on the embedded example, each figure explained.
 
-exit codes: 0 done; 1 the data is damaged or a file could not be read; 2 a wrong command line.
+'kafkalog COMMAND --help' gives each command's options, with examples.
+
+exit codes: 0 done (verify: sound); 1 the data is damaged, a path is missing or a file cannot be
+read; 2 a wrong command line; 130 interrupted (Ctrl-C).
 """
 
 from __future__ import annotations
@@ -23,14 +35,11 @@ import sys
 from pathlib import Path
 
 import kafkalog
-from kafkalog import _kafkalog
+from kafkalog import _kafkalog, cli_tools
+from kafkalog.cli_tools import DataError, UsageError
 
 # Suffix order within one segment, as Kafka lists a segment's files.
 _SEGMENT_SUFFIXES = (".log", ".index", ".timeindex", ".txnindex", ".snapshot")
-
-
-class UsageError(Exception):
-    """A command line that cannot run (exit code 2)."""
 
 
 def _text(b: bytes | None) -> str | None:
@@ -126,17 +135,26 @@ def cmd_dump(args) -> int:
 
 
 def cmd_records(args) -> int:
-    if args.start is not None and args.start < 0:
-        raise UsageError(f"--start {args.start}: offsets are not negative")
-    if args.start is not None and args.end is not None and args.end < args.start:
-        raise UsageError(f"--end {args.end} is before --start {args.start}")
+    # The range rule of `kafkalog cat` (cli_tools.RANGE_RULE).
+    cli_tools.check_range(args.start, args.end, "--start", "--end")
+    folder = Path(args.dir)
+    if not folder.exists():
+        raise DataError(f"{args.dir}: no such file or folder")
+    if folder.is_dir():
+        cli_tools._check_readable_folder(folder)
     log = kafkalog.Log(args.dir, read_only=True)
-    for r in log.records(start=args.start, end=args.end, isolation=args.isolation):
+    start, end = cli_tools.resolve_range(log, args.start, args.end, args.isolation)
+    count = 0
+    for r in log.records(start=start, end=end, isolation=args.isolation):
+        count += 1
         print(json.dumps({
             "offset": r.offset, "timestamp": r.timestamp, "timestamp_type": r.timestamp_type,
             "key": _text(r.key), "value": _text(r.value),
             "headers": [[k, _text(v)] for k, v in r.headers],
         }))
+    if count == 0:
+        print(f"kafkalog records: no records in the range asked; {args.dir} holds "
+              f"[{log.log_start_offset}, {log.latest_offset(args.isolation)})", file=sys.stderr)
     return 0
 
 
@@ -160,8 +178,15 @@ def _kafka_major(text: str) -> int:
     return int(major)
 
 
+class _Parser(argparse.ArgumentParser):
+    """Command-line mistakes as one line (exit 2), pointing at the help, not a usage block."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: {message} (see '{self.prog} --help')\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="kafkalog", description=__doc__,
+    p = _Parser(prog="kafkalog", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--version", action="version", version=f"kafkalog {kafkalog.__version__}")
     sub = p.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
@@ -213,24 +238,38 @@ def build_parser() -> argparse.ArgumentParser:
                    help="exit 1 when anything is reported wrong (Kafka's tool exits 0)")
     d.set_defaults(func=cmd_dump)
 
-    r = sub.add_parser("records", help="records of a partition folder as JSON lines",
-                       description="Records as a consumer reads them, one JSON object per line.",
-                       epilog="example: kafkalog records /data/orders-0 --start 100 --end 200 "
-                              "--isolation read_committed")
-    r.add_argument("dir", metavar="PARTITION_FOLDER")
+    r = sub.add_parser("records", formatter_class=argparse.RawDescriptionHelpFormatter,
+                       help="records of one partition folder as JSON lines",
+                       description="Records as a consumer reads them, one JSON object per line "
+                                   "(bytes that are not UTF-8 as 'base64:...').",
+                       epilog=cli_tools.RANGE_RULE.replace("--from", "--start").replace("--to", "--end")
+                       .replace("cat and records", "records and cat")
+                       + "\n\nexamples:\n  kafkalog records /data/orders-0 --start 100 --end 200 "
+                         "--isolation read_committed\n  kafkalog records /data/orders-0 --start -5\n")
+    r.add_argument("dir", metavar="PARTITION_FOLDER", help="one partition folder (e.g. /data/orders-0)")
     r.add_argument("--isolation", default="read_uncommitted",
                    choices=["read_uncommitted", "read_committed", "log_end"],
-                   help="what a consumer may read (default read_uncommitted: up to the high watermark)")
-    r.add_argument("--start", type=int, metavar="OFFSET", help="first offset (default: the log start)")
-    r.add_argument("--end", type=int, metavar="OFFSET",
-                   help="offset to stop before (default: what the isolation level allows)")
+                   help="what a consumer may read (default read_uncommitted: up to the high watermark) "
+                        "(e.g. --isolation read_committed)")
+    r.add_argument("--start", type=cli_tools._offset, metavar="OFFSET",
+                   help="first offset (default: the log start); negative counts back from the end "
+                        "(e.g. --start -10)")
+    r.add_argument("--end", type=cli_tools._offset, metavar="OFFSET",
+                   help="offset to stop before (default: what the isolation level allows) (e.g. --end 200)")
     r.set_defaults(func=cmd_records)
 
+    cli_tools.add_parsers(sub, argparse.RawDescriptionHelpFormatter)
+
     demo = sub.add_parser(
-        "demo",
+        "demo", formatter_class=argparse.RawDescriptionHelpFormatter,
         help="the main job on the embedded example: offsets, records, a Spark DataFrame, a topic written back",
-    )
-    demo.add_argument("--no-spark", action="store_true", help="stop after the Arrow part (no Java needed)")
+        description="Reads the partition folder a Kafka 4.4.0 broker wrote that ships with kafkalog "
+                    "(topic demo: 300 orders, one committed and one aborted transaction) from a "
+                    "temporary copy, explaining each figure; then reads it with Spark, aggregates, "
+                    "writes a topic back and reads it again. The copy is removed at the end.",
+        epilog="examples:\n  kafkalog demo\n  kafkalog demo --no-spark\n")
+    demo.add_argument("--no-spark", action="store_true",
+                      help="stop after the Arrow part (no Java needed) (e.g. kafkalog demo --no-spark)")
     demo.set_defaults(func=cmd_demo)
     return p
 
@@ -245,7 +284,14 @@ def main(argv=None) -> int:
     except UsageError as e:
         print(f"kafkalog {args.cmd}: {e}", file=sys.stderr)
         return 2
+    except DataError as e:
+        print(f"kafkalog {args.cmd}: {e}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
+        try:
+            sys.stdout.flush()
+        except (OSError, ValueError):
+            pass
         print(f"kafkalog {args.cmd}: interrupted", file=sys.stderr)
         return 130
     except (kafkalog.KafkaLogError, OSError, ValueError) as e:

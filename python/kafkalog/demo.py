@@ -32,8 +32,14 @@ def run(spark_enabled: bool = True, out: TextIO = sys.stdout) -> int:
         data_dir = Path(tmp) / "data"
         shutil.copytree(src, data_dir / "demo-0")
         log = kafkalog.Log(data_dir / "demo-0")  # read-only: nothing on disk changes
+        _say(out, "kafkalog demo: reads the Kafka partition folder that ships with kafkalog (topic 'demo':")
+        _say(out, "300 orders, one committed and one aborted transaction) from a temporary copy, as Kafka's")
+        _say(out, "consumers would" + (", then with Spark, writing a topic back; the copy is removed at the end."
+                                       if spark_enabled else "; the copy is removed at the end."))
+        _say(out)
         _say(out, "1. The partition folder demo-0 (written by a Kafka 4.4.0 broker), opened read-only:")
-        _say(out, f"   segments (base offsets)   {log.segments}, {log.size_in_bytes} bytes")
+        _say(out, f"   segments (base offsets)   {log.segments}, {log.size_in_bytes} bytes"
+                  "   (each segment file is named by its first offset)")
         _say(out, f"   log start / end offset    {log.log_start_offset} / {log.log_end_offset}"
                   "   (the end counts 2 transaction markers)")
         _say(out, f"   high watermark            {log.high_watermark}   (what read_uncommitted consumers may read)")

@@ -5,9 +5,100 @@ use std::io::{BufWriter, Write};
 
 use pyo3::prelude::*;
 
+use pyo3::types::PyDict;
+
 use crate::tools::dump_log_segments::{
     dump_log_segments as dump, Decoder, DumpOptions, MessageParser,
 };
+use crate::tools::{stats, verify};
+
+/// Runs `work` without the GIL, giving it a progress callback that takes the GIL to call
+/// `progress(bytes)` and to check for Ctrl-C, whose Python exception is what `work` returns.
+fn with_progress<T: Send>(
+    py: Python<'_>,
+    progress: Option<PyObject>,
+    work: impl FnOnce(&mut dyn FnMut(u64) -> crate::Result<()>) -> crate::Result<T> + Send,
+) -> PyResult<T> {
+    let mut raised: Option<PyErr> = None;
+    let result = py.allow_threads(|| {
+        work(&mut |bytes| {
+            Python::with_gil(|py| {
+                let call = py.check_signals().and_then(|_| match &progress {
+                    Some(cb) => cb.call1(py, (bytes,)).map(|_| ()),
+                    None => Ok(()),
+                });
+                call.map_err(|e| {
+                    raised = Some(e);
+                    crate::Error::IllegalState("interrupted".into())
+                })
+            })
+        })
+    });
+    match (result, raised) {
+        (_, Some(e)) => Err(e),
+        (r, None) => Ok(r?),
+    }
+}
+
+/// `kafkalog verify` over one partition folder, reading only. Returns (segments, batches,
+/// bytes, compacted, problems), each problem (file, byte position or None, message).
+#[pyfunction]
+#[pyo3(signature = (path, *, compacted = false, progress = None))]
+#[allow(clippy::type_complexity)]
+fn verify_partition(
+    py: Python<'_>,
+    path: std::path::PathBuf,
+    compacted: bool,
+    progress: Option<PyObject>,
+) -> PyResult<(usize, u64, u64, bool, Vec<(String, Option<u64>, String)>)> {
+    let report = with_progress(py, progress, |cb| {
+        verify::verify_partition(&path, verify::VerifyOptions { compacted }, cb)
+    })?;
+    let problems = report
+        .problems
+        .into_iter()
+        .map(|p| (p.file.display().to_string(), p.position, p.message))
+        .collect();
+    Ok((
+        report.segments,
+        report.batches,
+        report.bytes,
+        report.compacted,
+        problems,
+    ))
+}
+
+/// `kafkalog stats` of one partition folder (opened read-only): a dict of its offsets, sizes,
+/// counts, batch-level time range, codecs and producers.
+#[pyfunction]
+#[pyo3(signature = (path, *, progress = None))]
+fn partition_stats<'py>(
+    py: Python<'py>,
+    path: std::path::PathBuf,
+    progress: Option<PyObject>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let s = with_progress(py, progress, |cb| stats::partition_stats(&path, cb))?;
+    let d = PyDict::new(py);
+    d.set_item("log_start_offset", s.log_start_offset)?;
+    d.set_item("log_end_offset", s.log_end_offset)?;
+    d.set_item("high_watermark", s.high_watermark)?;
+    d.set_item("checkpointed_high_watermark", s.checkpointed_high_watermark)?;
+    d.set_item("last_stable_offset", s.last_stable_offset)?;
+    d.set_item("segments", s.segments)?;
+    d.set_item("bytes", s.bytes)?;
+    d.set_item("batches", s.batches)?;
+    d.set_item("records", s.records)?;
+    d.set_item("control_batches", s.control_batches)?;
+    d.set_item("transactional_records", s.transactional_records)?;
+    d.set_item("committed_transactions", s.committed_transactions)?;
+    d.set_item("aborted_transactions", s.aborted_transactions)?;
+    d.set_item("producers", s.producers)?;
+    d.set_item("first_timestamp", s.first_timestamp)?;
+    d.set_item("last_timestamp", s.last_timestamp)?;
+    d.set_item("codecs", s.codecs)?;
+    d.set_item("magic", s.magic)?;
+    Ok(d)
+}
 
 /// Kafka's DumpLogSegments over `files`, printed to stdout (reports to stderr).
 /// `message_parser`: "decoders" (the key and value decoders), "offsets", "transaction-log"
@@ -74,5 +165,7 @@ fn dump_log_segments(
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(dump_log_segments, m)?)?;
+    m.add_function(wrap_pyfunction!(verify_partition, m)?)?;
+    m.add_function(wrap_pyfunction!(partition_stats, m)?)?;
     Ok(())
 }

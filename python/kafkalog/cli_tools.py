@@ -1,0 +1,515 @@
+"""The operator commands of ``kafkalog``: verify, stats, cat, export (and the offset range rule
+that ``records`` shares). The checks and sums are the crate's (``tools::verify``,
+``tools::stats``); this module finds the partition folders, resolves options and prints."""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import csv
+import datetime as _dt
+import json
+import os
+import re
+import stat
+import sys
+from pathlib import Path
+
+import kafkalog
+from kafkalog import _kafkalog
+
+
+class UsageError(Exception):
+    """A command line that cannot run (exit code 2)."""
+
+
+class DataError(Exception):
+    """The data cannot be read as asked (exit code 1)."""
+
+
+RANGE_RULE = """\
+offset ranges (the same for cat and records):
+  --from A --to B reads offsets A <= offset < B of each partition.
+  A negative value counts back from each partition's end (the end the isolation level allows),
+  as kcat's -o -N does: --from -10 is each partition's last 10 offsets.
+  Each end is then clamped to what the partition holds, so --from 1000 past the end reads
+  nothing: exit 0, with a one-line note on stderr saying where the partitions end.
+  A range empty whatever the data (--to at or before --from, both of the same sign) is a
+  wrong command line: exit 2.
+  --from-time/--to-time T take ms since the epoch or an ISO 8601 time (2025-01-31T12:00:00Z):
+  the first offset whose timestamp is >= T, as Kafka's ListOffsets (offsetsForTimes)."""
+
+
+# ----- finding partition folders -----
+
+def _is_segment_name(name: str) -> bool:
+    return re.fullmatch(r"\d{20}\.(log|index|timeindex|txnindex)", name) is not None
+
+
+def _check_readable_folder(folder: Path) -> None:
+    """A FIFO or device under a segment's name would block a reader: refused up front."""
+    for p in folder.iterdir():
+        if _is_segment_name(p.name) or p.name.endswith(".snapshot"):
+            mode = p.stat().st_mode
+            if not stat.S_ISREG(mode):
+                kind = "a folder" if stat.S_ISDIR(mode) else "not a regular file"
+                raise DataError(f"{p}: {kind} where a segment file is expected")
+
+
+def _has_segments(folder: Path) -> bool:
+    return any(p.name.endswith(".log") and _is_segment_name(p.name) for p in folder.iterdir())
+
+
+def partition_dirs(paths: list[str], topic: str | None = None, partition: int | None = None,
+                   precheck: bool = True) -> list[tuple[str, int | None, Path]]:
+    """(topic, partition, folder) for each partition folder named or inside a data dir named."""
+    out: list[tuple[str, int | None, Path]] = []
+    for arg in paths:
+        p = Path(arg)
+        if not p.exists():
+            raise DataError(f"{arg}: no such file or folder")
+        if not p.is_dir():
+            raise DataError(f"{arg}: a file, not a partition folder or a data dir")
+        if _has_segments(p):
+            m = re.fullmatch(r"(.+)-(\d+)", p.name)
+            out.append((m.group(1), int(m.group(2))) + (p,) if m else (p.name, None, p))
+            continue
+        found = kafkalog.partition_folders(str(p))
+        if not found:
+            raise DataError(f"{arg}: neither a partition folder (no .log segment files) nor a data dir "
+                            "(no <topic>-<partition> folders)")
+        out += [(t, n, Path(d)) for t, n, d in found]
+    if topic is not None:
+        out = [x for x in out if x[0] == topic]
+        if not out:
+            raise DataError(f"no partition of topic '{topic}' in {', '.join(paths)}")
+    if partition is not None:
+        out = [x for x in out if x[1] == partition]
+        if not out:
+            raise DataError(f"no partition {partition} in {', '.join(paths)}")
+    if precheck:  # verify reports such files as problems itself
+        for _, _, d in out:
+            _check_readable_folder(d)
+    return out
+
+
+def _name(topic: str, partition: int | None) -> str:
+    return topic if partition is None else f"{topic}-{partition}"
+
+
+# ----- progress -----
+
+class _Progress:
+    """A byte or record bar on stderr when it is a terminal (tqdm); silent when piped."""
+
+    def __init__(self, total: int, unit: str, desc: str):
+        self.bar = None
+        if sys.stderr.isatty() and total > 0:
+            import shutil
+
+            from tqdm import tqdm
+
+            # A terminal that reports no size (0 x 0) would get no bar at all from tqdm.
+            size = shutil.get_terminal_size((80, 24))
+            self.bar = tqdm(total=total, unit=unit, unit_scale=True, desc=desc, leave=False,
+                            file=sys.stderr, ncols=size.columns or 80, nrows=size.lines or 24)
+
+    def update(self, n: int) -> None:
+        if self.bar is not None:
+            self.bar.update(n)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+def _segment_bytes(folder: Path) -> int:
+    return sum(p.stat().st_size for p in folder.iterdir()
+               if p.name.endswith(".log") and _is_segment_name(p.name) and p.is_file())
+
+
+# ----- verify -----
+
+def cmd_verify(args) -> int:
+    parts = partition_dirs(args.paths, args.topic, precheck=False)
+    progress = _Progress(sum(_segment_bytes(d) for _, _, d in parts), "B", "verify")
+    problems = damaged = segments = batches = size = 0
+    try:
+        for topic, partition, folder in parts:
+            s, b, n, _compacted, found = _kafkalog.verify_partition(
+                str(folder), compacted=args.compacted, progress=progress.update)
+            segments, batches, size = segments + s, batches + b, size + n
+            if found:
+                damaged += 1
+            for file, position, message in found:
+                problems += 1
+                where = f"{file} at byte {position}" if position is not None else file
+                print(f"{where}: {message}", flush=False)
+    finally:
+        progress.close()
+        sys.stdout.flush()
+    summary = (f"{len(parts)} partition(s), {segments} segment(s), {batches} batches, "
+               f"{size} bytes checked")
+    if problems:
+        print(f"kafkalog verify: {problems} problem(s) in {damaged} partition(s); {summary}",
+              file=sys.stderr)
+        return 1
+    print(f"kafkalog verify: sound; {summary}", file=sys.stderr)
+    return 0
+
+
+# ----- stats -----
+
+def _iso(ms: int | None) -> str:
+    if ms is None:
+        return "-"
+    return _dt.datetime.fromtimestamp(ms / 1000, _dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+
+
+def cmd_stats(args) -> int:
+    parts = partition_dirs(args.paths, args.topic)
+    progress = _Progress(sum(_segment_bytes(d) for _, _, d in parts), "B", "stats")
+    rows = []
+    try:
+        for topic, partition, folder in parts:
+            s = _kafkalog.partition_stats(str(folder), progress=progress.update)
+            s = {"topic": topic, "partition": partition, "path": str(folder), **s}
+            s["transactional_share"] = (s["transactional_records"] / s["records"]) if s["records"] else 0.0
+            rows.append(s)
+    finally:
+        progress.close()
+    if args.json:
+        json.dump({"partitions": rows}, sys.stdout, indent=2)
+        print()
+        return 0
+    headers = ["partition", "start", "end", "HW", "LSO", "segs", "bytes", "records", "first timestamp",
+               "last timestamp", "codecs", "txn", "producers"]
+    table = [[_name(r["topic"], r["partition"]), r["log_start_offset"], r["log_end_offset"],
+              r["high_watermark"], r["last_stable_offset"], r["segments"], r["bytes"], r["records"],
+              _iso(r["first_timestamp"]), _iso(r["last_timestamp"]),
+              ",".join(r["codecs"]) or "-", f"{100 * r['transactional_share']:.0f}%", r["producers"]]
+             for r in rows]
+    widths = [max(len(str(x)) for x in col) for col in zip(headers, *table)]
+    for line in [headers] + table:
+        print("  ".join(str(x).rjust(w) if isinstance(x, int) else str(x).ljust(w)
+                        for x, w in zip(line, widths)).rstrip())
+    print("start/end: log start and end offsets; HW: high watermark (read_uncommitted reads up to it); "
+          "LSO: last stable offset (read_committed); txn: share of records in transactions; "
+          "timestamps are batch-level, UTC.", file=sys.stderr)
+    return 0
+
+
+# ----- offset ranges -----
+
+def _time_ms(text: str) -> int:
+    if re.fullmatch(r"-?\d+", text):
+        return int(text)
+    try:
+        t = _dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text}: not ms since the epoch nor an ISO 8601 time "
+                                         "(2025-01-31T12:00:00Z)") from None
+    if t.tzinfo is None:
+        t = t.replace(tzinfo=_dt.timezone.utc)
+    return int(t.timestamp() * 1000)
+
+
+def check_range(first: int | None, last: int | None, first_flag: str, last_flag: str) -> None:
+    """The range rule's command-line half: a range empty whatever the data is refused."""
+    if first is not None and last is not None and (first < 0) == (last < 0) and last <= first:
+        raise UsageError(f"{last_flag} {last} is at or before {first_flag} {first}: the range "
+                         f"[{first}, {last}) is empty")
+
+
+def resolve_range(log, first: int | None, last: int | None, isolation: str,
+                  from_time: int | None = None, to_time: int | None = None) -> tuple[int, int]:
+    """[start, end) of one partition under the range rule (RANGE_RULE)."""
+    log_start, upper = log.log_start_offset, log.latest_offset(isolation)
+
+    def at_time(t: int) -> int:
+        found = log.offset_for_timestamp(t)
+        return upper if found is None else found[1]
+
+    def offset(v: int | None, default: int) -> int:
+        if v is None:
+            return default
+        return upper + v if v < 0 else v
+
+    start = at_time(from_time) if from_time is not None else offset(first, log_start)
+    end = at_time(to_time) if to_time is not None else offset(last, upper)
+    start = min(max(start, log_start), upper)
+    end = min(max(end, log_start), upper)
+    return start, max(start, end)
+
+
+# ----- cat -----
+
+def _decoder(name: str):
+    if name == "utf8":
+        return lambda b: b.decode("utf-8", errors="replace")
+    if name == "base64":
+        return lambda b: base64.b64encode(b).decode()
+    if name == "hex":
+        return bytes.hex
+
+    def as_json(b: bytes):
+        return json.loads(b)
+    return as_json
+
+
+def cmd_cat(args) -> int:
+    check_range(args.from_offset, args.to_offset, "--from", "--to")
+    parts = partition_dirs(args.paths, args.topic, args.partition)
+    key_of, value_of = _decoder(args.key_decoder), _decoder(args.value_decoder)
+    header_of = _decoder(args.value_decoder if args.value_decoder != "json" else "utf8")
+    out = sys.stdout
+    writer = csv.writer(out, lineterminator="\n") if args.format == "csv" else None
+    if writer:
+        writer.writerow(["topic", "partition", "offset", "timestamp", "timestamp_type", "key", "value",
+                         "headers"])
+    elif args.format == "json":
+        out.write("[")
+    count, ends = 0, []
+    for topic, partition, folder in parts:
+        log = kafkalog.Log(str(folder))
+        start, end = resolve_range(log, args.from_offset, args.to_offset, args.isolation,
+                                   args.from_time, args.to_time)
+        ends.append(f"{_name(topic, partition)} holds [{log.log_start_offset}, "
+                    f"{log.latest_offset(args.isolation)})")
+        if start >= end:
+            continue
+        for r in log.records(start=start, end=end, isolation=args.isolation):
+            try:
+                key = None if r.key is None else key_of(r.key)
+            except ValueError as e:
+                raise DataError(f"{_name(topic, partition)} offset {r.offset}: the key is not "
+                                f"{args.key_decoder} ({e})") from None
+            try:
+                value = None if r.value is None else value_of(r.value)
+            except ValueError as e:
+                raise DataError(f"{_name(topic, partition)} offset {r.offset}: the value is not "
+                                f"{args.value_decoder} ({e})") from None
+            headers = [[k, None if v is None else header_of(v)] for k, v in r.headers]
+            if writer:
+                writer.writerow([topic, "" if partition is None else partition, r.offset, r.timestamp,
+                                 r.timestamp_type, "" if key is None else _csv_text(key),
+                                 "" if value is None else _csv_text(value),
+                                 json.dumps(headers) if headers else ""])
+            else:
+                obj = {"topic": topic, "partition": partition, "offset": r.offset,
+                       "timestamp": r.timestamp, "timestamp_type": r.timestamp_type,
+                       "key": key, "value": value, "headers": headers}
+                text = json.dumps(obj, ensure_ascii=False)
+                if args.format == "json":
+                    out.write(("\n" if count == 0 else ",\n") + text)
+                else:
+                    out.write(text + "\n")
+            count += 1
+    if args.format == "json":
+        out.write("\n]\n" if count else "]\n")
+    out.flush()
+    if count == 0:
+        print(f"kafkalog cat: no records in the range asked; {'; '.join(ends)}", file=sys.stderr)
+    return 0
+
+
+def _csv_text(v) -> str:
+    return v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)
+
+
+# ----- export -----
+
+STATE_FILE = "_kafkalog_export.json"
+_PART = re.compile(r"part-(\d{20})-(\d{20})\.parquet")
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "w") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def cmd_export(args) -> int:
+    import pyarrow.parquet as pq
+
+    parts = partition_dirs(args.paths, args.topic)
+    out = Path(args.to)
+    if out.exists() and not out.is_dir():
+        raise DataError(f"--to {out}: a file, not a folder")
+    out.mkdir(parents=True, exist_ok=True)
+    state_path = out / STATE_FILE
+    state = {"version": 1, "isolation": args.isolation, "offsets": {}}
+    if state_path.exists():
+        try:
+            state = json.loads(state_path.read_text())
+            state["offsets"]
+        except (ValueError, KeyError, TypeError):
+            raise DataError(f"{state_path}: not a kafkalog export state file") from None
+        if state.get("isolation") != args.isolation:
+            raise UsageError(f"{out} was exported with --isolation {state.get('isolation')}; "
+                             f"an export appending to it must use the same")
+    plans = []
+    for topic, partition, folder in parts:
+        if partition is None:
+            raise DataError(f"{folder}: not named <topic>-<partition>, so it has no partition to "
+                            "export it under")
+        log = kafkalog.Log(str(folder))
+        target = out / f"topic={topic}" / f"partition={partition}"
+        reached = state["offsets"].get(topic, {}).get(str(partition), 0)
+        # The part files are the truth if the state file lags behind them (a crash in between).
+        if target.is_dir():
+            for p in target.iterdir():
+                m = _PART.fullmatch(p.name)
+                if m:
+                    reached = max(reached, int(m.group(2)))
+        start = max(reached, log.log_start_offset)
+        end = log.latest_offset(args.isolation)
+        plans.append((topic, partition, log, target, start, end))
+    progress = _Progress(sum(max(0, e - s) for *_, s, e in plans), "rec", "export")
+    exported = files = 0
+    try:
+        for topic, partition, log, target, start, end in plans:
+            if start < end:
+                reader = log.to_arrow(start=start, end=end, isolation=args.isolation, include_headers=True)
+                keep = [n for n in reader.schema.names if n not in ("topic", "partition")]
+                target.mkdir(parents=True, exist_ok=True)
+                final = target / f"part-{start:020d}-{end:020d}.parquet"
+                tmp = target / f".{final.name}.tmp"
+                rows = 0
+                try:
+                    writer = None
+                    for batch in reader:
+                        batch = batch.select(keep)
+                        if writer is None:
+                            writer = pq.ParquetWriter(tmp, batch.schema)
+                        writer.write_batch(batch)
+                        rows += batch.num_rows
+                        progress.update(batch.num_rows)
+                    if writer is not None:
+                        writer.close()
+                        os.replace(tmp, final)
+                        files += 1
+                finally:
+                    if tmp.exists():
+                        tmp.unlink()
+                exported += rows
+            state["offsets"].setdefault(topic, {})[str(partition)] = max(start, end)
+            _write_atomically(state_path, json.dumps(state, indent=1, sort_keys=True) + "\n")
+    finally:
+        progress.close()
+    print(f"kafkalog export: {exported} records in {files} new file(s) under {out}", file=sys.stderr)
+    return 0
+
+
+# ----- the parsers -----
+
+def _offset(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text} is not an offset (an integer)") from None
+
+
+def _paths_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("paths", nargs="+", metavar="PATH",
+                   help="a data dir, topic partition folders, or one partition folder "
+                        "(e.g. /var/lib/kafka/data or /var/lib/kafka/data/orders-0)")
+    p.add_argument("--topic", metavar="TOPIC",
+                   help="only this topic's partitions of a data dir (e.g. --topic orders)")
+
+
+def add_parsers(sub, formatter) -> None:
+    v = sub.add_parser(
+        "verify", formatter_class=formatter,
+        help="check segments, indexes and checkpoints against each other; never writes",
+        description="Checks every batch's framing and CRC, offsets across segments (and gaps, which "
+                    "only a compacted log may have), every .index and .timeindex entry against the "
+                    "log, .txnindex against the ABORT markers, and the checkpoints (recovery point, "
+                    "log start, high watermark, cleaner, leader epochs, producer snapshots) against "
+                    "the segments. Files are opened read-only. Prints one line per problem: file, "
+                    "byte position, what. Exit 0 when sound, 1 when anything is wrong.",
+        epilog="examples:\n"
+               "  kafkalog verify /var/lib/kafka/data\n"
+               "  kafkalog verify /var/lib/kafka/data --topic orders\n"
+               "  kafkalog verify /var/lib/kafka/data/orders-0 --compacted\n")
+    _paths_arg(v)
+    v.add_argument("--compacted", action="store_true",
+                   help="allow offset gaps (a compacted topic); without it only partitions in the "
+                        "cleaner-offset-checkpoint and internal __ topics may have them "
+                        "(e.g. kafkalog verify data/users-0 --compacted)")
+    v.set_defaults(func=cmd_verify)
+
+    s = sub.add_parser(
+        "stats", formatter_class=formatter,
+        help="per partition: offsets, segments, bytes, records, times, codecs, transactions, producers",
+        description="One pass over the batch headers of each partition: log start and end offsets, "
+                    "high watermark, last stable offset, segments, bytes, records, the batch-level "
+                    "time range, codecs in use, the share of records in transactions, committed and "
+                    "aborted transactions, and how many producer ids wrote. Nothing is written.",
+        epilog="examples:\n"
+               "  kafkalog stats /var/lib/kafka/data\n"
+               "  kafkalog stats /var/lib/kafka/data/orders-0 --json | jq '.partitions[0].records'\n")
+    _paths_arg(s)
+    s.add_argument("--json", action="store_true",
+                   help="one JSON document for machines instead of the table "
+                        "(e.g. kafkalog stats DATA --json)")
+    s.set_defaults(func=cmd_stats)
+
+    c = sub.add_parser(
+        "cat", formatter_class=formatter,
+        help="records as kcat / kafka-console-consumer print them, across partitions",
+        description="Prints records as a consumer with --isolation reads them, partition after "
+                    "partition in offset order: JSON lines (topic, partition, offset, timestamp, "
+                    "timestamp_type, key, value, headers), a JSON array, or CSV.",
+        epilog=RANGE_RULE + "\n\nexamples:\n"
+               "  kafkalog cat /var/lib/kafka/data --topic orders --from -5\n"
+               "  kafkalog cat /var/lib/kafka/data/orders-0 --from 100 --to 200 --value-decoder json\n"
+               "  kafkalog cat data --topic orders --from-time 2025-01-31T00:00:00Z --format csv\n")
+    _paths_arg(c)
+    c.add_argument("--partition", type=int, metavar="N", help="only partition N (e.g. --partition 0)")
+    g = c.add_mutually_exclusive_group()
+    g.add_argument("--from", dest="from_offset", type=_offset, metavar="OFFSET",
+                   help="first offset; negative counts back from the end (e.g. --from 100, --from -10)")
+    g.add_argument("--from-time", type=_time_ms, metavar="T",
+                   help="from the first record at or after T (e.g. --from-time 1735689600000)")
+    g = c.add_mutually_exclusive_group()
+    g.add_argument("--to", dest="to_offset", type=_offset, metavar="OFFSET",
+                   help="offset to stop before; negative counts back from the end (e.g. --to 200)")
+    g.add_argument("--to-time", type=_time_ms, metavar="T",
+                   help="stop before the first record at or after T (e.g. --to-time 2025-02-01T00:00:00Z)")
+    c.add_argument("--isolation", default="read_uncommitted",
+                   choices=["read_uncommitted", "read_committed", "log_end"],
+                   help="read_uncommitted (default): up to the high watermark; read_committed: up to "
+                        "the last stable offset, aborted records left out; log_end: everything "
+                        "(e.g. --isolation read_committed)")
+    c.add_argument("--format", default="jsonl", choices=["jsonl", "json", "csv"],
+                   help="jsonl (default, one object a line), json (one array) or csv (e.g. --format csv)")
+    for which in ("key", "value"):
+        c.add_argument(f"--{which}-decoder", default="utf8", choices=["utf8", "base64", "hex", "json"],
+                       help=f"how to print the {which} bytes: utf8 (default; bad bytes become U+FFFD), "
+                            f"base64, hex, or json (embedded as JSON) (e.g. --{which}-decoder hex)")
+    c.set_defaults(func=cmd_cat)
+
+    e = sub.add_parser(
+        "export", formatter_class=formatter,
+        help="Parquet files with Spark's Kafka schema, topic=T/partition=P folders, incremental",
+        description="Writes each partition's records as Parquet with Spark's Kafka source schema "
+                    "(key, value, offset, timestamp, timestampType, headers; topic and partition are "
+                    "the Hive-style folders topic=T/partition=P). The offsets reached are kept in "
+                    f"OUT/{STATE_FILE}, so exporting the same data dir again appends only what is "
+                    "new. Files are written under a temporary name and renamed when whole.",
+        epilog="examples:\n"
+               "  kafkalog export /var/lib/kafka/data --to /tmp/kafka-parquet\n"
+               "  kafkalog export /var/lib/kafka/data --topic orders --to out --isolation read_committed\n"
+               "  python -c \"import pyarrow.dataset as d; print(d.dataset('out', partitioning='hive')"
+               ".to_table().num_rows)\"\n")
+    _paths_arg(e)
+    e.add_argument("--to", required=True, metavar="OUT",
+                   help="the folder to write (created if missing) (e.g. --to /tmp/kafka-parquet)")
+    e.add_argument("--isolation", default="read_uncommitted",
+                   choices=["read_uncommitted", "read_committed", "log_end"],
+                   help="what to export, as for cat (default read_uncommitted: up to the high watermark)")
+    e.set_defaults(func=cmd_export)

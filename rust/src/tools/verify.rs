@@ -1,0 +1,1061 @@
+//! `kafkalog verify`: checks a partition folder the way a broker's `LogLoader` and Kafka's
+//! `DumpLogSegments --verify-index-only` would, without writing anything: batch framing and CRCs
+//! (`FileRecords::for_each_batch`), offsets across segments, `.index` / `.timeindex` entries
+//! against the batches, `.txnindex` against the ABORT markers, and the checkpoints (log dir
+//! offsets, `leader-epoch-checkpoint`, producer snapshots, `partition.metadata`) against the log.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, Result};
+use crate::index::offset::OffsetIndex;
+use crate::index::time::TimeIndex;
+use crate::index::txn::{AbortedTxn, TransactionIndex};
+use crate::log::checkpoint::{
+    parse_topic_partition, OffsetCheckpointFile, PartitionMetadataFile,
+    LOG_START_OFFSET_CHECKPOINT_FILE, RECOVERY_POINT_CHECKPOINT_FILE,
+    REPLICATION_OFFSET_CHECKPOINT_FILE,
+};
+use crate::log::epoch::{LeaderEpochFileCache, LEADER_EPOCH_CHECKPOINT_FILE};
+use crate::log::producer_state::{offset_from_snapshot_name, read_snapshot};
+use crate::record::batch::Batch;
+use crate::record::control::ControlRecordType;
+use crate::record::file_records::{FileRecords, DEFAULT_MAX_BATCH_SIZE};
+use crate::segment::offset_from_file_name;
+
+/// Kafka's `LogCleanerManager` checkpoint: the partitions listed in it are compacted.
+pub const CLEANER_OFFSET_CHECKPOINT_FILE: &str = "cleaner-offset-checkpoint";
+
+/// One thing found wrong: the file, the byte position in it when there is one, and what.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    pub file: PathBuf,
+    pub position: Option<u64>,
+    pub message: String,
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.position {
+            Some(p) => write!(f, "{} at byte {p}: {}", self.file.display(), self.message),
+            None => write!(f, "{}: {}", self.file.display(), self.message),
+        }
+    }
+}
+
+/// What was checked in one partition folder, and what was wrong.
+#[derive(Debug, Default, Clone)]
+pub struct VerifyReport {
+    pub segments: usize,
+    pub batches: u64,
+    pub bytes: u64,
+    /// Whether offset gaps were allowed (a compacted log: listed in the log dir's
+    /// `cleaner-offset-checkpoint`, an internal `__` topic, or as asked).
+    pub compacted: bool,
+    pub problems: Vec<Problem>,
+}
+
+#[derive(Debug, Default, Clone, Copy)]
+pub struct VerifyOptions {
+    /// Allow offset gaps between batches (a compacted topic) even when nothing says so.
+    pub compacted: bool,
+}
+
+/// A batch as the index checks need it.
+#[derive(Debug, Clone, Copy)]
+struct BatchPos {
+    position: u64,
+    base: i64,
+    last: i64,
+    max_timestamp: i64,
+}
+
+/// An ABORT marker's transaction, as the segment holding the marker must index it.
+#[derive(Debug, Clone, Copy)]
+struct ExpectedAbort {
+    producer_id: i64,
+    /// None when the transaction may have begun before the first offset in the folder.
+    first_offset: Option<i64>,
+    marker_offset: i64,
+    marker_position: u64,
+}
+
+#[derive(Default)]
+struct Files {
+    logs: BTreeMap<i64, PathBuf>,
+    indexes: BTreeMap<i64, PathBuf>,
+    time_indexes: BTreeMap<i64, PathBuf>,
+    txn_indexes: BTreeMap<i64, PathBuf>,
+    snapshots: BTreeMap<i64, PathBuf>,
+    /// Segment-named entries that are not regular files (a FIFO would block a reader).
+    irregular: Vec<PathBuf>,
+}
+
+fn list_files(dir: &Path) -> Result<Files> {
+    let mut files = Files::default();
+    for entry in std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))? {
+        let entry = entry.map_err(|e| Error::io(dir, e))?;
+        let path = entry.path();
+        let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
+            continue;
+        };
+        let named = name.ends_with(".snapshot") || offset_from_file_name(name).is_some();
+        if named && !entry.file_type().is_ok_and(|t| t.is_file()) {
+            files.irregular.push(path);
+            continue;
+        }
+        if name.ends_with(".snapshot") {
+            if let Some(offset) = offset_from_snapshot_name(name) {
+                files.snapshots.insert(offset, path);
+            }
+            continue;
+        }
+        let Some(base) = offset_from_file_name(name) else {
+            continue;
+        };
+        // Only a segment's live files: `.deleted`, `.cleaned` and `.swap` are a broker's work
+        // in progress, which its next start finishes or drops.
+        let suffix = &name[20..];
+        let map = match suffix {
+            ".log" => &mut files.logs,
+            ".index" => &mut files.indexes,
+            ".timeindex" => &mut files.time_indexes,
+            ".txnindex" => &mut files.txn_indexes,
+            _ => continue,
+        };
+        map.insert(base, path);
+    }
+    Ok(files)
+}
+
+fn problem(file: &Path, position: Option<u64>, message: impl Into<String>) -> Problem {
+    Problem {
+        file: file.to_path_buf(),
+        position,
+        message: message.into(),
+    }
+}
+
+/// An error as a problem: its own file and position when it has them.
+fn problem_of(err: &Error, file: &Path, position: Option<u64>) -> Problem {
+    let (file, position, message) = match err {
+        Error::CorruptRecord { message, location } | Error::CorruptIndex { message, location } => (
+            location.file.clone().unwrap_or_else(|| file.to_path_buf()),
+            location.position.or(position),
+            message.clone(),
+        ),
+        other => (file.to_path_buf(), position, other.to_string()),
+    };
+    Problem {
+        file,
+        position,
+        message,
+    }
+}
+
+/// The byte position of `<topic> <partition> ` in an offset checkpoint, for problem lines.
+fn checkpoint_line_position(path: &Path, topic: &str, partition: i32) -> Option<u64> {
+    let text = std::fs::read_to_string(path).ok()?;
+    let prefix = format!("{topic} {partition} ");
+    let mut pos = 0u64;
+    let mut found = None;
+    for line in text.split_inclusive('\n') {
+        if line.starts_with(&prefix) {
+            found = Some(pos); // later lines win, as in Kafka's reader
+        }
+        pos += line.len() as u64;
+    }
+    found
+}
+
+/// The checkpoint offsets of one partition in its log dir: (file name, offset).
+fn checkpoint_offsets(
+    log_dir: &Path,
+    topic: &str,
+    partition: i32,
+    problems: &mut Vec<Problem>,
+) -> (Vec<(&'static str, i64)>, bool) {
+    let mut out = Vec::new();
+    let mut compacted = false;
+    for name in [
+        RECOVERY_POINT_CHECKPOINT_FILE,
+        LOG_START_OFFSET_CHECKPOINT_FILE,
+        REPLICATION_OFFSET_CHECKPOINT_FILE,
+        CLEANER_OFFSET_CHECKPOINT_FILE,
+    ] {
+        let file = OffsetCheckpointFile::in_log_dir(log_dir, name);
+        if !file.path().exists() {
+            continue;
+        }
+        match file.read() {
+            Ok(map) => {
+                if let Some(&offset) = map.get(&(topic.to_string(), partition)) {
+                    out.push((name, offset));
+                    compacted |= name == CLEANER_OFFSET_CHECKPOINT_FILE;
+                }
+            }
+            Err(e) => problems.push(problem_of(&e, file.path(), None)),
+        }
+    }
+    (out, compacted)
+}
+
+/// Verifies one partition folder; `progress` hears the bytes of each segment file read, and
+/// may stop the work by returning an error (an interrupt).
+pub fn verify_partition(
+    dir: &Path,
+    options: VerifyOptions,
+    progress: &mut dyn FnMut(u64) -> Result<()>,
+) -> Result<VerifyReport> {
+    let files = list_files(dir)?;
+    let mut report = VerifyReport::default();
+    let problems = &mut report.problems;
+
+    let topic_partition = dir
+        .file_name()
+        .and_then(|n| n.to_str())
+        .and_then(parse_topic_partition);
+    let log_dir = dir.parent().unwrap_or(Path::new("."));
+    let (checkpoints, listed_compacted) = match &topic_partition {
+        Some((topic, partition)) => checkpoint_offsets(log_dir, topic, *partition, problems),
+        None => (Vec::new(), false),
+    };
+    let compacted = options.compacted
+        || listed_compacted
+        || topic_partition
+            .as_ref()
+            .is_some_and(|(t, _)| t.starts_with("__") && t != "__cluster_metadata");
+    report.compacted = compacted;
+
+    for path in &files.irregular {
+        problems.push(problem(
+            path,
+            None,
+            "not a regular file where a segment file is expected",
+        ));
+    }
+    for (base, path) in files
+        .indexes
+        .iter()
+        .chain(&files.time_indexes)
+        .chain(&files.txn_indexes)
+    {
+        if !files.logs.contains_key(base) {
+            problems.push(problem(path, None, "an index without its .log segment"));
+        }
+    }
+
+    // Producer snapshots first: their producers' last batches are looked for during the scan.
+    let mut wanted: HashMap<(i64, i64), (PathBuf, u64)> = HashMap::new();
+    for (&offset, path) in &files.snapshots {
+        match read_snapshot(path) {
+            Ok(entries) => {
+                for e in entries {
+                    let last = e.last_data_offset();
+                    if last >= offset {
+                        problems.push(problem(path, None, format!(
+                            "producer {} has its last batch at offset {last}, not before the snapshot's offset {offset}",
+                            e.producer_id)));
+                    } else if last >= 0 {
+                        wanted.insert((e.producer_id, last), (path.clone(), offset as u64));
+                    }
+                    if let Some(first) = e.current_txn_first_offset {
+                        if first >= offset {
+                            problems.push(problem(path, None, format!(
+                                "producer {}'s open transaction starts at {first}, not before the snapshot's offset {offset}",
+                                e.producer_id)));
+                        }
+                    }
+                }
+            }
+            Err(e) => problems.push(problem_of(&e, path, None)),
+        }
+    }
+
+    let epoch_path = dir.join(LEADER_EPOCH_CHECKPOINT_FILE);
+    let epochs = if epoch_path.is_file() {
+        match LeaderEpochFileCache::open_file(&epoch_path, true) {
+            Ok(c) => Some(c),
+            Err(e) => {
+                problems.push(problem_of(&e, &epoch_path, None));
+                None
+            }
+        }
+    } else {
+        None
+    };
+    let mut epochs_reported: HashSet<i32> = HashSet::new();
+
+    let mut prev_last: Option<i64> = None;
+    let mut prev_v2 = false;
+    let mut first_offset: Option<i64> = None;
+    let mut ongoing: HashMap<i64, i64> = HashMap::new();
+    // Producers whose transaction may have begun before the first offset here.
+    let mut seen_producers: HashSet<i64> = HashSet::new();
+    let mut empty_log_end: Option<i64> = None;
+
+    for (&base, log_path) in &files.logs {
+        report.segments += 1;
+        let records = match FileRecords::open(log_path, false) {
+            Ok(r) => r,
+            Err(e) => {
+                problems.push(problem_of(&e, log_path, None));
+                continue;
+            }
+        };
+        let size = records.size_in_bytes();
+        report.bytes += size;
+        if let Some(p) = prev_last {
+            if base <= p {
+                problems.push(problem(log_path, None, format!(
+                    "segment base offset {base} is not above the previous segment's last offset {p}")));
+            }
+        }
+        let mut batches: Vec<BatchPos> = Vec::new();
+        let mut expected: Vec<ExpectedAbort> = Vec::new();
+        let mut position = 0u64;
+        while position < size {
+            let mut next = position;
+            let result = records.for_each_batch(
+                position,
+                size,
+                DEFAULT_MAX_BATCH_SIZE,
+                &mut |pos, batch| {
+                    next = pos + batch.size_in_bytes() as u64;
+                    report.batches += 1;
+                    let last = batch.last_offset();
+                    let (first, v2) = match batch {
+                        Batch::V2(b) => (b.base_offset(), true),
+                        // A legacy wrapper's inner offsets are known only once inflated.
+                        Batch::Legacy(_) => (last, false),
+                    };
+                    first_offset.get_or_insert(first);
+                    if first < base {
+                        problems.push(problem(log_path, Some(pos), format!(
+                            "batch at offsets {first}..{last} is below the segment's base offset {base}")));
+                    }
+                    if let Some(p) = prev_last {
+                        if first <= p {
+                            problems.push(problem(log_path, Some(pos), format!(
+                                "offsets go back: batch at {first}..{last} follows offset {p}")));
+                        } else if v2 && prev_v2 && first != p + 1 && !compacted {
+                            problems.push(problem(log_path, Some(pos), format!(
+                                "offsets {}..{} are missing before this batch at {first} (only a compacted log has gaps; give --compacted if this topic is)",
+                                p + 1, first - 1)));
+                        }
+                    }
+                    prev_last = Some(prev_last.map_or(last, |p| p.max(last)));
+                    prev_v2 = v2;
+                    batches.push(BatchPos {
+                        position: pos,
+                        base: first,
+                        last,
+                        max_timestamp: batch.max_timestamp(),
+                    });
+
+                    let epoch = batch.partition_leader_epoch();
+                    if let Some(cache) = epochs.as_ref().filter(|c| !c.is_empty()) {
+                        if v2 && epoch >= 0 && !epochs_reported.contains(&epoch) {
+                            let known = cache.epoch_for_offset(first);
+                            if known.is_some_and(|k| k != epoch) {
+                                epochs_reported.insert(epoch);
+                                problems.push(problem(log_path, Some(pos), format!(
+                                    "batch at offset {first} has leader epoch {epoch}, but {} gives epoch {} from that offset",
+                                    LEADER_EPOCH_CHECKPOINT_FILE, known.unwrap_or(-1))));
+                            }
+                        }
+                    }
+
+                    let pid = batch.producer_id();
+                    if pid >= 0 {
+                        wanted.remove(&(pid, last));
+                        if batch.is_control() {
+                            match batch.end_txn_marker() {
+                                Ok(Some(marker)) => {
+                                    let began = ongoing.remove(&pid);
+                                    if marker.control_type == ControlRecordType::Abort {
+                                        // Kafka indexes a marker without data as a
+                                        // transaction of the marker alone.
+                                        let known = began.is_some() || seen_producers.contains(&pid);
+                                        expected.push(ExpectedAbort {
+                                            producer_id: pid,
+                                            first_offset: if known || first_offset == Some(0) {
+                                                Some(began.unwrap_or(first))
+                                            } else {
+                                                None
+                                            },
+                                            marker_offset: first,
+                                            marker_position: pos,
+                                        });
+                                    }
+                                }
+                                Ok(None) => {}
+                                Err(e) => problems.push(problem_of(&e, log_path, Some(pos))),
+                            }
+                        } else if batch.is_transactional() {
+                            ongoing.entry(pid).or_insert(first);
+                        }
+                        seen_producers.insert(pid);
+                    }
+                    Ok(true)
+                },
+            );
+            match result {
+                Ok(()) => break,
+                Err(e) => {
+                    problems.push(problem_of(&e, log_path, Some(next)));
+                    // Go on after a batch whose frame holds (a bad CRC, a bad record); a frame
+                    // that does not leaves nothing after it to read.
+                    match records.read_header(next, DEFAULT_MAX_BATCH_SIZE) {
+                        Ok(Some(h)) if h.size > 0 && next + (h.size as u64) <= size => {
+                            // Its header still says which offsets it held.
+                            report.batches += 1;
+                            batches.push(BatchPos {
+                                position: next,
+                                base: h.base_offset,
+                                last: h.last_offset,
+                                max_timestamp: h.max_timestamp,
+                            });
+                            prev_last =
+                                Some(prev_last.map_or(h.last_offset, |p| p.max(h.last_offset)));
+                            prev_v2 = h.magic >= 2;
+                            first_offset.get_or_insert(h.base_offset);
+                            position = next + h.size as u64;
+                        }
+                        _ => {
+                            if next < size {
+                                problems.push(problem(
+                                    log_path,
+                                    Some(next),
+                                    format!(
+                                        "the last {} bytes of the file cannot be read as batches",
+                                        size - next
+                                    ),
+                                ));
+                            }
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+        if batches.is_empty() && prev_last.is_none() {
+            empty_log_end = Some(base);
+        }
+        check_offset_index(&files, base, &batches, problems);
+        check_time_index(&files, base, &batches, problems);
+        check_txn_index(&files, base, log_path, &expected, problems);
+        progress(size)?;
+    }
+
+    let log_end = prev_last.map_or(empty_log_end.unwrap_or(0), |l| l + 1);
+    let log_start = first_offset.unwrap_or(log_end);
+
+    if let Some((topic, partition)) = &topic_partition {
+        for (name, offset) in checkpoints {
+            if offset > log_end {
+                let path = log_dir.join(name);
+                let pos = checkpoint_line_position(&path, topic, *partition);
+                problems.push(problem(&path, pos, format!(
+                    "{topic}-{partition} is at offset {offset}, past the log end offset {log_end} of {}",
+                    dir.display())));
+            }
+        }
+    }
+
+    if let Some(cache) = &epochs {
+        for e in cache.entries() {
+            if e.start_offset > log_end {
+                problems.push(problem(
+                    &epoch_path,
+                    None,
+                    format!(
+                        "epoch {} starts at offset {}, past the log end offset {log_end}",
+                        e.epoch, e.start_offset
+                    ),
+                ));
+            }
+        }
+    }
+
+    for (&offset, path) in &files.snapshots {
+        if offset > log_end {
+            problems.push(problem(
+                path,
+                None,
+                format!(
+                    "a producer snapshot at offset {offset}, past the log end offset {log_end}"
+                ),
+            ));
+        }
+    }
+    let mut missing: Vec<_> = wanted
+        .into_iter()
+        .filter(|((_, last), _)| *last >= log_start && *last < log_end)
+        .collect();
+    missing.sort_by_key(|((pid, last), _)| (*last, *pid));
+    for ((pid, last), (path, _)) in missing {
+        problems.push(problem(&path, None, format!(
+            "producer {pid}'s last batch ends at offset {last}, but no batch of that producer ends there in the log")));
+    }
+
+    let metadata = PartitionMetadataFile::in_dir(dir);
+    if metadata.exists() {
+        if let Err(e) = metadata.read() {
+            problems.push(problem_of(&e, metadata.path(), None));
+        }
+    }
+    Ok(report)
+}
+
+/// The batch starting at `position`, if one does.
+fn batch_at(batches: &[BatchPos], position: u64) -> Option<usize> {
+    batches.binary_search_by_key(&position, |b| b.position).ok()
+}
+
+fn check_offset_index(files: &Files, base: i64, batches: &[BatchPos], problems: &mut Vec<Problem>) {
+    let Some(path) = files.indexes.get(&base) else {
+        return; // a broker rebuilds a missing index
+    };
+    let len = match std::fs::metadata(path) {
+        Ok(m) => m.len(),
+        Err(e) => return problems.push(problem_of(&Error::io(path, e), path, None)),
+    };
+    if len % 8 != 0 {
+        problems.push(problem(
+            path,
+            Some(len - len % 8),
+            format!("{len} bytes, not a whole number of 8-byte entries"),
+        ));
+    }
+    let index = match OffsetIndex::open(path, base, (len as usize).max(8), false) {
+        Ok(i) => i,
+        Err(e) => return problems.push(problem_of(&e, path, None)),
+    };
+    let entries: Vec<_> = (0..index.entries())
+        .filter_map(|n| index.entry(n).ok())
+        .collect();
+    // A running broker's active index is pre-allocated with zeros past its entries.
+    let real = entries.len()
+        - entries
+            .iter()
+            .skip(1)
+            .rev()
+            .take_while(|e| e.offset == base && e.position == 0)
+            .count();
+    let segment_last = batches.last().map(|b| b.last);
+    let mut prev: Option<(i64, i32)> = None;
+    for (n, e) in entries[..real].iter().enumerate() {
+        let at = Some(n as u64 * 8);
+        if let Some((po, pp)) = prev {
+            if e.offset <= po || e.position <= pp {
+                problems.push(problem(path, at, format!(
+                    "entry {n} (offset {}, position {}) does not follow entry {} (offset {po}, position {pp})",
+                    e.offset, e.position, n - 1)));
+                prev = Some((e.offset, e.position));
+                continue;
+            }
+        }
+        prev = Some((e.offset, e.position));
+        let Some(i) = batch_at(batches, e.position as u64) else {
+            problems.push(problem(
+                path,
+                at,
+                format!(
+                    "entry {n} (offset {}) points at byte {} of the log, where no batch starts",
+                    e.offset, e.position
+                ),
+            ));
+            continue;
+        };
+        let before = i.checked_sub(1).map(|j| batches[j].last);
+        if before.is_some_and(|b| b >= e.offset) || segment_last.is_some_and(|l| e.offset > l) {
+            let b = batches[i];
+            problems.push(problem(
+                path,
+                at,
+                format!(
+                "entry {n} gives offset {} at byte {}, but the batch there holds offsets {}..{}",
+                e.offset, e.position, b.base, b.last),
+            ));
+        }
+    }
+}
+
+fn check_time_index(files: &Files, base: i64, batches: &[BatchPos], problems: &mut Vec<Problem>) {
+    let Some(path) = files.time_indexes.get(&base) else {
+        return;
+    };
+    let len = match std::fs::metadata(path) {
+        Ok(m) => m.len(),
+        Err(e) => return problems.push(problem_of(&Error::io(path, e), path, None)),
+    };
+    if len % 12 != 0 {
+        problems.push(problem(
+            path,
+            Some(len - len % 12),
+            format!("{len} bytes, not a whole number of 12-byte entries"),
+        ));
+    }
+    let index = match TimeIndex::open(path, base, (len as usize).max(12), false) {
+        Ok(i) => i,
+        Err(e) => return problems.push(problem_of(&e, path, None)),
+    };
+    let entries: Vec<_> = (0..index.entries())
+        .filter_map(|n| index.entry(n).ok())
+        .collect();
+    let real = entries.len()
+        - entries
+            .iter()
+            .skip(1)
+            .rev()
+            .take_while(|e| e.timestamp == 0 && e.offset == base)
+            .count();
+    let mut prev: Option<(i64, i64)> = None;
+    for (n, e) in entries[..real].iter().enumerate() {
+        let at = Some(n as u64 * 12);
+        if let Some((pt, po)) = prev {
+            if e.timestamp < pt || e.offset < po {
+                problems.push(problem(path, at, format!(
+                    "entry {n} (timestamp {}, offset {}) goes back from entry {} (timestamp {pt}, offset {po})",
+                    e.timestamp, e.offset, n - 1)));
+            }
+        }
+        prev = Some((e.timestamp, e.offset));
+        let i = batches.partition_point(|b| b.last < e.offset);
+        match batches.get(i) {
+            Some(b) if b.base <= e.offset => {
+                if b.max_timestamp != e.timestamp {
+                    problems.push(problem(path, at, format!(
+                        "entry {n} gives timestamp {} for offset {}, but the batch holding it (at byte {}) has max timestamp {}",
+                        e.timestamp, e.offset, b.position, b.max_timestamp)));
+                }
+            }
+            _ => problems.push(problem(
+                path,
+                at,
+                format!(
+                "entry {n} (timestamp {}) points at offset {}, which no batch of the segment holds",
+                e.timestamp, e.offset),
+            )),
+        }
+    }
+}
+
+fn check_txn_index(
+    files: &Files,
+    base: i64,
+    log_path: &Path,
+    expected: &[ExpectedAbort],
+    problems: &mut Vec<Problem>,
+) {
+    let Some(path) = files.txn_indexes.get(&base) else {
+        for x in expected {
+            problems.push(problem(log_path, Some(x.marker_position), format!(
+                "ABORT marker of producer {} at offset {} has no .txnindex entry (the segment has no .txnindex)",
+                x.producer_id, x.marker_offset)));
+        }
+        return;
+    };
+    let entries = match TransactionIndex::open(base, path, false).and_then(|i| i.all_aborted_txns())
+    {
+        Ok(e) => e,
+        Err(e) => return problems.push(problem_of(&e, path, None)),
+    };
+    let mut matched = vec![false; expected.len()];
+    for (n, t) in entries.iter().enumerate() {
+        let at = Some((n * AbortedTxn::SIZE) as u64);
+        if t.first_offset > t.last_offset {
+            problems.push(problem(
+                path,
+                at,
+                format!(
+                    "entry {n}: first offset {} is after last offset {}",
+                    t.first_offset, t.last_offset
+                ),
+            ));
+        }
+        let found = expected
+            .iter()
+            .position(|x| x.producer_id == t.producer_id && x.marker_offset == t.last_offset);
+        match found {
+            None => problems.push(problem(path, at, format!(
+                "entry {n}: producer {} aborted at offset {}, but there is no ABORT marker of that producer there in the segment",
+                t.producer_id, t.last_offset))),
+            Some(i) => {
+                matched[i] = true;
+                if let Some(first) = expected[i].first_offset {
+                    if first != t.first_offset {
+                        problems.push(problem(path, at, format!(
+                            "entry {n}: producer {}'s aborted transaction starts at offset {first} in the log, not {}",
+                            t.producer_id, t.first_offset)));
+                    }
+                }
+            }
+        }
+    }
+    for (x, m) in expected.iter().zip(matched) {
+        if !m {
+            problems.push(problem(
+                log_path,
+                Some(x.marker_position),
+                format!(
+                    "ABORT marker of producer {} at offset {} has no entry in {}",
+                    x.producer_id,
+                    x.marker_offset,
+                    path.display()
+                ),
+            ));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::LogConfig;
+    use crate::log::{Log, LogOptions};
+    use crate::record::builder::{end_txn_marker_batch, BatchBuilder, BatchOptions};
+    use crate::record::control::EndTransactionMarker;
+
+    fn batch(count: i64, ts: i64, pid: i64, seq: i32, txn: bool) -> Vec<u8> {
+        let mut b = BatchBuilder::new(BatchOptions {
+            producer_id: pid,
+            producer_epoch: if pid >= 0 { 0 } else { -1 },
+            base_sequence: if pid >= 0 { seq } else { -1 },
+            is_transactional: txn,
+            ..Default::default()
+        });
+        for i in 0..count {
+            let v = format!("value-{ts}-{i}");
+            b.append(ts + i, Some(b"k"), Some(v.as_bytes()), &[])
+                .unwrap();
+        }
+        b.build().unwrap()
+    }
+
+    fn marker(pid: i64, control_type: ControlRecordType) -> Vec<u8> {
+        let m = EndTransactionMarker {
+            control_type,
+            coordinator_epoch: 0,
+        };
+        end_txn_marker_batch(0, 5_000, 0, pid, 0, m).unwrap()
+    }
+
+    /// A data dir with `t-0`: several segments, an idempotent producer, a committed and an
+    /// aborted transaction, closed cleanly (indexes trimmed, checkpoints and snapshots written).
+    pub(crate) fn sound_log() -> (tempfile::TempDir, PathBuf) {
+        let data = tempfile::tempdir().unwrap();
+        let dir = data.path().join("t-0");
+        let mut config = LogConfig::default();
+        config.set("segment.bytes", "1024").unwrap();
+        config.set("index.interval.bytes", "128").unwrap();
+        let log = Log::open(
+            &dir,
+            LogOptions {
+                config,
+                read_only: false,
+                create: true,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let mut seq = 0;
+        for round in 0..6 {
+            let ts = 1_000 + round * 100;
+            log.append_as_leader(&batch(5, ts, -1, 0, false), 0)
+                .unwrap();
+            log.append_as_leader(&batch(3, ts + 10, 9, seq, false), 0)
+                .unwrap();
+            seq += 3;
+            log.append_as_leader(&batch(2, ts + 20, 7, 2 * round as i32, true), 0)
+                .unwrap();
+            let kind = if round % 2 == 0 {
+                ControlRecordType::Abort
+            } else {
+                ControlRecordType::Commit
+            };
+            log.append_txn_marker(&marker(7, kind), 0).unwrap();
+        }
+        log.close().unwrap();
+        (data, dir)
+    }
+
+    fn verify(dir: &Path) -> VerifyReport {
+        verify_partition(dir, VerifyOptions::default(), &mut |_| Ok(())).unwrap()
+    }
+
+    fn snapshot_of(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+        let mut out: Vec<_> = walk(dir)
+            .into_iter()
+            .map(|p| {
+                let b = std::fs::read(&p).unwrap();
+                (p, b)
+            })
+            .collect();
+        out.sort();
+        out
+    }
+
+    fn walk(dir: &Path) -> Vec<PathBuf> {
+        let mut out = Vec::new();
+        for e in std::fs::read_dir(dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                out.extend(walk(&p));
+            } else {
+                out.push(p);
+            }
+        }
+        out
+    }
+
+    fn segment_logs(dir: &Path) -> Vec<PathBuf> {
+        let mut logs: Vec<_> = walk(dir)
+            .into_iter()
+            .filter(|p| p.extension().is_some_and(|e| e == "log"))
+            .collect();
+        logs.sort();
+        logs
+    }
+
+    #[test]
+    fn a_sound_log_has_no_problems_and_nothing_is_written() {
+        let (data, dir) = sound_log();
+        let before = snapshot_of(data.path());
+        let r = verify(&dir);
+        assert!(r.problems.is_empty(), "{:?}", r.problems);
+        assert!(r.segments > 2, "{} segments", r.segments);
+        assert_eq!(r.batches, 24);
+        assert!(!r.compacted);
+        assert_eq!(before, snapshot_of(data.path()));
+        // Every check had something to check.
+        let p = |s| dir.join(format!("{:020}.{s}", 0));
+        assert!(p("txnindex").exists() || segment_logs(&dir).len() > 1);
+        assert!(dir.join(LEADER_EPOCH_CHECKPOINT_FILE).exists());
+        assert!(data.path().join(RECOVERY_POINT_CHECKPOINT_FILE).exists());
+    }
+
+    #[test]
+    fn a_bad_crc_is_reported_where_it_is_and_the_scan_goes_on() {
+        let (_data, dir) = sound_log();
+        let log = &segment_logs(&dir)[0];
+        let mut bytes = std::fs::read(log).unwrap();
+        let first = Batch::parse(&bytes).unwrap().size_in_bytes();
+        // A value byte of the second batch.
+        let second_end = first + Batch::parse(&bytes[first..]).unwrap().size_in_bytes();
+        bytes[second_end - 2] ^= 0xff;
+        std::fs::write(log, &bytes).unwrap();
+        let r = verify(&dir);
+        assert_eq!(r.batches, 24, "{:?}", r.problems);
+        assert_eq!(r.problems.len(), 1, "{:?}", r.problems);
+        let p = &r.problems[0];
+        assert_eq!(&p.file, log);
+        assert_eq!(p.position, Some(first as u64));
+        assert!(
+            p.message.contains("CRC") || p.message.contains("crc"),
+            "{p}"
+        );
+        assert!(p.to_string().contains(&format!("at byte {first}")));
+    }
+
+    #[test]
+    fn a_torn_tail_is_reported() {
+        let (_data, dir) = sound_log();
+        let logs = segment_logs(&dir);
+        let log = logs.last().unwrap();
+        let len = std::fs::metadata(log).unwrap().len();
+        let f = std::fs::OpenOptions::new().write(true).open(log).unwrap();
+        f.set_len(len - 5).unwrap();
+        let r = verify(&dir);
+        assert!(
+            r.problems
+                .iter()
+                .any(|p| &p.file == log && p.position.is_some()),
+            "{:?}",
+            r.problems
+        );
+    }
+
+    #[test]
+    fn index_entries_are_checked_against_the_log() {
+        let (_data, dir) = sound_log();
+        let index = segment_logs(&dir)[0].with_extension("index");
+        let mut bytes = std::fs::read(&index).unwrap();
+        assert!(bytes.len() >= 16, "the test needs two index entries");
+        // Entry 1 points one byte past a batch start.
+        let pos = u32::from_be_bytes(bytes[12..16].try_into().unwrap()) + 1;
+        bytes[12..16].copy_from_slice(&pos.to_be_bytes());
+        std::fs::write(&index, &bytes).unwrap();
+        let time_index = index.with_extension("timeindex");
+        let mut t = std::fs::read(&time_index).unwrap();
+        assert!(!t.is_empty());
+        t[7] ^= 0x01; // the first entry's timestamp
+        std::fs::write(&time_index, &t).unwrap();
+        let r = verify(&dir);
+        let on = |f: &Path| r.problems.iter().filter(|p| p.file == f).count();
+        assert_eq!(on(&index), 1, "{:?}", r.problems);
+        assert_eq!(on(&time_index), 1, "{:?}", r.problems);
+        assert!(r
+            .problems
+            .iter()
+            .any(|p| p.file == index && p.position == Some(8)));
+        assert!(r
+            .problems
+            .iter()
+            .any(|p| p.file == time_index && p.position == Some(0)));
+    }
+
+    #[test]
+    fn the_txn_index_must_match_the_abort_markers() {
+        let (_data, dir) = sound_log();
+        let txn = walk(&dir)
+            .into_iter()
+            .find(|p| p.extension().is_some_and(|e| e == "txnindex"))
+            .expect("a .txnindex");
+        let bytes = std::fs::read(&txn).unwrap();
+        assert!(bytes.len() >= AbortedTxn::SIZE);
+        // Drop the first entry: its ABORT marker is left unindexed.
+        std::fs::write(&txn, &bytes[AbortedTxn::SIZE..]).unwrap();
+        let r = verify(&dir);
+        assert!(
+            r.problems
+                .iter()
+                .any(|p| p.message.contains("has no entry in") && p.position.is_some()),
+            "{:?}",
+            r.problems
+        );
+        // An entry for a marker that is not there.
+        let mut wrong = bytes.clone();
+        wrong[2..10].copy_from_slice(&1234i64.to_be_bytes()); // producer id
+        std::fs::write(&txn, &wrong).unwrap();
+        let r = verify(&dir);
+        assert!(
+            r.problems
+                .iter()
+                .any(|p| p.file == txn && p.position == Some(0)),
+            "{:?}",
+            r.problems
+        );
+    }
+
+    #[test]
+    fn checkpoints_past_the_log_end_are_reported() {
+        let (data, dir) = sound_log();
+        let path = data.path().join(RECOVERY_POINT_CHECKPOINT_FILE);
+        std::fs::write(&path, "0\n2\nother 0 5\nt 0 999\n").unwrap();
+        let hw = data.path().join(REPLICATION_OFFSET_CHECKPOINT_FILE);
+        std::fs::write(&hw, "0\n1\nt 0 1000\n").unwrap();
+        let r = verify(&dir);
+        let rp = r
+            .problems
+            .iter()
+            .find(|p| p.file == path)
+            .expect("recovery point");
+        assert_eq!(rp.position, Some(14));
+        assert!(rp.message.contains("999"));
+        assert!(r.problems.iter().any(|p| p.file == hw));
+        // A leader epoch past the end, and a producer snapshot whose producer is not in the log.
+        std::fs::write(dir.join(LEADER_EPOCH_CHECKPOINT_FILE), "0\n1\n3 5000\n").unwrap();
+        let r = verify(&dir);
+        assert!(r
+            .problems
+            .iter()
+            .any(|p| p.message.contains("epoch 3 starts at offset 5000")));
+    }
+
+    #[test]
+    fn gaps_are_problems_unless_the_log_is_compacted() {
+        let (data, dir) = sound_log();
+        let log = &segment_logs(&dir)[0];
+        let mut bytes = std::fs::read(log).unwrap();
+        // Move the second batch's base offset up by 3 (its CRC does not cover the offset).
+        let first = Batch::parse(&bytes).unwrap().size_in_bytes();
+        let base = i64::from_be_bytes(bytes[first..first + 8].try_into().unwrap());
+        crate::record::batch::set_base_offset(&mut bytes[first..], base + 3);
+        std::fs::write(log, &bytes).unwrap();
+        let r = verify(&dir);
+        assert!(
+            r.problems
+                .iter()
+                .any(|p| p.message.contains("missing") && p.position == Some(first as u64)),
+            "{:?}",
+            r.problems
+        );
+        let c = verify_partition(&dir, VerifyOptions { compacted: true }, &mut |_| Ok(())).unwrap();
+        assert!(!c.problems.iter().any(|p| p.message.contains("missing")));
+        // The log dir's cleaner checkpoint says the same as --compacted.
+        std::fs::write(
+            data.path().join(CLEANER_OFFSET_CHECKPOINT_FILE),
+            "0\n1\nt 0 0\n",
+        )
+        .unwrap();
+        assert!(verify(&dir).compacted);
+    }
+
+    #[test]
+    fn a_folder_or_fifo_under_a_segment_name_is_a_problem_not_a_hang() {
+        let (_data, dir) = sound_log();
+        let index = segment_logs(&dir)[0].with_extension("timeindex");
+        std::fs::remove_file(&index).unwrap();
+        std::fs::create_dir(&index).unwrap();
+        let fifo = dir.join(format!("{:020}.log", 999_999));
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let r = verify(&dir);
+        for p in [&index, &fifo] {
+            assert!(
+                r.problems
+                    .iter()
+                    .any(|x| &x.file == p && x.message.contains("not a regular file")),
+                "{:?}",
+                r.problems
+            );
+        }
+    }
+
+    #[test]
+    fn progress_hears_every_segment_and_can_stop_the_work() {
+        let (_data, dir) = sound_log();
+        let mut seen = 0;
+        verify_partition(&dir, VerifyOptions::default(), &mut |b| {
+            seen += b;
+            Ok(())
+        })
+        .unwrap();
+        let total: u64 = segment_logs(&dir)
+            .iter()
+            .map(|p| std::fs::metadata(p).unwrap().len())
+            .sum();
+        assert_eq!(seen, total);
+        let err = verify_partition(&dir, VerifyOptions::default(), &mut |_| {
+            Err(Error::IllegalState("interrupted".into()))
+        })
+        .unwrap_err();
+        assert!(err.to_string().contains("interrupted"));
+    }
+
+    #[test]
+    fn stats_sum_the_batches() {
+        let (_data, dir) = sound_log();
+        let s = crate::tools::stats::partition_stats(&dir, &mut |_| Ok(())).unwrap();
+        assert_eq!(s.log_start_offset, 0);
+        assert_eq!(s.log_end_offset, 6 * 11);
+        assert_eq!(s.high_watermark, 66);
+        // Written by the log's clean close.
+        assert_eq!(s.checkpointed_high_watermark, Some(66));
+        assert_eq!(s.last_stable_offset, 66);
+        assert_eq!(s.batches, 24);
+        assert_eq!(s.control_batches, 6);
+        assert_eq!(s.records, 6 * 10);
+        assert_eq!(s.transactional_records, 12);
+        assert_eq!(s.committed_transactions, 3);
+        assert_eq!(s.aborted_transactions, 3);
+        assert_eq!(s.producers, 2);
+        assert_eq!(s.first_timestamp, Some(1_000));
+        assert_eq!(s.last_timestamp, Some(5_000));
+        assert_eq!(s.codecs.get("none"), Some(&24));
+        assert_eq!(s.segments, segment_logs(&dir).len());
+    }
+}

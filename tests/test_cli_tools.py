@@ -1,0 +1,440 @@
+"""kafkalog verify / stats / cat / export and the command line as a person meets it: on logs
+kafkalog writes, on the broker-written example (python/kafkalog/examples/demo-0, a Kafka 4.4.0
+broker's folder) and on damaged copies. Folders read are compared byte for byte and by mtime
+before and after: nothing is ever written to them."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.dataset as ds
+import pytest
+
+import kafkalog
+from kafkalog import cli, cli_tools
+
+DEMO = Path(kafkalog.__file__).with_name("examples") / "demo-0"
+
+
+def run(*args, **kw):
+    return subprocess.run([sys.executable, "-m", "kafkalog", *map(str, args)], capture_output=True,
+                          text=True, timeout=120, **kw)
+
+
+def one_line_error(proc, code):
+    assert proc.returncode == code, (proc.returncode, proc.stdout[-500:], proc.stderr)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    return proc.stderr.strip()
+
+
+def fingerprint(root: Path) -> dict:
+    return {str(p): (p.read_bytes(), p.stat().st_mtime_ns) for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def append_orders(data: Path, partition: int, first: int, count: int) -> None:
+    log = kafkalog.Log(data / f"orders-{partition}", read_only=False)
+    try:
+        for i in range(first, first + count, 5):
+            log.append([{"key": f"k{j % 3}".encode(), "value": json.dumps({"n": j}).encode(),
+                         "timestamp": 1_700_000_000_000 + j * 1000,
+                         "headers": [("p", str(partition).encode())]}
+                        for j in range(i, min(i + 5, first + count))],
+                       compression="zstd" if i % 2 else "none")
+    finally:
+        log.close()
+
+
+@pytest.fixture()
+def data(tmp_path):
+    """A data dir: topic orders (2 partitions, kafkalog-written) and demo-0 (broker-written)."""
+    d = tmp_path / "data"
+    d.mkdir()
+    kafkalog.create_topic(d, "orders", 2)
+    append_orders(d, 0, 0, 40)
+    append_orders(d, 1, 0, 25)
+    shutil.copytree(DEMO, d / "demo-0")
+    return d
+
+
+def lines(text: str) -> list[dict]:
+    return [json.loads(x) for x in text.splitlines()]
+
+
+# ----- verify -----
+
+def test_verify_a_sound_data_dir_reads_only(data):
+    before = fingerprint(data)
+    p = run("verify", data)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert p.stdout == ""
+    assert "sound; 3 partition(s)" in p.stderr
+    assert fingerprint(data) == before
+    # A partition folder or a topic alone.
+    assert run("verify", data / "demo-0").returncode == 0
+    assert "2 partition(s)" in run("verify", data, "--topic", "orders").stderr
+
+
+def test_verify_reports_each_problem_with_file_and_byte(data):
+    demo = data / "demo-0"
+    seg = demo / f"{60:020d}.log"
+    raw = bytearray(seg.read_bytes())
+    first_len = int.from_bytes(raw[8:12], "big") + 12
+    raw[first_len + 70] ^= 0xFF  # inside the second batch's records: its CRC fails
+    seg.write_bytes(bytes(raw))
+    (data / "recovery-point-offset-checkpoint").write_text("0\n1\norders 1 999\n")
+    index = demo / f"{144:020d}.index"
+    entries = bytearray(index.read_bytes())
+    assert len(entries) >= 8
+    entries[4:8] = (int.from_bytes(entries[4:8], "big") + 3).to_bytes(4, "big")
+    index.write_bytes(bytes(entries))
+    before = fingerprint(data)
+    p = run("verify", data)
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert "Traceback" not in p.stderr
+    out = p.stdout.splitlines()
+    assert f"{seg} at byte {first_len}: " in p.stdout and "crc" in p.stdout.lower(), out
+    assert f"{data / 'recovery-point-offset-checkpoint'} at byte 4: orders-1 is at offset 999" in p.stdout
+    assert any(x.startswith(f"{index} at byte 0: ") for x in out), out
+    assert len(out) == 3, out
+    assert "3 problem(s) in 2 partition(s)" in p.stderr
+    assert fingerprint(data) == before
+
+
+def test_verify_txn_index_and_unreadable_files(data):
+    demo = data / "demo-0"
+    txn = demo / f"{232:020d}.txnindex"
+    txn.write_bytes(b"")  # the aborted transaction's entry is gone
+    p = run("verify", demo)
+    assert p.returncode == 1 and "ABORT marker of producer" in p.stdout, p.stdout + p.stderr
+    # A folder where an index file is expected: a problem, not a crash.
+    shutil.copytree(DEMO, data / "demo2-0")
+    idx = data / "demo2-0" / f"{60:020d}.timeindex"
+    idx.unlink()
+    idx.mkdir()
+    p = run("verify", data / "demo2-0")
+    assert p.returncode == 1 and f"{idx}: not a regular file" in p.stdout, p.stdout + p.stderr
+    assert f"{idx}: a folder where a segment file is expected" in one_line_error(run("stats", data / "demo2-0"), 1)
+    # A FIFO under a segment's name would block a reader: refused in one line.
+    fifo_dir = data / "fifo-0"
+    shutil.copytree(DEMO, fifo_dir)
+    (fifo_dir / f"{144:020d}.log").unlink()
+    os.mkfifo(fifo_dir / f"{144:020d}.log")
+    for cmd in ("stats", "cat", "export"):
+        extra = ["--to", data.parent / "out"] if cmd == "export" else []
+        assert "not a regular file" in one_line_error(run(cmd, fifo_dir, *extra), 1), cmd
+    p = run("verify", fifo_dir)
+    assert p.returncode == 1 and "not a regular file" in p.stdout, p.stdout + p.stderr
+
+
+# ----- stats -----
+
+def test_stats_json_matches_the_log(data):
+    p = run("stats", data, "--json")
+    assert p.returncode == 0, p.stderr
+    rows = {(r["topic"], r["partition"]): r for r in json.loads(p.stdout)["partitions"]}
+    assert set(rows) == {("demo", 0), ("orders", 0), ("orders", 1)}
+    for (topic, part), r in rows.items():
+        log = kafkalog.Log(data / f"{topic}-{part}")
+        assert (r["log_start_offset"], r["log_end_offset"], r["high_watermark"], r["last_stable_offset"]) == (
+            log.log_start_offset, log.log_end_offset, log.high_watermark, log.last_stable_offset)
+        assert r["checkpointed_high_watermark"] == log.checkpointed_high_watermark
+        assert r["segments"] == len(log.segments) and r["bytes"] == log.size_in_bytes
+        assert r["records"] == sum(1 for _ in log.records(isolation="log_end"))
+        batches = log.batches()
+        assert r["batches"] == len(batches)
+        assert r["producers"] == len({b.producer_id for b in batches if b.producer_id >= 0})
+    demo = rows[("demo", 0)]
+    assert demo["records"] == 300 and demo["control_batches"] == 2
+    assert (demo["committed_transactions"], demo["aborted_transactions"]) == (1, 1)
+    assert set(demo["codecs"]) == {"gzip", "none", "zstd"}
+    assert rows[("orders", 0)]["first_timestamp"] == 1_700_000_000_000
+    assert rows[("orders", 0)]["last_timestamp"] == 1_700_000_000_000 + 39_000
+    assert rows[("orders", 1)]["records"] == 25
+    table = run("stats", data)
+    assert table.returncode == 0
+    assert table.stdout.splitlines()[0].split()[:5] == ["partition", "start", "end", "HW", "LSO"]
+    assert any(x.startswith("orders-1 ") and " 25 " in x for x in table.stdout.splitlines())
+    assert "high watermark" in table.stderr  # the figures explained
+
+
+# ----- cat and the range rule -----
+
+def test_cat_across_partitions_formats_and_decoders(data):
+    p = run("cat", data, "--topic", "orders")
+    assert p.returncode == 0, p.stderr
+    got = lines(p.stdout)
+    assert [(r["partition"], r["offset"]) for r in got] == \
+        [(0, o) for o in range(40)] + [(1, o) for o in range(25)]
+    assert got[0]["key"] == "k0" and json.loads(got[3]["value"]) == {"n": 3}
+    assert got[0]["headers"] == [["p", "0"]] and got[0]["timestamp"] == 1_700_000_000_000
+    j = json.loads(run("cat", data / "orders-1", "--format", "json", "--value-decoder", "json",
+                       "--key-decoder", "hex").stdout)
+    assert len(j) == 25 and j[7]["value"] == {"n": 7} and j[7]["key"] == b"k1".hex()
+    c = list(csv.DictReader(io.StringIO(run("cat", data, "--topic", "orders", "--partition", "1",
+                                            "--format", "csv", "--value-decoder", "base64").stdout)))
+    assert len(c) == 25 and c[2]["offset"] == "2" and c[2]["topic"] == "orders"
+    import base64
+    assert json.loads(base64.b64decode(c[2]["value"])) == {"n": 2}
+    assert json.loads(c[2]["headers"]) == [["p", "MQ=="]]  # header values as --value-decoder says
+    # read_committed leaves the demo's aborted transaction out.
+    uncommitted = lines(run("cat", data / "demo-0").stdout)
+    committed = lines(run("cat", data / "demo-0", "--isolation", "read_committed").stdout)
+    log = kafkalog.Log(data / "demo-0")
+    assert len(uncommitted) == 300 == sum(1 for _ in log.records())
+    assert len(committed) == sum(1 for _ in log.records(isolation="read_committed")) < 300
+    bad = run("cat", data / "orders-0", "--key-decoder", "json")
+    assert "offset 0: the key is not json" in one_line_error(bad, 1)
+
+
+def offsets(proc):
+    assert proc.returncode == 0, proc.stderr
+    return [(r.get("partition"), r["offset"]) for r in lines(proc.stdout)]
+
+
+def test_one_range_rule_for_cat_and_records(data):
+    o0 = data / "orders-0"
+    assert offsets(run("cat", o0, "--from", "10", "--to", "13")) == [(0, 10), (0, 11), (0, 12)]
+    # Negative: back from each partition's end.
+    assert offsets(run("cat", data, "--topic", "orders", "--from", "-2")) == [(0, 38), (0, 39), (1, 23), (1, 24)]
+    assert offsets(run("cat", o0, "--from", "-3", "--to", "-1")) == [(0, 37), (0, 38)]
+    # Clamped: past the end is empty with a note, exit 0; before the start reads from the start.
+    past = run("cat", data, "--topic", "orders", "--from", "30")
+    assert offsets(past) == [(0, o) for o in range(30, 40)]
+    far = run("cat", o0, "--from", "1000")
+    assert far.returncode == 0 and far.stdout == "" and "orders-0 holds [0, 40)" in far.stderr
+    assert "is at or before --from 20" in one_line_error(run("cat", o0, "--from", "20", "--to", "10"), 2)
+    assert "is at or before --from -1" in one_line_error(run("cat", o0, "--from", "-1", "--to", "-5"), 2)
+    # By time: the first offset whose timestamp is >= T.
+    assert offsets(run("cat", o0, "--from-time", str(1_700_000_000_000 + 35_000))) == [(0, o) for o in range(35, 40)]
+    assert offsets(run("cat", o0, "--from-time", "2023-11-14T22:13:20Z", "--to-time",
+                       "2023-11-14T22:13:22Z")) == [(0, 0), (0, 1)]
+    # kafkalog records: the same rule.
+    rec = lambda *a: [r["offset"] for r in lines(run("records", o0, *a).stdout)]  # noqa: E731
+    assert rec("--start", "-2") == [38, 39]
+    assert rec("--start", "10", "--end", "12") == [10, 11]
+    far = run("records", o0, "--start", "1000")
+    assert far.returncode == 0 and far.stdout == "" and "holds [0, 40)" in far.stderr
+    assert "is at or before --start 20" in one_line_error(run("records", o0, "--start", "20", "--end", "10"), 2)
+
+
+# ----- export -----
+
+def read_export(out: Path) -> pa.Table:
+    t = ds.dataset(out, format="parquet", partitioning="hive").to_table()
+    return t.sort_by([("topic", "ascending"), ("partition", "ascending"), ("offset", "ascending")])
+
+
+def full_read(data: Path) -> list[tuple]:
+    rows = []
+    for topic, part, folder in kafkalog.partition_folders(data):
+        t = kafkalog.Log(folder).to_arrow(include_headers=True).read_all()
+        for r in t.to_pylist():
+            rows.append((topic, part, r["offset"], r["key"], r["value"], r["timestamp"], r["timestampType"],
+                         tuple((h["key"], h["value"]) for h in r["headers"] or ())))
+    return sorted(rows, key=lambda r: (r[0], r[1], r[2]))
+
+
+def as_rows(t: pa.Table) -> list[tuple]:
+    return [(r["topic"], int(r["partition"]), r["offset"], r["key"], r["value"], r["timestamp"], r["timestampType"],
+             tuple((h["key"], h["value"]) for h in r["headers"] or ())) for r in t.to_pylist()]
+
+
+def test_export_twice_equals_one_full_read(data, tmp_path):
+    out = tmp_path / "out"
+    before = fingerprint(data)
+    p = run("export", data, "--to", out)
+    assert p.returncode == 0, p.stderr
+    assert fingerprint(data) == before
+    first = read_export(out)
+    assert first.num_rows == 40 + 25 + 300
+    assert (out / "topic=orders" / "partition=1" / f"part-{0:020d}-{25:020d}.parquet").is_file()
+    state = json.loads((out / cli_tools.STATE_FILE).read_text())
+    assert state["offsets"]["orders"] == {"0": 40, "1": 25} and state["offsets"]["demo"] == {"0": 302}
+    # New records in one partition; the second export appends only them.
+    append_orders(data, 1, 25, 10)
+    p = run("export", data, "--to", out)
+    assert p.returncode == 0 and "10 records in 1 new file(s)" in p.stderr, p.stderr
+    assert (out / "topic=orders" / "partition=1" / f"part-{25:020d}-{35:020d}.parquet").is_file()
+    assert as_rows(read_export(out)) == full_read(data)
+    assert "0 records in 0 new file(s)" in run("export", data, "--to", out).stderr
+    assert not [p for p in out.rglob("*") if p.name.startswith(".")]  # no temp files left
+    assert "same" in one_line_error(run("export", data, "--to", out, "--isolation", "read_committed"), 2)
+
+
+def test_ctrl_c_stops_cleanly(data, tmp_path, monkeypatch, capsys):
+    import pyarrow.parquet as pq
+
+    out = tmp_path / "out"
+    real = pq.ParquetWriter.write_batch
+    calls = []
+
+    def interrupted(self, batch, *a, **kw):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(self, batch, *a, **kw)
+
+    monkeypatch.setattr(pq.ParquetWriter, "write_batch", interrupted)
+    assert cli.main(["export", str(data), "--to", str(out)]) == 130
+    err = capsys.readouterr().err
+    assert err.strip() == "kafkalog export: interrupted"
+    # The partition written when interrupted left neither a part file nor a temp file.
+    files = sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file())
+    assert files == ["_kafkalog_export.json", f"topic=demo/partition=0/part-{0:020d}-{302:020d}.parquet"]
+    # verify: an interrupt reaches the Rust loop through its progress callback.
+    monkeypatch.setattr(cli_tools._Progress, "update", lambda self, n: (_ for _ in ()).throw(KeyboardInterrupt))
+    assert cli.main(["verify", str(data)]) == 130
+    assert capsys.readouterr().err.strip() == "kafkalog verify: interrupted"
+
+
+# ----- what a person meets first -----
+
+def test_help_version_and_examples():
+    parser = cli.build_parser()
+    v = run("--version")
+    assert v.returncode == 0 and v.stdout.strip() == f"kafkalog {kafkalog.__version__}"
+    top = run("--help")
+    assert top.returncode == 0 and "exit codes" in top.stdout and "130" in top.stdout
+    # Every command line the top-level help shows is one the parser accepts.
+    shown = [x.strip() for x in top.stdout.splitlines() if x.strip().startswith("kafkalog ")
+             and "COMMAND" not in x]
+    assert len(shown) >= 8
+    for line in shown:
+        parser.parse_args(shlex.split(line)[1:])
+    sub = next(a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction")
+    assert set(sub.choices) >= {"dump", "records", "verify", "stats", "cat", "export", "demo"}
+    for name, p in sub.choices.items():
+        assert "example" in (p.epilog or ""), name
+        for line in (p.epilog or "").splitlines():
+            if line.strip().startswith("kafkalog "):
+                parser.parse_args(shlex.split(line.strip().split("|")[0])[1:])
+        for a in p._actions:
+            if a.option_strings and a.dest != "help":
+                assert a.help, (name, a.option_strings)
+    for name in ("verify", "stats", "cat", "export"):
+        h = run(name, "--help")
+        assert h.returncode == 0 and "examples:" in h.stdout
+
+
+def test_errors_are_one_line_with_documented_codes(tmp_path, data):
+    missing = tmp_path / "missing"
+    regular = tmp_path / "file.txt"
+    regular.write_text("hello")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    for cmd in ("verify", "stats", "cat", "export"):
+        extra = ["--to", tmp_path / "o"] if cmd == "export" else []
+        assert "no such file" in one_line_error(run(cmd, missing, *extra), 1)
+        assert "a file, not" in one_line_error(run(cmd, regular, *extra), 1)
+        assert "neither a partition folder" in one_line_error(run(cmd, empty, *extra), 1)
+    assert "no partition of topic 'nope'" in one_line_error(run("cat", data, "--topic", "nope"), 1)
+    assert "not an offset" in one_line_error(run("cat", data, "--from", "x"), 2)
+    assert "ISO 8601" in one_line_error(run("cat", data, "--from-time", "yesterday"), 2)
+    assert "required" in one_line_error(run("export", data), 2)
+    assert "--to" in one_line_error(run("export", data, "--to", regular), 1)
+
+
+def test_quiet_when_piped(data, tmp_path):
+    # stderr is a pipe here: no progress bar, only the summary line.
+    for args in (["verify", data], ["stats", data, "--json"], ["export", data, "--to", tmp_path / "o"]):
+        p = run(*args)
+        assert p.returncode == 0, p.stderr
+        assert "\r" not in p.stderr and len(p.stderr.strip().splitlines()) <= 1, p.stderr
+
+
+def test_demo_explains_itself_and_names_no_temp_path():
+    p = run("demo", "--no-spark")
+    assert p.returncode == 0, p.stderr
+    assert "/tmp" not in p.stdout and "kafkalog-demo-" not in p.stdout
+    for words in ("high watermark", "last stable offset", "read_committed"):
+        assert words in p.stdout
+
+
+def test_verify_and_stats_on_legacy_message_sets(tmp_path):
+    """v0/v1 message sets with compressed wrappers (what a pre-0.11 broker left on disk)."""
+    from kafkalog import _kafkalog
+    from test_kafka_legacy_dump import _write
+
+    for magic in (0, 1):
+        d = tmp_path / f"legacy{magic}-0"
+        expected, batches, idx, _ = _write(d, magic)
+        segments, n, _, _, problems = _kafkalog.verify_partition(str(d))
+        assert problems == [] and n == len(batches), problems
+        s = _kafkalog.partition_stats(str(d))
+        assert s["records"] == len(expected) and s["magic"] == {magic: len(batches)}
+        assert (s["first_timestamp"] is None) == (magic == 0)
+        # An index entry pointing into the middle of a wrapper.
+        index = d / f"{0:020d}.index"
+        raw = bytearray(index.read_bytes())
+        raw[4:8] = (int.from_bytes(raw[4:8], "big") + 1).to_bytes(4, "big")
+        index.write_bytes(bytes(raw))
+        problems = _kafkalog.verify_partition(str(d))[4]
+        assert [(f, pos) for f, pos, _ in problems] == [(str(index), 0)], problems
+
+
+def test_progress_bar_on_a_terminal(data):
+    import pty
+
+    import threading
+
+    master, slave = pty.openpty()
+    seen = bytearray()
+
+    def drain():
+        while True:
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:  # EIO once the terminal's last writer is gone
+                return
+            if not chunk:
+                return
+            seen.extend(chunk)
+
+    reader = threading.Thread(target=drain)
+    reader.start()
+    p = subprocess.Popen([sys.executable, "-m", "kafkalog", "verify", str(data)], stdout=subprocess.PIPE,
+                         stderr=slave, text=True)
+    os.close(slave)
+    out = p.stdout.read()
+    p.wait(timeout=120)
+    reader.join(timeout=60)
+    os.close(master)
+    assert p.returncode == 0 and out == ""
+    text = seen.decode(errors="replace")
+    assert "verify:" in text and "%" in text, text  # tqdm's bar, then the summary line
+    assert "sound" in text
+
+
+def test_a_real_ctrl_c_exits_130_without_a_traceback(data):
+    """SIGINT while `cat` is blocked writing to a full pipe (a reader that stopped reading)."""
+    import fcntl
+    import signal
+    import termios
+    import time
+
+    cmd = [sys.executable, "-m", "kafkalog", "cat", str(data), "--key-decoder", "hex", "--value-decoder", "hex"]
+    # More than a pipe holds (64 KiB) plus Python's buffer: cat cannot end while no one reads.
+    assert len(subprocess.run(cmd, capture_output=True, timeout=120).stdout) > 100_000
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    avail = bytearray(4)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:  # wait for the state, not for a time
+        fcntl.ioctl(p.stdout.fileno(), termios.FIONREAD, avail)
+        if int.from_bytes(avail, sys.byteorder) > 0 or p.poll() is not None:  # cat is writing
+            break
+        time.sleep(0.05)
+    assert p.poll() is None, "cat ended before the pipe filled: the test needs more output"
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=120)
+    assert p.returncode == 130, err
+    assert err.decode().strip() == "kafkalog cat: interrupted"

@@ -11,9 +11,6 @@ python3 -m venv .venv
 .venv/bin/python -m pip install -q "maturin>=1.5,<2" -r tests/requirements.txt
 # pip's chatter about requirements already met is kept in a log, shown only when the build fails.
 .venv/bin/maturin develop -q -E spark > .venv/maturin-develop.log 2>&1 || { cat .venv/maturin-develop.log >&2; exit 1; }
-# The fuzz targets' crates (libfuzzer-sys: a C++ compiler builds libFuzzer); fuzz/ci.sh builds
-# them with the stable toolchain, so neither nightly nor cargo-fuzz is needed here.
-cargo fetch --quiet --manifest-path fuzz/Cargo.toml
 if [ "${KAFKALOG_SKIP_KAFKA_JARS:-0}" != 1 ]; then
   command -v java >/dev/null && command -v mvn >/dev/null || { echo "setup: java and mvn are required for the Kafka referee" >&2; exit 1; }
   for v in 4.4.0 3.9.2; do bash .ci/fetch_kafka.sh "$v" >/dev/null; done

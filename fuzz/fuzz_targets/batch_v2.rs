@@ -4,7 +4,9 @@
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    let Some((&flags, rest)) = data.split_first() else { return };
+    let Some((&flags, rest)) = data.split_first() else {
+        return;
+    };
     let mut buf = rest.to_vec();
     if flags & 1 == 0 {
         kafkalog_fuzz::fix_crcs(&mut buf);

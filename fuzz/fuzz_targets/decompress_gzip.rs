@@ -5,6 +5,13 @@ use kafkalog::record::codec::{decompress, Compression};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    let Some((&magic, rest)) = data.split_first() else { return };
-    let _ = decompress(Compression::Gzip, rest, kafkalog_fuzz::MAX_DECOMPRESSED, magic % 3);
+    let Some((&magic, rest)) = data.split_first() else {
+        return;
+    };
+    let _ = decompress(
+        Compression::Gzip,
+        rest,
+        kafkalog_fuzz::MAX_DECOMPRESSED,
+        magic % 3,
+    );
 });

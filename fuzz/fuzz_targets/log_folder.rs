@@ -11,7 +11,10 @@ use std::sync::OnceLock;
 static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
 
 fn options(read_only: bool) -> LogOptions {
-    let mut o = LogOptions { read_only, ..LogOptions::default() };
+    let mut o = LogOptions {
+        read_only,
+        ..LogOptions::default()
+    };
     o.config.max_index_size = 4096;
     o.config.segment_bytes = 1 << 20;
     o.config.max_decompressed_batch_bytes = kafkalog_fuzz::MAX_DECOMPRESSED;
@@ -20,12 +23,20 @@ fn options(read_only: bool) -> LogOptions {
 }
 
 fn read_everything(log: &Log) {
-    for isolation in [FetchIsolation::LogEnd, FetchIsolation::HighWatermark, FetchIsolation::TxnCommitted] {
+    for isolation in [
+        FetchIsolation::LogEnd,
+        FetchIsolation::HighWatermark,
+        FetchIsolation::TxnCommitted,
+    ] {
         let _ = log.records(None, None, isolation);
         let _ = log.read(log.log_start_offset(), 1 << 16, isolation, true);
     }
     let _ = log.records(Some(log.log_end_offset()), None, FetchIsolation::LogEnd);
-    let _ = (log.last_stable_offset(), log.high_watermark(), log.recovery_point());
+    let _ = (
+        log.last_stable_offset(),
+        log.high_watermark(),
+        log.recovery_point(),
+    );
 }
 
 fuzz_target!(|data: &[u8]| {
@@ -48,7 +59,8 @@ fuzz_target!(|data: &[u8]| {
     if let Ok(log) = Log::open(&dir, options(false)) {
         read_everything(&log);
         let mut b = BatchBuilder::new(BatchOptions::default());
-        b.append(1_700_000_000_000, Some(b"k"), Some(b"v"), &[]).unwrap();
+        b.append(1_700_000_000_000, Some(b"k"), Some(b"v"), &[])
+            .unwrap();
         let _ = log.append_as_leader(&b.build().unwrap(), 0);
         read_everything(&log);
         let _ = log.close();

@@ -18,7 +18,9 @@ fuzz_target!(|data: &[u8]| {
     let path = dir.path().join("00000000000000000000.index");
     std::fs::write(&path, &data[16..]).unwrap();
     for writable in [false, true] {
-        let Ok(mut idx) = OffsetIndex::open(&path, base, 4096, writable) else { continue };
+        let Ok(mut idx) = OffsetIndex::open(&path, base, 4096, writable) else {
+            continue;
+        };
         let _ = idx.sanity_check();
         let found = idx.lookup(target);
         let _ = idx.lookup(base);
@@ -26,7 +28,13 @@ fuzz_target!(|data: &[u8]| {
         let _ = idx.entry(idx.entries().saturating_sub(1));
         let _ = idx.entry(idx.entries());
         let _ = idx.fetch_upper_bound_offset(found, (target & 0xffff) as i32);
-        let _ = idx.fetch_upper_bound_offset(OffsetPosition { offset: target, position: i32::MAX }, i32::MAX);
+        let _ = idx.fetch_upper_bound_offset(
+            OffsetPosition {
+                offset: target,
+                position: i32::MAX,
+            },
+            i32::MAX,
+        );
         if writable {
             let _ = idx.resize(4096);
             let _ = idx.append(idx.last_offset().wrapping_add(1), 0);

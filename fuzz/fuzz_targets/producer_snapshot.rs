@@ -9,7 +9,9 @@ use std::sync::OnceLock;
 static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
 
 fuzz_target!(|data: &[u8]| {
-    let Some((&flags, rest)) = data.split_first() else { return };
+    let Some((&flags, rest)) = data.split_first() else {
+        return;
+    };
     let mut buf = rest.to_vec();
     if flags & 1 == 0 && buf.len() >= 10 {
         let crc = crc32c::crc32c(&buf[6..]);
@@ -21,6 +23,10 @@ fuzz_target!(|data: &[u8]| {
     std::fs::write(&path, &buf).unwrap();
     if let Ok(mut psm) = ProducerStateManager::new(dir, true) {
         let _ = psm.load_from_snapshot(0, 0);
-        let _ = (psm.first_unstable_offset(), psm.map_end_offset(), psm.producer_id_count());
+        let _ = (
+            psm.first_unstable_offset(),
+            psm.map_end_offset(),
+            psm.producer_id_count(),
+        );
     }
 });

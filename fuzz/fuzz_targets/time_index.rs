@@ -17,7 +17,9 @@ fuzz_target!(|data: &[u8]| {
     let path = dir.path().join("00000000000000000000.timeindex");
     std::fs::write(&path, &data[16..]).unwrap();
     for writable in [false, true] {
-        let Ok(mut idx) = TimeIndex::open(&path, base, 4096, writable) else { continue };
+        let Ok(mut idx) = TimeIndex::open(&path, base, 4096, writable) else {
+            continue;
+        };
         let _ = idx.sanity_check();
         let _ = idx.lookup(target);
         let _ = idx.lookup(i64::MIN);
@@ -27,7 +29,11 @@ fuzz_target!(|data: &[u8]| {
         let _ = idx.entry(idx.entries());
         if writable {
             let _ = idx.resize(4096);
-            let _ = idx.maybe_append(last.timestamp.wrapping_add(1), last.offset.wrapping_add(1), false);
+            let _ = idx.maybe_append(
+                last.timestamp.wrapping_add(1),
+                last.offset.wrapping_add(1),
+                false,
+            );
             let _ = idx.maybe_append(target, target, true);
             let _ = idx.truncate_to(target);
             let _ = idx.lookup(target);

@@ -18,13 +18,17 @@ fuzz_target!(|data: &[u8]| {
     let path = dir.path().join("00000000000000000000.txnindex");
     std::fs::write(&path, &data[16..]).unwrap();
     for writable in [false, true] {
-        let Ok(mut idx) = TransactionIndex::open(start, &path, writable) else { continue };
+        let Ok(mut idx) = TransactionIndex::open(start, &path, writable) else {
+            continue;
+        };
         let _ = idx.sanity_check();
         let _ = idx.all_aborted_txns();
         let _ = idx.collect_aborted_txns(fetch, fetch.saturating_add(100));
         let _ = idx.collect_aborted_txns(i64::MIN, i64::MAX);
         if writable {
-            if let Ok(txn) = AbortedTxn::from_bytes(&data[data.len().saturating_sub(AbortedTxn::SIZE)..]) {
+            if let Ok(txn) =
+                AbortedTxn::from_bytes(&data[data.len().saturating_sub(AbortedTxn::SIZE)..])
+            {
                 let _ = idx.append(txn);
             }
             let _ = idx.truncate_to(fetch);

@@ -17,7 +17,9 @@ fn be_i32(b: &[u8], at: usize) -> Option<i32> {
 pub fn fix_crcs(buf: &mut [u8]) {
     let mut pos = 0usize;
     while pos + 17 <= buf.len() {
-        let Some(len) = be_i32(buf, pos + 8) else { return };
+        let Some(len) = be_i32(buf, pos + 8) else {
+            return;
+        };
         if len < 0 {
             return;
         }
@@ -63,7 +65,11 @@ pub fn decode_all(buf: &[u8]) {
             }
         };
         let _ = batch.ensure_valid();
-        let _ = (batch.last_offset(), batch.max_timestamp(), batch.compression());
+        let _ = (
+            batch.last_offset(),
+            batch.max_timestamp(),
+            batch.compression(),
+        );
         let mut scratch = Vec::new();
         if let Ok(records) = batch.records(&mut scratch, MAX_DECOMPRESSED) {
             for r in &records {
@@ -149,7 +155,10 @@ pub fn snapshot_dir(dir: &Path) -> Vec<(String, Vec<u8>)> {
 pub fn scratch_dir() -> tempfile::TempDir {
     let shm = Path::new("/dev/shm");
     if shm.is_dir() {
-        if let Ok(d) = tempfile::Builder::new().prefix("kafkalog-fuzz").tempdir_in(shm) {
+        if let Ok(d) = tempfile::Builder::new()
+            .prefix("kafkalog-fuzz")
+            .tempdir_in(shm)
+        {
             return d;
         }
     }

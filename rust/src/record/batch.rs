@@ -198,7 +198,9 @@ impl<'a> DefaultBatch<'a> {
         // Java int arithmetic: a corrupt (negative) delta wraps as it does there, never panics.
         let delta = self.last_offset_delta();
         if base > i32::MAX.wrapping_sub(delta) {
-            delta.wrapping_sub(i32::MAX - base).wrapping_sub(1)
+            delta
+                .wrapping_sub(i32::MAX.wrapping_sub(base))
+                .wrapping_sub(1)
         } else {
             base.wrapping_add(delta)
         }
@@ -678,7 +680,28 @@ mod tests {
         let java = (-50_397_183i32).wrapping_sub(i32::MAX - 6).wrapping_sub(1);
         assert_eq!(b.last_sequence(), java);
         let mut scratch = Vec::new();
-        let records = batch.records(&mut scratch, DEFAULT_MAX_DECOMPRESSED_BYTES).unwrap();
+        let records = batch
+            .records(&mut scratch, DEFAULT_MAX_DECOMPRESSED_BYTES)
+            .unwrap();
         assert_eq!(batch.info(&records).unwrap().last_sequence, java);
+    }
+
+    /// Found by `cargo fuzz` (targets batch_v2 and legacy): a batch header with a negative base
+    /// sequence (not -1) overflowed `last_sequence` (a panic in debug builds) in `info`, which
+    /// the batch and dump views call before any record is decoded.
+    #[test]
+    fn fuzz_negative_base_sequence_wraps_the_sequence_like_java() {
+        let bytes = include_bytes!("../../testdata/fuzz/batch_v2-negative-base-sequence.bin");
+        let batch = Batch::parse(bytes).unwrap();
+        let Batch::V2(b) = &batch else {
+            panic!("a v2 batch")
+        };
+        assert_eq!(
+            (b.base_sequence(), b.last_offset_delta()),
+            (-8_388_609, -7_857_918)
+        );
+        // DefaultRecordBatch.incrementSequence(-8388609, -7857918) in Java's int arithmetic.
+        assert_eq!(b.last_sequence(), 2_131_237_121);
+        assert_eq!(batch.info(&[]).unwrap().last_sequence, 2_131_237_121);
     }
 }

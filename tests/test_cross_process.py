@@ -59,3 +59,141 @@ def test_readers_survive_a_writer_in_another_process(tmp_path):
         assert int(out) > 0
     w_out, _ = writer.communicate(timeout=120)
     assert writer.returncode == 0 and int(w_out) > 0
+
+
+# A long-lived writer: plain, transactional (committed and aborted) and compressed batches of
+# BATCH records, rolling small segments; after each append returns it publishes the acknowledged
+# log end offset (atomically, through a rename) so readers can wait for it to move.
+LIVE_WRITER = textwrap.dedent(
+    """
+    import os, sys, time, kafkalog
+    path, seconds = sys.argv[1], float(sys.argv[2])
+    BATCH = 20
+    log = kafkalog.Log(path, read_only=False, config={"segment.bytes": 6000})
+    acked = os.path.join(os.path.dirname(path), "acked")
+    end = time.time() + seconds
+    n = 0
+    codecs = ["none", "gzip", "lz4", "zstd", "snappy"]
+    while time.time() < end or n < 20:
+        recs = [{"value": b"%08d-%03d-%03d" % (n, i, BATCH)} for i in range(BATCH)]
+        kind = n % 4
+        if kind < 2:
+            log.append(recs, compression=codecs[n % 5])
+        else:
+            pid = 1000 + n
+            log.append(recs, producer_id=pid, producer_epoch=0, base_sequence=0, transactional=True,
+                       compression=codecs[n % 5])
+            log.write_txn_marker(pid, 0, commit=kind == 2)
+        tmp = acked + ".tmp"
+        with open(tmp, "w") as f:
+            f.write("%d %d" % (n, log.log_end_offset))
+        os.replace(tmp, acked)
+        n += 1
+    log.close()
+    print(n)
+    """
+)
+
+# Reads with every API and isolation and checks what it sees: offsets strictly increasing and
+# below the bound the open published (log end, high watermark, last stable offset), whole
+# batches only (each append's BATCH records all there, or none), aborted appends (n % 4 == 3)
+# never under read_committed, committed ones whole.
+LIVE_READER = textwrap.dedent(
+    """
+    import os, sys, time, collections, kafkalog
+    path, seconds, mode = sys.argv[1], float(sys.argv[2]), sys.argv[3]
+    acked = os.path.join(os.path.dirname(path), "acked")
+    def acked_end():
+        try:
+            with open(acked) as f:
+                return int(f.read().split()[1])
+        except (FileNotFoundError, IndexError):
+            return -1
+
+    def check(offsets, values, bound, committed, what):
+        assert all(a < b for a, b in zip(offsets, offsets[1:])), f"{what}: offsets not increasing"
+        assert not offsets or offsets[-1] < bound, f"{what}: offset {offsets[-1]} past the end {bound}"
+        per = collections.Counter()
+        for v in values:
+            n, i, count = (int(x) for x in v.split(b"-"))
+            per[n] += 1
+            assert not (committed and n % 4 == 3), f"{what}: aborted append {n} read committed"
+        for n, c in per.items():
+            assert c == 20, f"{what}: partial batch, append {n} has {c} of 20 records"
+
+    if mode == "hold":
+        # Holds a read-only open across the writer's appends: the writer must go on.
+        log = kafkalog.Log(path)
+        seen = log.log_end_offset
+        deadline = time.time() + 120
+        while acked_end() < seen + 100:
+            assert time.time() < deadline, "the writer made no progress while a reader held the log open"
+            time.sleep(0.05)
+        assert log.log_end_offset == seen, "a read-only view moved by itself"
+        check([r.offset for r in log.records()], [r.value for r in log.records()], seen, False, "held")
+        log.close()
+        print(1)
+        sys.exit(0)
+
+    end = time.time() + seconds
+    reads = 0
+    while time.time() < end or reads == 0:
+        log = kafkalog.Log(path)
+        leo, hw, lso = log.log_end_offset, log.high_watermark, log.last_stable_offset
+        assert lso <= hw <= leo
+        for isolation, bound in [("read_uncommitted", hw), ("read_committed", lso)]:
+            rs = list(log.records(isolation=isolation))
+            check([r.offset for r in rs], [r.value for r in rs], bound, isolation == "read_committed", f"records/{isolation}")
+            t = log.to_arrow(isolation=isolation, batch_rows=7).read_all()
+            check(t.column("offset").to_pylist(), t.column("value").to_pylist(), bound,
+                  isolation == "read_committed", f"to_arrow/{isolation}")
+        for isolation, bound in [("log_end", leo), ("high_watermark", hw), ("committed", lso)]:
+            start, offsets, values = log.log_start_offset, [], []
+            while start < bound:
+                info = log.read(start, max_bytes=3000, isolation=isolation)
+                if not info["batches"]:
+                    break
+                for b in info["batches"]:
+                    assert b.last_offset < bound, f"read/{isolation}: batch ending at {b.last_offset} past {bound}"
+                    assert len(b.records) == b.records_count, f"read/{isolation}: partial batch"
+                    if not b.is_control:
+                        offsets += [r.offset for r in b.records]
+                        values += [r.value for r in b.records]
+                start = info["batches"][-1].last_offset + 1
+            # A fetch hands aborted batches over with the list to drop them by, as Kafka's does.
+            check(offsets, values, bound, False, f"read/{isolation}")
+        log.close()
+        reads += 1
+    print(reads)
+    """
+)
+
+
+def test_live_writer_and_readers_in_other_processes(tmp_path):
+    """One process keeps a log open and appends (plain, compressed, committed and aborted
+    transactions, segment rolls) while reader processes open the folder read-only again and
+    again and read it with records, to_arrow and read at every isolation, and one reader holds
+    its open across many appends (which must go on)."""
+    path = tmp_path / "live-0"
+    kafkalog.Log(str(path), read_only=False, create=True).close()
+    seconds = "8"
+    writer = subprocess.Popen([sys.executable, "-c", LIVE_WRITER, str(path), seconds],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    readers = [
+        subprocess.Popen([sys.executable, "-c", LIVE_READER, str(path), seconds, mode],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for mode in ["read", "read", "hold"]
+    ]
+    for r in readers:
+        out, err = r.communicate(timeout=180)
+        assert r.returncode == 0, f"reader died (exit {r.returncode}): {err[-3000:]}"
+        assert int(out) > 0
+    w_out, w_err = writer.communicate(timeout=180)
+    assert writer.returncode == 0, w_err[-3000:]
+    assert int(w_out) >= 20
+    # Everything the writer acknowledged is there, in order, aborted appends excluded.
+    log = kafkalog.Log(str(path))
+    values = [r.value for r in log.records(isolation="read_committed")]
+    appends = sorted({int(v.split(b"-")[0]) for v in values})
+    assert appends == [n for n in range(int(w_out)) if n % 4 != 3]
+    log.close()

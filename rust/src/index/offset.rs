@@ -21,7 +21,8 @@ impl IndexEntry for OffsetPosition {
     #[inline(always)]
     fn parse(b: &[u8], base_offset: i64) -> Self {
         OffsetPosition {
-            offset: base_offset + be_i32(b, 0) as i64,
+            // Java's long + int: a base offset near i64::MAX (any i64 can be passed) wraps, never panics.
+            offset: base_offset.wrapping_add(be_i32(b, 0) as i64),
             position: be_i32(b, 4),
         }
     }
@@ -230,6 +231,26 @@ mod tests {
             true,
         )
         .unwrap()
+    }
+
+    /// Found by `cargo fuzz` (target offset_index: base offset, lookup target, then the file): a
+    /// base offset of i64::MIN with a negative relative offset in the file overflowed in every
+    /// lookup (a panic in debug builds); it wraps as Java's long + int does.
+    #[test]
+    fn fuzz_extreme_base_offset_wraps_like_java() {
+        let input = include_bytes!("../../testdata/fuzz/offset_index-base-offset-overflow.bin");
+        let base = i64::from_le_bytes(input[0..8].try_into().unwrap());
+        let target = i64::from_le_bytes(input[8..16].try_into().unwrap());
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("00000000000000000000.index");
+        std::fs::write(&path, &input[16..]).unwrap();
+        let idx = OffsetIndex::open(&path, base, 4096, false).unwrap();
+        let first = idx.entry(0).unwrap();
+        let rel = i32::from_be_bytes(input[16..20].try_into().unwrap());
+        assert_eq!(first.offset, base.wrapping_add(rel as i64));
+        let _ = idx.lookup(target);
+        let _ = idx.lookup(base);
+        let _ = idx.sanity_check();
     }
 
     #[test]

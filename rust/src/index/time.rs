@@ -25,7 +25,8 @@ impl IndexEntry for TimestampOffset {
     fn parse(b: &[u8], base_offset: i64) -> Self {
         TimestampOffset {
             timestamp: be_i64(b, 0),
-            offset: base_offset + be_i32(b, 8) as i64,
+            // Java's long + int: wraps for a base offset near i64::MAX, never panics.
+            offset: base_offset.wrapping_add(be_i32(b, 8) as i64),
         }
     }
 
@@ -255,6 +256,25 @@ mod tests {
             true,
         )
         .unwrap()
+    }
+
+    /// Found by `cargo fuzz` (target time_index: base offset, target timestamp, then the file): a
+    /// base offset of i64::MIN with a negative relative offset overflowed when an entry was read
+    /// (a panic in debug builds); it wraps as Java's long + int does.
+    #[test]
+    fn fuzz_extreme_base_offset_wraps_like_java() {
+        let input = include_bytes!("../../testdata/fuzz/time_index-base-offset-overflow.bin");
+        let base = i64::from_le_bytes(input[0..8].try_into().unwrap());
+        let target = i64::from_le_bytes(input[8..16].try_into().unwrap());
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("00000000000000000000.timeindex");
+        std::fs::write(&path, &input[16..]).unwrap();
+        let idx = TimeIndex::open(&path, base, 4096, false).unwrap();
+        let rel = i32::from_be_bytes(input[24..28].try_into().unwrap());
+        assert_eq!(idx.entry(0).unwrap().offset, base.wrapping_add(rel as i64));
+        let _ = idx.lookup(target);
+        let _ = idx.last_entry();
+        let _ = idx.sanity_check();
     }
 
     #[test]

@@ -198,6 +198,19 @@ impl Log {
         self.state.read().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// The state for a read of the log's data: a closed log's files may be gone (a writable
+    /// close trims and releases them), so reading one is an error, not whatever is left.
+    pub(crate) fn readable_state(&self) -> Result<RwLockReadGuard<'_, LogState>> {
+        let st = self.read_state();
+        if st.closed {
+            return Err(Error::IllegalState(format!(
+                "log {} is closed",
+                self.dir.display()
+            )));
+        }
+        Ok(st)
+    }
+
     pub(crate) fn write_state(&self) -> Result<RwLockWriteGuard<'_, LogState>> {
         if self.read_only {
             return Err(Error::ReadOnly(format!(
@@ -713,7 +726,7 @@ impl Log {
         isolation: FetchIsolation,
         min_one_message: bool,
     ) -> Result<FetchDataInfo> {
-        let st = self.read_state();
+        let st = self.readable_state()?;
         let leo = st.log_end_offset;
         if start_offset > leo.message_offset || start_offset < st.log_start_offset {
             return Err(Error::OffsetOutOfRange {
@@ -788,7 +801,7 @@ impl Log {
         start_offset: i64,
         upper_bound_offset: i64,
     ) -> Result<Vec<AbortedTxn>> {
-        let st = self.read_state();
+        let st = self.readable_state()?;
         Self::collect_aborted(&st, start_offset, upper_bound_offset)
     }
 
@@ -796,7 +809,7 @@ impl Log {
     /// (-3), EARLIEST_LOCAL (-4), or the first offset whose timestamp is >= `timestamp`.
     /// Returns (timestamp, offset, leader epoch); None when no record is that late.
     pub fn offset_for_timestamp(&self, timestamp: i64) -> Result<Option<(i64, i64, Option<i32>)>> {
-        let st = self.read_state();
+        let st = self.readable_state()?;
         let epoch_at = |offset: i64| st.leader_epoch_cache.epoch_for_offset(offset);
         match timestamp {
             EARLIEST_TIMESTAMP | EARLIEST_LOCAL_TIMESTAMP => {

@@ -72,7 +72,7 @@ impl Log {
         include_control: bool,
         visit: &mut BatchVisitor<'_>,
     ) -> Result<()> {
-        let st = self.read_state();
+        let st = self.readable_state()?;
         let start = start.unwrap_or(st.log_start_offset);
         if start < st.log_start_offset || start > st.log_end_offset.message_offset {
             return Err(Error::OffsetOutOfRange {

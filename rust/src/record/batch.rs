@@ -195,11 +195,14 @@ impl<'a> DefaultBatch<'a> {
         if base == NO_SEQUENCE {
             return NO_SEQUENCE;
         }
+        // Java int arithmetic: a corrupt (negative) delta wraps as it does there, never panics.
         let delta = self.last_offset_delta();
-        if base > i32::MAX - delta {
-            delta - (i32::MAX - base) - 1
+        if base > i32::MAX.wrapping_sub(delta) {
+            delta
+                .wrapping_sub(i32::MAX.wrapping_sub(base))
+                .wrapping_sub(1)
         } else {
-            base + delta
+            base.wrapping_add(delta)
         }
     }
     pub fn records_count(&self) -> i32 {
@@ -656,4 +659,49 @@ pub fn attributes(
         a |= DELETE_HORIZON_FLAG_MASK;
     }
     a
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Found by `cargo fuzz` (target batch_v2): a valid batch whose last offset delta is negative
+    /// made `last_sequence` overflow (a panic in debug builds, the Python extension's) in `info`.
+    #[test]
+    fn fuzz_negative_last_offset_delta_wraps_the_sequence_like_java() {
+        let bytes = include_bytes!("../../testdata/fuzz/batch_v2-last-sequence-overflow.bin");
+        let batch = Batch::parse(bytes).unwrap();
+        batch.ensure_valid().unwrap();
+        let Batch::V2(b) = &batch else {
+            panic!("a v2 batch")
+        };
+        assert_eq!((b.base_sequence(), b.last_offset_delta()), (6, -50_397_183));
+        // DefaultRecordBatch.incrementSequence(6, -50397183) in Java's int arithmetic.
+        let java = (-50_397_183i32).wrapping_sub(i32::MAX - 6).wrapping_sub(1);
+        assert_eq!(b.last_sequence(), java);
+        let mut scratch = Vec::new();
+        let records = batch
+            .records(&mut scratch, DEFAULT_MAX_DECOMPRESSED_BYTES)
+            .unwrap();
+        assert_eq!(batch.info(&records).unwrap().last_sequence, java);
+    }
+
+    /// Found by `cargo fuzz` (targets batch_v2 and legacy): a batch header with a negative base
+    /// sequence (not -1) overflowed `last_sequence` (a panic in debug builds) in `info`, which
+    /// the batch and dump views call before any record is decoded.
+    #[test]
+    fn fuzz_negative_base_sequence_wraps_the_sequence_like_java() {
+        let bytes = include_bytes!("../../testdata/fuzz/batch_v2-negative-base-sequence.bin");
+        let batch = Batch::parse(bytes).unwrap();
+        let Batch::V2(b) = &batch else {
+            panic!("a v2 batch")
+        };
+        assert_eq!(
+            (b.base_sequence(), b.last_offset_delta()),
+            (-8_388_609, -7_857_918)
+        );
+        // DefaultRecordBatch.incrementSequence(-8388609, -7857918) in Java's int arithmetic.
+        assert_eq!(b.last_sequence(), 2_131_237_121);
+        assert_eq!(batch.info(&[]).unwrap().last_sequence, 2_131_237_121);
+    }
 }

@@ -4,4 +4,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo test --lib --quiet
+# A few seconds of every fuzz target from its seed corpus (the long runs: fuzz/README.md).
+FUZZ_SECONDS="${FUZZ_SECONDS:-2}" bash fuzz/ci.sh
 .venv/bin/python -m pytest -q -p no:cacheprovider tests "$@"

@@ -56,12 +56,18 @@ fn report(op: &str, ns: f64, samples: usize, extra: &str) {
 }
 
 /// Deep iteration through the crate's batch loop and record decoder; returns the bytes touched.
-fn deep_iteration(records: &FileRecords, scratch: &mut Vec<u8>, mut each: impl FnMut(&kafkalog::record::record::Record<'_>)) -> u64 {
+fn deep_iteration(
+    records: &FileRecords,
+    scratch: &mut Vec<u8>,
+    mut each: impl FnMut(&kafkalog::record::record::Record<'_>),
+) -> u64 {
     let mut sum = 0u64;
     records
         .for_each_batch(0, records.size_in_bytes(), MAX_BATCH, &mut |_, batch| {
             for r in batch.records(scratch, MAX_BATCH)? {
-                sum += (r.key.map_or(0, <[u8]>::len) + r.value.map_or(0, <[u8]>::len) + r.headers.len()) as u64;
+                sum += (r.key.map_or(0, <[u8]>::len)
+                    + r.value.map_or(0, <[u8]>::len)
+                    + r.headers.len()) as u64;
                 each(&r);
             }
             Ok(true)
@@ -71,7 +77,10 @@ fn deep_iteration(records: &FileRecords, scratch: &mut Vec<u8>, mut each: impl F
 }
 
 fn main() {
-    let args: Vec<String> = std::env::args().skip(1).filter(|a| a != "--bench").collect();
+    let args: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| a != "--bench")
+        .collect();
     let Some(log) = args.first().map(PathBuf::from) else {
         eprintln!("kafka_peer: needs a segment (.log); benches/run_all.py runs it");
         return;
@@ -90,39 +99,90 @@ fn main() {
         (first, last) = (first.min(r.offset), last.max(r.offset));
         (min_ts, max_ts) = (min_ts.min(r.timestamp), max_ts.max(r.timestamp));
     });
-    println!("{{\"op\": \"checksum\", \"records\": {n}, \"crc32\": {}}}", crc.finalize());
+    println!(
+        "{{\"op\": \"checksum\", \"records\": {n}, \"crc32\": {}}}",
+        crc.finalize()
+    );
 
     let (ns, s) = measure(secs, || deep_iteration(&records, &mut scratch, |_| {}));
-    report("deep_iteration", ns, s, &format!(", \"records\": {n}, \"bytes\": {}", records.size_in_bytes()));
+    report(
+        "deep_iteration",
+        ns,
+        s,
+        &format!(", \"records\": {n}, \"bytes\": {}", records.size_in_bytes()),
+    );
 
     let stem = log.with_extension("");
-    let base: i64 = stem.file_name().and_then(|s| s.to_str()).and_then(|s| s.parse().ok()).expect("segment named by its base offset");
-    let offset_index = OffsetIndex::open(stem.with_extension("index"), base, 10 << 20, false).expect("open .index");
-    let time_index = TimeIndex::open(stem.with_extension("timeindex"), base, 10 << 20, false).expect("open .timeindex");
+    let base: i64 = stem
+        .file_name()
+        .and_then(|s| s.to_str())
+        .and_then(|s| s.parse().ok())
+        .expect("segment named by its base offset");
+    let offset_index = OffsetIndex::open(stem.with_extension("index"), base, 10 << 20, false)
+        .expect("open .index");
+    let time_index = TimeIndex::open(stem.with_extension("timeindex"), base, 10 << 20, false)
+        .expect("open .timeindex");
     // Java's side takes the batches' max timestamps; for these files (one timestamp per batch
     // or increasing ones) the records' extremes give the same range.
     let offset_targets = targets(first, last, LOOKUPS, 42);
     let time_targets = targets(min_ts, max_ts, LOOKUPS, 43);
-    let (ns, s) = measure(secs, || offset_targets.iter().map(|&t| offset_index.lookup(t).position as u64).sum());
-    report("offset_index_lookup", ns, s, &format!(", \"lookups\": {LOOKUPS}, \"entries\": {}", offset_index.entries()));
-    let (ns, s) = measure(secs, || time_targets.iter().map(|&t| time_index.lookup(t).offset as u64).sum());
-    report("time_index_lookup", ns, s, &format!(", \"lookups\": {LOOKUPS}, \"entries\": {}", time_index.entries()));
+    let (ns, s) = measure(secs, || {
+        offset_targets
+            .iter()
+            .map(|&t| offset_index.lookup(t).position as u64)
+            .sum()
+    });
+    report(
+        "offset_index_lookup",
+        ns,
+        s,
+        &format!(
+            ", \"lookups\": {LOOKUPS}, \"entries\": {}",
+            offset_index.entries()
+        ),
+    );
+    let (ns, s) = measure(secs, || {
+        time_targets
+            .iter()
+            .map(|&t| time_index.lookup(t).offset as u64)
+            .sum()
+    });
+    report(
+        "time_index_lookup",
+        ns,
+        s,
+        &format!(
+            ", \"lookups\": {LOOKUPS}, \"entries\": {}",
+            time_index.entries()
+        ),
+    );
 
-    let keys: Vec<Vec<u8>> = (0..APPEND_RECORDS).map(|i| format!("key-{i:08}").into_bytes()).collect();
-    let value: Vec<u8> = (0..APPEND_VALUE_BYTES).map(|i| b'a' + (i % 26) as u8).collect();
+    let keys: Vec<Vec<u8>> = (0..APPEND_RECORDS)
+        .map(|i| format!("key-{i:08}").into_bytes())
+        .collect();
+    let value: Vec<u8> = (0..APPEND_VALUE_BYTES)
+        .map(|i| b'a' + (i % 26) as u8)
+        .collect();
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut out = FileRecords::open(&dir.path().join("00000000000000000000.log"), true).expect("append file");
+    let mut out =
+        FileRecords::open(&dir.path().join("00000000000000000000.log"), true).expect("append file");
     let (ns, s) = measure(secs, || {
         if out.size_in_bytes() > 64 << 20 {
             out.truncate_to(0).expect("truncate");
         }
         let mut b = BatchBuilder::new(BatchOptions::default());
         for (i, k) in keys.iter().enumerate() {
-            b.append(1_700_000_000_000 + i as i64, Some(k), Some(&value), &[]).expect("append record");
+            b.append(1_700_000_000_000 + i as i64, Some(k), Some(&value), &[])
+                .expect("append record");
         }
         out.append(&b.build().expect("build")).expect("append") as u64
     });
-    report("build_and_append", ns, s, &format!(", \"records\": {APPEND_RECORDS}"));
+    report(
+        "build_and_append",
+        ns,
+        s,
+        &format!(", \"records\": {APPEND_RECORDS}"),
+    );
 
     machine_limits(&log, secs);
 }

@@ -46,9 +46,9 @@ KAFKA_VERSION = "4.4.0"
 TS0 = 1_700_000_000_000
 
 SIZES = {
-    "full": dict(py_bytes=24 << 20, py_max_records=200_000, repeat=5, java_records=400_000,
+    "full": dict(py_bytes=16 << 20, py_max_records=200_000, repeat=3, java_records=400_000,
                  jmh=["-f", "1", "-wi", "3", "-w", "1s", "-i", "5", "-r", "1s"], rust_secs="2",
-                 spark_records=1_000_000, spark_repeat=3, cores=[1, 2], rss_batch_rows=16384,
+                 spark_records=600_000, spark_repeat=3, cores=[1, 2], rss_batch_rows=16384,
                  rss_batches=12, profile="bench"),
     "tiny": dict(py_bytes=64 << 10, py_max_records=600, repeat=1, java_records=3000,
                  jmh=["-f", "0", "-wi", "0", "-i", "1", "-r", "100ms"], rust_secs="0.02",
@@ -356,6 +356,7 @@ def section_spark(size: dict, tmp: Path, env: dict) -> dict:
                 p.poll(0)
         if p.flush(120):
             raise SystemExit("producer did not deliver every record")
+        del p  # before the broker stops, or librdkafka logs its reconnect attempts
         broker.stop()
         copy = tmp / "datadir-copy"
         shutil.copytree(broker.log_dir, copy)

@@ -34,7 +34,7 @@ def test_run_all_tiny_runs_every_row_and_writes_nothing(tmp_path):
     before = results.read_bytes() if results.exists() else None
     out = subprocess.run(
         [sys.executable, str(BENCHES / "run_all.py"), "--tiny", "--out", str(tmp_path / "never.md")],
-        check=True, capture_output=True, text=True, timeout=900,
+        check=True, capture_output=True, text=True, timeout=1800,
     ).stdout
     assert not (tmp_path / "never.md").exists()
     assert (results.read_bytes() if results.exists() else None) == before

@@ -6,8 +6,8 @@
 use std::sync::Arc;
 
 use arrow_array::builder::{
-    BinaryBuilder, BinaryViewBuilder, Int32Builder, Int64Builder, ListBuilder, StringBuilder, StructBuilder,
-    TimestampMicrosecondBuilder,
+    BinaryBuilder, BinaryViewBuilder, Int32Builder, Int64Builder, ListBuilder, StringBuilder,
+    StructBuilder, TimestampMicrosecondBuilder,
 };
 use arrow_array::cast::AsArray;
 use arrow_array::types::{
@@ -115,7 +115,10 @@ impl BytesColumn {
     fn append(&mut self, value: Option<&[u8]>, window: Option<&Buffer>) {
         match self {
             BytesColumn::Copied(b) => b.append_option(value),
-            BytesColumn::Views { builder, window: held } => {
+            BytesColumn::Views {
+                builder,
+                window: held,
+            } => {
                 let Some(v) = value else {
                     builder.append_null();
                     return;

@@ -265,7 +265,8 @@ impl FileRecords {
         let mut reader = self.batches(start, end, max_batch_size);
         while let Some((position, range)) = reader.next_batch_range()? {
             let window = reader.window();
-            let batch = Batch::parse(&window[range]).map_err(|e| e.at(Some(&self.path), position))?;
+            let batch =
+                Batch::parse(&window[range]).map_err(|e| e.at(Some(&self.path), position))?;
             batch
                 .ensure_valid()
                 .map_err(|e| e.at(Some(&self.path), position))?;

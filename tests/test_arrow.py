@@ -289,3 +289,55 @@ def test_a_folder_without_segments_is_not_a_log(tmp_path):
     # Writable opens still start a log in an empty folder, as Kafka does.
     with kafkalog.Log(str(empty), read_only=False) as log:
         assert log.log_end_offset == 0
+
+
+@pytest.fixture
+def mixed_log(tmp_path):
+    """Values inline in a view (<= 12 bytes), longer ones, nulls, every codec, several read
+    windows (over 1 MiB) and Arrow batches that end inside a window."""
+    path = tmp_path / "views-0"
+    with make_log(path, **{"segment.bytes": 1 << 20}) as log:
+        for b in range(60):
+            log.append([{"key": None if i % 7 == 0 else b"key-%d-%d" % (b, i),
+                         "value": None if i % 11 == 0 else (b"%d:" % i) * (i % 40),
+                         "headers": [("h", b"x")] if i % 9 == 0 else []}
+                        for i in range(200)],
+                       compression=["none", "none", "gzip", "lz4", "zstd", "snappy"][b % 6])
+    return path
+
+
+@pytest.mark.parametrize("batch_rows", [333, 65536])
+def test_zero_copy_reads_the_same_rows_as_binary_views(mixed_log, batch_rows):
+    log = kafkalog.Log(str(mixed_log))
+    copied = log.to_arrow(include_headers=True, batch_rows=batch_rows).read_all()
+    views = log.to_arrow(include_headers=True, batch_rows=batch_rows, zero_copy=True).read_all()
+    assert views.schema.field("key").type == pa.binary_view()
+    assert views.schema.field("value").type == pa.binary_view()
+    assert views.schema.remove(0).remove(0) == copied.schema.remove(0).remove(0)
+    assert views.num_rows == copied.num_rows == 60 * 200
+    for name in ("key", "value"):
+        assert views.column(name).cast(pa.binary()).equals(copied.column(name))
+    assert views.drop_columns(["key", "value"]).equals(copied.drop_columns(["key", "value"]))
+
+
+def test_zero_copy_views_outlive_the_reader_and_the_log(mixed_log):
+    reader = kafkalog.Log(str(mixed_log)).to_arrow(zero_copy=True, batch_rows=500)
+    batches = list(reader)
+    del reader
+    import gc
+    gc.collect()
+    expected = [r.value for r in kafkalog.Log(str(mixed_log)).records()]
+    assert [v for b in batches for v in b.column("value").to_pylist()] == expected
+
+
+def test_polars_and_duckdb_consume_zero_copy_columns(mixed_log):
+    import duckdb
+    import polars as pl
+
+    frame = pl.from_arrow(kafkalog.Log(str(mixed_log)).to_arrow(zero_copy=True))
+    assert frame.schema["value"] == pl.Binary
+    lengths = [len(r.value) for r in kafkalog.Log(str(mixed_log)).records() if r.value is not None]
+    assert frame["value"].bin.size().sum() == sum(lengths)
+    con = duckdb.connect()
+    con.register("t", kafkalog.Log(str(mixed_log)).to_arrow(zero_copy=True))
+    assert con.execute("select sum(octet_length(value)) from t").fetchone()[0] == sum(lengths)

@@ -6,8 +6,8 @@
 use std::sync::Arc;
 
 use arrow_array::builder::{
-    BinaryBuilder, Int32Builder, Int64Builder, ListBuilder, StringBuilder, StructBuilder,
-    TimestampMicrosecondBuilder,
+    BinaryBuilder, BinaryViewBuilder, Int32Builder, Int64Builder, ListBuilder, StringBuilder,
+    StructBuilder, TimestampMicrosecondBuilder,
 };
 use arrow_array::cast::AsArray;
 use arrow_array::types::{
@@ -15,6 +15,7 @@ use arrow_array::types::{
     TimestampNanosecondType, TimestampSecondType,
 };
 use arrow_array::{Array, ArrayRef, Int32Array, RecordBatch, RecordBatchReader, StringArray};
+use arrow_buffer::Buffer;
 use arrow_schema::{ArrowError, DataType, Field, Fields, Schema, SchemaRef, TimeUnit};
 
 use std::collections::{BTreeMap, HashMap};
@@ -59,9 +60,20 @@ pub fn timestamp_type() -> DataType {
 /// Spark's Kafka source schema: key, value, topic, partition, offset, timestamp, timestampType,
 /// and headers when asked for. Every field nullable, as Spark declares them.
 pub fn kafka_source_schema(include_headers: bool) -> SchemaRef {
+    kafka_source_schema_with(include_headers, false)
+}
+
+/// [`kafka_source_schema`]; with `zero_copy` key and value are `binary_view` (Arrow's
+/// BinaryView), whose values can point into the read windows instead of being copied.
+pub fn kafka_source_schema_with(include_headers: bool, zero_copy: bool) -> SchemaRef {
+    let bytes = if zero_copy {
+        DataType::BinaryView
+    } else {
+        DataType::Binary
+    };
     let mut fields = vec![
-        Field::new("key", DataType::Binary, true),
-        Field::new("value", DataType::Binary, true),
+        Field::new("key", bytes.clone(), true),
+        Field::new("value", bytes, true),
         Field::new("topic", DataType::Utf8, true),
         Field::new("partition", DataType::Int32, true),
         Field::new("offset", DataType::Int64, true),
@@ -74,13 +86,87 @@ pub fn kafka_source_schema(include_headers: bool) -> SchemaRef {
     Arc::new(Schema::new(fields))
 }
 
+/// A key or value column: bytes copied into a `binary` column, or `binary_view` views into
+/// the read windows (zero-copy; values of compressed batches, which live in a decompression
+/// buffer, are copied into the view builder's own blocks).
+enum BytesColumn {
+    Copied(BinaryBuilder),
+    Views {
+        builder: BinaryViewBuilder,
+        /// The window last added as a block: (address, length, block index). A window added as
+        /// a block is held by the builder, so its address cannot be reused by another one.
+        window: Option<(usize, usize, u32)>,
+    },
+}
+
+impl BytesColumn {
+    fn new(zero_copy: bool, rows: usize, bytes: usize) -> Self {
+        if zero_copy {
+            BytesColumn::Views {
+                builder: BinaryViewBuilder::with_capacity(rows),
+                window: None,
+            }
+        } else {
+            BytesColumn::Copied(BinaryBuilder::with_capacity(rows, bytes))
+        }
+    }
+
+    #[inline]
+    fn append(&mut self, value: Option<&[u8]>, window: Option<&Buffer>) {
+        match self {
+            BytesColumn::Copied(b) => b.append_option(value),
+            BytesColumn::Views {
+                builder,
+                window: held,
+            } => {
+                let Some(v) = value else {
+                    builder.append_null();
+                    return;
+                };
+                // Values of up to 12 bytes live inside the view itself.
+                if let Some(w) = window.filter(|_| v.len() > 12) {
+                    let (start, p) = (w.as_ptr() as usize, v.as_ptr() as usize);
+                    if p >= start && p + v.len() <= start + w.len() {
+                        let block = match *held {
+                            Some((s, l, b)) if s == start && l == w.len() => b,
+                            _ => {
+                                let b = builder.append_block(w.clone());
+                                *held = Some((start, w.len(), b));
+                                b
+                            }
+                        };
+                        // SAFETY: `block` was added with append_block and holds `w`; the range
+                        // was just checked to lie inside it; any bytes are valid binary.
+                        unsafe {
+                            builder.append_view_unchecked(block, (p - start) as u32, v.len() as u32)
+                        };
+                        return;
+                    }
+                }
+                builder.append_value(v);
+            }
+        }
+    }
+
+    fn finish(&mut self) -> ArrayRef {
+        match self {
+            BytesColumn::Copied(b) => Arc::new(b.finish()),
+            BytesColumn::Views { builder, window } => {
+                *window = None;
+                Arc::new(builder.finish())
+            }
+        }
+    }
+}
+
 /// Column builders for one Arrow batch of one partition's records.
 pub struct KafkaRecordBatchBuilder {
     schema: SchemaRef,
     topic: Option<String>,
     partition: Option<i32>,
-    key: BinaryBuilder,
-    value: BinaryBuilder,
+    zero_copy: bool,
+    key: BytesColumn,
+    value: BytesColumn,
     offset: Int64Builder,
     timestamp: TimestampMicrosecondBuilder,
     timestamp_type: Int32Builder,
@@ -91,6 +177,17 @@ pub struct KafkaRecordBatchBuilder {
 impl KafkaRecordBatchBuilder {
     /// `topic`/`partition` fill their columns (null when the folder is not named `<topic>-<n>`).
     pub fn new(topic: Option<String>, partition: Option<i32>, include_headers: bool) -> Self {
+        Self::new_with(topic, partition, include_headers, false)
+    }
+
+    /// [`Self::new`]; `zero_copy` builds `binary_view` key and value columns
+    /// ([`kafka_source_schema_with`]).
+    pub fn new_with(
+        topic: Option<String>,
+        partition: Option<i32>,
+        include_headers: bool,
+        zero_copy: bool,
+    ) -> Self {
         let headers = include_headers.then(|| {
             let entry = StructBuilder::new(
                 header_fields(),
@@ -106,11 +203,12 @@ impl KafkaRecordBatchBuilder {
             )))
         });
         KafkaRecordBatchBuilder {
-            schema: kafka_source_schema(include_headers),
+            schema: kafka_source_schema_with(include_headers, zero_copy),
             topic,
             partition,
-            key: BinaryBuilder::new(),
-            value: BinaryBuilder::new(),
+            zero_copy,
+            key: BytesColumn::new(zero_copy, 0, 0),
+            value: BytesColumn::new(zero_copy, 0, 0),
             offset: Int64Builder::new(),
             timestamp: TimestampMicrosecondBuilder::new().with_timezone("UTC"),
             timestamp_type: Int32Builder::new(),
@@ -134,13 +232,19 @@ impl KafkaRecordBatchBuilder {
     /// Adds the records of one Kafka batch as rows, the way Spark's Kafka source converts each
     /// ConsumerRecord; columns that are the same for the whole batch are filled in bulk.
     pub fn append_batch(&mut self, records: &[Record<'_>]) {
+        self.append_batch_in_window(records, None)
+    }
+
+    /// [`Self::append_batch`] for records that may borrow from `window` (the read window of
+    /// `Log::for_each_batch_in_window`): zero-copy columns keep views into it.
+    pub fn append_batch_in_window(&mut self, records: &[Record<'_>], window: Option<&Buffer>) {
         let Some(first) = records.first() else { return };
         // One batch has one timestamp type (CreateTime or LogAppendTime, or none for v0).
         self.timestamp_type
             .append_value_n(i32::from(first.timestamp_type.id()), records.len());
         for record in records {
-            self.key.append_option(record.key);
-            self.value.append_option(record.value);
+            self.key.append(record.key, window);
+            self.value.append(record.value, window);
             self.offset.append_value(record.offset);
             // Kafka's milliseconds as Spark's microseconds; exact, since 1000 divides them back.
             self.timestamp
@@ -191,8 +295,8 @@ impl KafkaRecordBatchBuilder {
             None => Arc::new(Int32Array::new_null(rows)),
         };
         let mut columns: Vec<ArrayRef> = vec![
-            Arc::new(self.key.finish()),
-            Arc::new(self.value.finish()),
+            self.key.finish(),
+            self.value.finish(),
             topic,
             partition,
             Arc::new(self.offset.finish()),
@@ -204,10 +308,10 @@ impl KafkaRecordBatchBuilder {
         }
         // finish() leaves empty buffers; size the next batch's like this one's so they are
         // written once, not regrown (and copied) from nothing every batch.
-        let key_bytes = columns[0].to_data().buffers()[1].len();
-        let value_bytes = columns[1].to_data().buffers()[1].len();
-        self.key = BinaryBuilder::with_capacity(rows, key_bytes);
-        self.value = BinaryBuilder::with_capacity(rows, value_bytes);
+        let value_bytes_of = |c: &ArrayRef| c.to_data().buffers().get(1).map_or(0, |b| b.len());
+        let (key_bytes, value_bytes) = (value_bytes_of(&columns[0]), value_bytes_of(&columns[1]));
+        self.key = BytesColumn::new(self.zero_copy, rows, key_bytes);
+        self.value = BytesColumn::new(self.zero_copy, rows, value_bytes);
         self.offset = Int64Builder::with_capacity(rows);
         self.timestamp = TimestampMicrosecondBuilder::with_capacity(rows).with_timezone("UTC");
         self.timestamp_type = Int32Builder::with_capacity(rows);
@@ -287,6 +391,15 @@ impl LogArrowReader {
         self.builder.schema()
     }
 
+    /// Key and value as `binary_view` columns pointing into the read windows instead of copies
+    /// (see [`kafka_source_schema_with`]); call before the first batch.
+    pub fn zero_copy(mut self, zero_copy: bool) -> Self {
+        let (topic, partition) = (self.builder.topic.clone(), self.builder.partition);
+        let headers = self.builder.headers.is_some();
+        self.builder = KafkaRecordBatchBuilder::new_with(topic, partition, headers, zero_copy);
+        self
+    }
+
     /// The offset the next Arrow batch starts at (the end once the reader is done).
     pub fn position(&self) -> i64 {
         self.next
@@ -299,13 +412,13 @@ impl LogArrowReader {
             return Ok(None);
         }
         let (builder, next, limit) = (&mut self.builder, &mut self.next, self.batch_rows);
-        self.log.for_each_batch(
+        self.log.for_each_batch_in_window(
             Some(*next),
             Some(self.end),
             self.isolation,
             false,
-            &mut |_position, batch, records, in_range| {
-                builder.append_batch(&records[in_range]);
+            &mut |_position, batch, records, in_range, window| {
+                builder.append_batch_in_window(&records[in_range], Some(window));
                 *next = batch.last_offset() + 1;
                 Ok(builder.len() < limit)
             },

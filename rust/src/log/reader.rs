@@ -14,6 +14,8 @@ use crate::record::control::ControlRecordType;
 use crate::record::record::{OwnedRecord, Record};
 use std::ops::Range;
 
+use arrow_buffer::Buffer;
+
 /// What a read_committed consumer tracks: aborted transactions not yet reached, and producers
 /// whose aborted transaction is in progress at the current position.
 struct AbortedFilter {
@@ -58,6 +60,11 @@ impl AbortedFilter {
 pub type BatchVisitor<'v> =
     dyn FnMut(u64, &Batch<'_>, &[Record<'_>], Range<usize>) -> Result<bool> + 'v;
 
+/// [`BatchVisitor`] also given the read window (an Arrow buffer) holding the batch's bytes:
+/// records of an uncompressed batch borrow from it, so a reader can keep them without copying.
+pub type WindowBatchVisitor<'v> =
+    dyn FnMut(u64, &Batch<'_>, &[Record<'_>], Range<usize>, &Buffer) -> Result<bool> + 'v;
+
 impl Log {
     /// Calls `visit(position, batch, records, in_range)` (it returns whether to go on) for each
     /// batch a consumer with `isolation` sees in [start, end) up to the isolation's bound:
@@ -71,6 +78,25 @@ impl Log {
         isolation: FetchIsolation,
         include_control: bool,
         visit: &mut BatchVisitor<'_>,
+    ) -> Result<()> {
+        self.for_each_batch_in_window(
+            start,
+            end,
+            isolation,
+            include_control,
+            &mut |pos, batch, records, range, _| visit(pos, batch, records, range),
+        )
+    }
+
+    /// [`Self::for_each_batch`], also handing `visit` the read window holding each batch
+    /// (see `FileRecords::for_each_batch_in_window`).
+    pub fn for_each_batch_in_window(
+        &self,
+        start: Option<i64>,
+        end: Option<i64>,
+        isolation: FetchIsolation,
+        include_control: bool,
+        visit: &mut WindowBatchVisitor<'_>,
     ) -> Result<()> {
         let st = self.readable_state()?;
         let start = start.unwrap_or(st.log_start_offset);
@@ -102,11 +128,11 @@ impl Log {
                 .map_or(segment.size(), |p| p.position);
             let log = segment.log();
             let max_decompressed = segment.max_decompressed();
-            log.for_each_batch(
+            log.for_each_batch_in_window(
                 position,
                 log.size_in_bytes(),
                 segment.max_batch_size(),
-                &mut |pos, batch| {
+                &mut |pos, batch, window| {
                     if batch.last_offset() < start {
                         return Ok(true);
                     }
@@ -121,7 +147,7 @@ impl Log {
                         // Records are in offset order, so those in range are one run.
                         let first = records.partition_point(|r| r.offset < start);
                         let last = records.partition_point(|r| r.offset < end);
-                        if first < last && !visit(pos, batch, &records, first..last)? {
+                        if first < last && !visit(pos, batch, &records, first..last, window)? {
                             finished = true;
                             return Ok(false);
                         }

@@ -49,6 +49,7 @@ impl ArrowBatchIterator {
 }
 
 /// `Log.to_arrow`: a `pyarrow.RecordBatchReader` over the log's records.
+#[allow(clippy::too_many_arguments)]
 pub fn log_to_arrow(
     py: Python<'_>,
     log: Arc<RsLog>,
@@ -57,9 +58,11 @@ pub fn log_to_arrow(
     isolation: crate::log::FetchIsolation,
     include_headers: bool,
     batch_rows: usize,
+    zero_copy: bool,
 ) -> PyResult<PyObject> {
     let reader = py.allow_threads(|| {
         LogArrowReader::new(log, start, end, isolation, include_headers, batch_rows)
+            .map(|r| r.zero_copy(zero_copy))
     })?;
     let schema = PySchema::new(reader.schema()).to_pyarrow(py)?;
     let batches = Py::new(

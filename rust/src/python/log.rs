@@ -358,8 +358,11 @@ impl Log {
     /// Arrow batches of about `batch_rows` rows are decoded one at a time, so memory stays flat.
     /// `end=None` stops at what a consumer with `isolation` could read (the high watermark, or
     /// the last stable offset for read_committed); `isolation="log_end"` reads to the log end.
+    /// `zero_copy=True` gives `binary_view` key and value columns whose values point into the
+    /// read buffers instead of being copied (uncompressed batches).
     #[pyo3(signature = (start = None, end = None, isolation = "read_uncommitted", include_headers = false,
-        batch_rows = crate::arrow::DEFAULT_BATCH_ROWS))]
+        batch_rows = crate::arrow::DEFAULT_BATCH_ROWS, zero_copy = false))]
+    #[allow(clippy::too_many_arguments)]
     fn to_arrow(
         &self,
         py: Python<'_>,
@@ -368,6 +371,7 @@ impl Log {
         isolation: &str,
         include_headers: bool,
         batch_rows: usize,
+        zero_copy: bool,
     ) -> PyResult<PyObject> {
         crate::python::arrow::log_to_arrow(
             py,
@@ -377,6 +381,7 @@ impl Log {
             isolation_of(isolation)?,
             include_headers,
             batch_rows,
+            zero_copy,
         )
     }
 

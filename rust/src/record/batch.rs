@@ -435,7 +435,15 @@ impl<'a> Batch<'a> {
         match self {
             Batch::V2(b) => {
                 let payload = b.records_payload(scratch, max_decompressed)?;
-                b.records_in(payload).collect()
+                // Sized once from the header's count (a `collect` through `Result` starts at 4
+                // and regrows, copying every record so far each time); a record takes at least
+                // 7 bytes, which bounds the count by the payload actually there.
+                let count = (b.records_count().max(0) as usize).min(payload.len() / 7);
+                let mut records = Vec::with_capacity(count);
+                for record in b.records_in(payload) {
+                    records.push(record?);
+                }
+                Ok(records)
             }
             Batch::Legacy(e) => legacy::deep_records(e, scratch, max_decompressed),
         }

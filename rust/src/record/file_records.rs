@@ -2,6 +2,9 @@
 //! reads and appends, shallow batch scans that read only headers, and a chunked reader that hands
 //! out whole batches for decoding.
 
+use std::ops::Range;
+
+use arrow_buffer::Buffer;
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
@@ -224,7 +227,7 @@ impl FileRecords {
             records: self,
             next: start,
             end: end.min(self.size),
-            buf: Vec::new(),
+            buf: Buffer::default(),
             buf_start: start,
             max_batch_size,
         }
@@ -243,13 +246,31 @@ impl FileRecords {
         max_batch_size: usize,
         visit: &mut dyn FnMut(u64, &Batch<'_>) -> Result<bool>,
     ) -> Result<()> {
+        self.for_each_batch_in_window(start, end, max_batch_size, &mut |pos, batch, _| {
+            visit(pos, batch)
+        })
+    }
+
+    /// [`Self::for_each_batch`], also handing `visit` the read window that holds the batch's
+    /// bytes as an Arrow buffer, so a reader can keep slices of it without copying them
+    /// (zero-copy Arrow views). A window still held that way is never refilled: the next read
+    /// goes to a new one.
+    pub fn for_each_batch_in_window(
+        &self,
+        start: u64,
+        end: u64,
+        max_batch_size: usize,
+        visit: &mut dyn FnMut(u64, &Batch<'_>, &Buffer) -> Result<bool>,
+    ) -> Result<()> {
         let mut reader = self.batches(start, end, max_batch_size);
-        while let Some((position, bytes)) = reader.next_batch()? {
-            let batch = Batch::parse(bytes).map_err(|e| e.at(Some(&self.path), position))?;
+        while let Some((position, range)) = reader.next_batch_range()? {
+            let window = reader.window();
+            let batch =
+                Batch::parse(&window[range]).map_err(|e| e.at(Some(&self.path), position))?;
             batch
                 .ensure_valid()
                 .map_err(|e| e.at(Some(&self.path), position))?;
-            if !visit(position, &batch).map_err(|e| e.at(Some(&self.path), position))? {
+            if !visit(position, &batch, window).map_err(|e| e.at(Some(&self.path), position))? {
                 break;
             }
         }
@@ -354,7 +375,8 @@ pub struct BatchReader<'a> {
     records: &'a FileRecords,
     next: u64,
     end: u64,
-    buf: Vec<u8>,
+    /// The read window: an Arrow buffer so zero-copy readers can keep slices of it.
+    buf: Buffer,
     buf_start: u64,
     max_batch_size: usize,
 }
@@ -373,18 +395,39 @@ impl BatchReader<'_> {
 
     fn fill(&mut self, position: u64, len: usize) -> Result<()> {
         let want = len.max(CHUNK).min((self.end - position) as usize);
-        self.buf.resize(want, 0);
+        // Reuse the window's memory unless Arrow arrays still hold slices of it.
+        let mut buf: Vec<u8> = match std::mem::take(&mut self.buf).into_vec() {
+            Ok(mut buf) => {
+                buf.resize(want, 0);
+                buf
+            }
+            // A fresh zeroed allocation comes zeroed from the OS (no memset).
+            Err(_) => vec![0; want],
+        };
         self.records
             .file
-            .read_exact_at(&mut self.buf, position)
+            .read_exact_at(&mut buf, position)
             .map_err(|e| Error::io(&self.records.path, e))?;
+        self.buf = Buffer::from_vec(buf);
         self.buf_start = position;
         Ok(())
+    }
+
+    /// The window the ranges of [`Self::next_batch_range`] index.
+    pub fn window(&self) -> &Buffer {
+        &self.buf
     }
 
     /// The next whole batch as `(position, bytes)`; `Ok(None)` at `end`. A batch that does not
     /// fit before the end of the log is a corruption error naming file and position.
     pub fn next_batch(&mut self) -> Result<Option<(u64, &[u8])>> {
+        Ok(self
+            .next_batch_range()?
+            .map(|(position, range)| (position, &self.buf[range])))
+    }
+
+    /// [`Self::next_batch`] as the batch's range in [`Self::window`].
+    pub fn next_batch_range(&mut self) -> Result<Option<(u64, Range<usize>)>> {
         let position = self.next;
         if position >= self.end {
             return Ok(None);
@@ -407,7 +450,7 @@ impl BatchReader<'_> {
         }
         let off = (position - self.buf_start) as usize;
         self.next = position + prefix.size_in_bytes as u64;
-        Ok(Some((position, &self.buf[off..off + prefix.size_in_bytes])))
+        Ok(Some((position, off..off + prefix.size_in_bytes)))
     }
 }
 

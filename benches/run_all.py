@@ -1,0 +1,599 @@
+"""Every side-by-side row of kafkalog's performance table in one run, on the same files: builds
+the inputs, runs each row, checks that each pair read the same records (counts and a CRC32 of
+keys and values, or equal rows for Spark) and writes benches/RESULTS.md with the date, the
+machine and the ratios.
+
+    .venv/bin/python benches/run_all.py            # full size (~10-15 min), writes benches/RESULTS.md
+    .venv/bin/python benches/run_all.py --tiny     # seconds-sized smoke run (CI), prints, writes nothing
+    .venv/bin/python benches/run_all.py --only python,java   # a subset of the sections
+
+Sections: `python` (Log.to_arrow against aiokafka and kafka-python, every codec, 4 record sizes),
+`java` (Kafka's own FileRecords / OffsetIndex / TimeIndex / MemoryRecordsBuilder under JMH
+against kafkalog's Rust in benches/kafka_peer.rs, plus the machine's memcpy and CRC32C),
+`spark` (Spark's Kafka source against the kafkalog data source, 1 and 2 cores), `index` (the
+criterion bench of warm/cold index lookups) and `rss` (peak memory while streaming).
+Full runs measure a release build: `maturin build --release` into target/bench-wheel, installed
+in target/bench-py and put first on PYTHONPATH for the Python rows; `--tiny` uses the kafkalog
+installed in the venv and cargo's dev profile (the figures of a tiny run mean nothing).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import zlib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+BENCHES = ROOT / "benches"
+sys.path.insert(0, str(ROOT / "tests"))
+
+CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
+VALUE_SIZES = [10, 100, 1024, 100 * 1024]
+JMH_VERSION = "1.37"
+SPARK_KAFKA_VERSION = "4.2.0"
+KAFKA_VERSION = "4.4.0"
+TS0 = 1_700_000_000_000
+
+SIZES = {
+    "full": dict(py_bytes=16 << 20, py_max_records=200_000, repeat=3, java_records=400_000,
+                 jmh=["-f", "1", "-wi", "3", "-w", "1s", "-i", "5", "-r", "1s"], rust_secs="2",
+                 spark_records=600_000, spark_repeat=3, cores=[1, 2], rss_batch_rows=16384,
+                 rss_batches=12, profile="bench"),
+    "tiny": dict(py_bytes=64 << 10, py_max_records=600, repeat=1, java_records=3000,
+                 jmh=["-f", "0", "-wi", "0", "-i", "1", "-r", "100ms"], rust_secs="0.02",
+                 spark_records=2000, spark_repeat=1, cores=[1], rss_batch_rows=256,
+                 rss_batches=10, profile="dev"),
+}
+
+
+def log(msg: str) -> None:
+    print(f"[run_all {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def run(cmd, **kw) -> subprocess.CompletedProcess:
+    proc = subprocess.run(cmd, capture_output=True, text=True, **kw)
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(map(str, cmd))[:300]} exited {proc.returncode}:\n"
+                         f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+    return proc
+
+
+# --------------------------------------------------------------------------- the machine
+
+
+def machine() -> dict:
+    cpu = platform.processor() or "?"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    mem = 0
+    try:
+        mem = int(re.search(r"MemTotal:\s+(\d+)", Path("/proc/meminfo").read_text()).group(1)) * 1024
+    except (OSError, AttributeError):
+        pass
+    return {"cores": os.cpu_count(), "cpu": cpu, "memory_gib": mem / 2**30,
+            "load": os.getloadavg(), "python": platform.python_version(), "kernel": platform.release()}
+
+
+# --------------------------------------------------------------------------- inputs
+
+
+def value_pool() -> bytes:
+    # Text-like, so each codec compresses as it would real payloads (not a run of one byte).
+    words = [b"order", b"coffee", b"customer", b"qty", b"note", b"shipped", b"eu-west", b"ok",
+             b"sku", b"price", b"2024-11-23", b"true", b"false", b"null", b"{", b"}", b":", b","]
+    out, x = bytearray(), 12345
+    while len(out) < 256 * 1024:
+        x = (x * 1103515245 + 12345) & 0x7FFFFFFF
+        out += words[x % len(words)] + (b"%d" % (x % 1000) if x & 1 else b" ")
+    return bytes(out)
+
+
+POOL = value_pool()
+
+
+def make_value(i: int, size: int) -> bytes:
+    start = (i * 7919) % (len(POOL) - size - 1) if size < len(POOL) - 1 else 0
+    v = POOL[start:start + size]
+    return v if len(v) == size else (v * (size // max(1, len(v)) + 1))[:size]
+
+
+def build_log(path: Path, records: int, value_bytes: int, compression: str,
+              per_batch: int | None = None) -> Path:
+    import kafkalog
+
+    # A producer batches up to batch.size (16 KiB by default, larger with linger): 500 small
+    # records, or as many large ones as fit in ~256 KiB, at least one.
+    per_batch = per_batch or max(1, min(500, (256 << 10) // max(1, value_bytes)))
+    with kafkalog.Log(path, read_only=False, create=True, config={"segment.bytes": 1 << 30}) as lg:
+        for start in range(0, records, per_batch):
+            lg.append([{"key": b"key-%08d" % i, "value": make_value(i, value_bytes), "timestamp": TS0 + i}
+                       for i in range(start, min(records, start + per_batch))], compression=compression)
+    # The data dir as a cleanly stopped broker leaves it: without the marker, opening the log
+    # re-validates its segments from the recovery point (Kafka's recovery after an unclean
+    # shutdown), a full CRC + decode pass the peers, handed the bytes, never make.
+    (path.parent / ".kafka_cleanshutdown").write_text('{"version":0,"brokerEpoch":0}')
+    return path
+
+
+def checksum_pairs(pairs) -> tuple[int, int]:
+    crc, n = 0, 0
+    for key, value in pairs:
+        if key is not None:
+            crc = zlib.crc32(key, crc)
+        if value is not None:
+            crc = zlib.crc32(value, crc)
+        n += 1
+    return n, crc
+
+
+def median(xs) -> float:
+    return statistics.median(xs)
+
+
+def interleaved(contenders: dict, repeat: int) -> dict:
+    times = {name: [] for name in contenders}
+    for _ in range(repeat):  # interleaved, so drift on a shared machine hits all alike
+        for name, fn in contenders.items():
+            t0 = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - t0)
+    return {k: median(v) for k, v in times.items()}
+
+
+# --------------------------------------------------------------------------- python peers
+
+
+def to_arrow_reader(path: Path, zero_copy: bool):
+    import kafkalog
+    import pyarrow.compute as pc
+
+    def go():
+        kw = {"zero_copy": True} if zero_copy else {}
+        table = kafkalog.Log(path).to_arrow(**kw).read_all()
+        # Touch every key and value as the others do: sum their lengths in Arrow.
+        return byte_lengths(table.column("value")) + byte_lengths(table.column("key"))
+    return go
+
+
+def byte_lengths(column) -> int:
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if column.type != pa.binary_view():
+        return pc.sum(pc.binary_length(column)).as_py() or 0
+    # pyarrow has no binary_length kernel for views: a view's first 4 bytes are its length (0
+    # for nulls, as kafkalog writes them).
+    total = 0
+    for chunk in column.chunks:
+        views = np.frombuffer(chunk.buffers()[1], dtype=np.int32)
+        total += int(views[4 * chunk.offset:4 * (chunk.offset + len(chunk)):4].sum(dtype=np.int64))
+    return total
+
+
+def has_zero_copy() -> bool:
+    import kafkalog
+    import inspect
+    try:
+        return "zero_copy" in (kafkalog.Log.to_arrow.__text_signature__ or "")
+    except AttributeError:
+        return False
+
+
+def python_peer(cls, data: bytes):
+    def go():
+        n = 0
+        records = cls(data)
+        while records.has_next():
+            for r in records.next_batch():
+                n += len(r.key) + len(r.value)
+        return n
+    return go
+
+
+def section_python(size: dict, tmp: Path) -> dict:
+    import kafkalog
+    from aiokafka.record.memory_records import MemoryRecords as Aio
+    from kafka.record.memory_records import MemoryRecords as KafkaPython
+
+    zc = has_zero_copy()
+    rows = []
+    for codec in CODECS:
+        for vb in VALUE_SIZES:
+            n = max(2, min(size["py_max_records"], size["py_bytes"] // (vb + 20)))
+            path = build_log(tmp / f"py-{codec}-{vb}-0", n, vb, codec)
+            data = b"".join(p.read_bytes() for p in sorted(path.glob("*.log")))
+            table = kafkalog.Log(path).to_arrow().read_all()
+            expected = checksum_pairs(zip(table.column("key").to_pylist(), table.column("value").to_pylist()))
+            del table
+            checks = {"aiokafka": Aio, "kafka-python": KafkaPython}
+            for name, cls in checks.items():
+                recs, pairs = cls(data), []
+                while recs.has_next():
+                    pairs.extend((r.key, r.value) for r in recs.next_batch())
+                got = checksum_pairs(pairs)
+                if got != expected:
+                    raise SystemExit(f"{codec}/{vb} B: {name} decoded {got}, kafkalog {expected}")
+            contenders = {"kafkalog": to_arrow_reader(path, False)}
+            if zc:
+                contenders["kafkalog zero-copy"] = to_arrow_reader(path, True)
+                tz = kafkalog.Log(path).to_arrow(zero_copy=True).read_all()
+                got = checksum_pairs(zip(tz.column("key").to_pylist(), tz.column("value").to_pylist()))
+                if got != expected:
+                    raise SystemExit(f"{codec}/{vb} B: zero-copy read {got}, copying read {expected}")
+                del tz
+            contenders["aiokafka"] = python_peer(Aio, data)
+            contenders["kafka-python"] = python_peer(KafkaPython, data)
+            med = interleaved(contenders, size["repeat"])
+            rows.append({"codec": codec, "value_bytes": vb, "records": n, "bytes": len(data),
+                         "median_s": med})
+            log(f"python {codec} {vb} B: " + ", ".join(f"{k} {n / v:,.0f}/s" for k, v in med.items()))
+            shutil.rmtree(path)
+    return {"rows": rows, "zero_copy": zc}
+
+
+# --------------------------------------------------------------------------- Kafka's Java code
+
+
+def jmh_classpath() -> list[str]:
+    m2 = Path.home() / ".m2" / "repository"
+    jars = [m2 / f"org/openjdk/jmh/jmh-core/{JMH_VERSION}/jmh-core-{JMH_VERSION}.jar",
+            m2 / f"org/openjdk/jmh/jmh-generator-annprocess/{JMH_VERSION}/jmh-generator-annprocess-{JMH_VERSION}.jar",
+            m2 / "net/sf/jopt-simple/jopt-simple/5.0.4/jopt-simple-5.0.4.jar",
+            m2 / "org/apache/commons/commons-math3/3.6.1/commons-math3-3.6.1.jar"]
+    if not all(j.is_file() for j in jars):
+        log("fetching JMH from Maven Central (mvn dependency:get)")
+        for art in ("jmh-core", "jmh-generator-annprocess"):
+            run(["mvn", "-q", "dependency:get", f"-Dartifact=org.openjdk.jmh:{art}:{JMH_VERSION}"])
+    missing = [str(j) for j in jars if not j.is_file()]
+    if missing:
+        raise SystemExit(f"JMH jars missing after mvn dependency:get: {missing}")
+    return [str(j) for j in jars]
+
+
+def build_java(out: Path) -> str:
+    import kafka_harness as kh
+
+    cp = ":".join(jmh_classpath() + [kh.kafka_classpath(KAFKA_VERSION)])
+    out.mkdir(parents=True, exist_ok=True)
+    # javac runs JMH's annotation processor (on the classpath), which writes the generated
+    # benchmark classes and META-INF/BenchmarkList next to ours.
+    run(["javac", "-d", str(out), "-cp", cp, str(BENCHES / "java" / "KafkaPeer.java")])
+    return f"{out}:{cp}"
+
+
+def rust_peer(size: dict, segment: Path) -> dict:
+    cmd = ["cargo", "bench", "-q", "--bench", "kafka_peer"]
+    if size["profile"] != "bench":
+        cmd += ["--profile", size["profile"]]
+    out = run(cmd + ["--", str(segment), size["rust_secs"]], cwd=ROOT).stdout
+    return {d["op"]: d for d in map(json.loads, (l for l in out.splitlines() if l.startswith("{")))}
+
+
+def section_java(size: dict, tmp: Path) -> dict:
+    import kafka_harness as kh
+
+    path = build_log(tmp / "java-0", size["java_records"], 100, "none", per_batch=500)
+    segment = sorted(path.glob("*.log"))[0]
+    log("building Kafka's side (javac + JMH's annotation processor) and kafkalog's (cargo bench)")
+    cp = build_java(tmp / "java-classes")
+    rust_before = rust_peer(size, segment)
+    java_sum = run([kh._java(), "-cp", cp, "kafkalog.bench.KafkaPeer", "checksum", str(segment)]).stdout
+    n, crc = map(int, java_sum.split()[1:3])
+    rs = rust_before["checksum"]
+    if (n, crc) != (rs["records"], rs["crc32"]):
+        raise SystemExit(f"Kafka's FileRecords read {n} records crc {crc}, kafkalog {rs['records']} crc {rs['crc32']}")
+    log("JMH: Kafka's FileRecords, OffsetIndex, TimeIndex, MemoryRecordsBuilder")
+    result = tmp / "jmh.json"
+    run([kh._java(), "-Xmx1g", "-cp", cp, "org.openjdk.jmh.Main", "kafkalog.bench.KafkaPeer",
+         "-p", f"log={segment}", *size["jmh"], "-t", "1", "-rf", "json", "-rff", str(result)])
+    java = {b["benchmark"].rsplit(".", 1)[1]: b["primaryMetric"]["score"] for b in json.loads(result.read_text())}
+    rust_after = rust_peer(size, segment)
+    # Python to pyarrow on the same segment, in the same run.
+    import kafkalog
+    t = kafkalog.Log(path).to_arrow().read_all()
+    if checksum_pairs(zip(t.column("key").to_pylist(), t.column("value").to_pylist())) != (n, crc):
+        raise SystemExit("Log.to_arrow read other records than Kafka's FileRecords")
+    del t
+    contenders = {"to_arrow": to_arrow_reader(path, False)}
+    if has_zero_copy():
+        contenders["to_arrow zero-copy"] = to_arrow_reader(path, True)
+    py = interleaved(contenders, size["repeat"])
+    ops = ["deep_iteration", "offset_index_lookup", "time_index_lookup", "build_and_append", "memcpy", "crc32c"]
+    rust = {op: median([rust_before[op]["ns_per_op"], rust_after[op]["ns_per_op"]]) for op in ops}
+    java_names = {"deep_iteration": "deepIteration", "offset_index_lookup": "offsetIndexLookup",
+                  "time_index_lookup": "timeIndexLookup", "build_and_append": "buildAndAppend"}
+    return {"records": n, "bytes": segment.stat().st_size, "rust_ns": rust,
+            "rust_runs": {op: [rust_before[op]["ns_per_op"], rust_after[op]["ns_per_op"]] for op in ops},
+            "java_ns": {op: java[j] for op, j in java_names.items()}, "python_s": py,
+            "index_entries": rust_before["offset_index_lookup"]["entries"],
+            "time_index_entries": rust_before["time_index_lookup"]["entries"]}
+
+
+# --------------------------------------------------------------------------- Spark
+
+
+def spark_kafka_jars() -> str:
+    proc = run(["bash", str(ROOT / ".ci" / "fetch_spark_kafka.sh"), SPARK_KAFKA_VERSION])
+    folder = Path(proc.stdout.strip().splitlines()[-1])
+    return ",".join(sorted(str(p) for p in folder.glob("*.jar")))
+
+
+def section_spark(size: dict, tmp: Path, env: dict) -> dict:
+    import kafka_harness as kh
+    from confluent_kafka import Producer
+
+    jars = spark_kafka_jars()
+    topic, partitions = "bench", 2
+    broker = kh.Broker(KAFKA_VERSION, work_dir=tmp / "broker", properties={"log.retention.ms": -1})
+    results = []
+    try:
+        broker.start()
+        kh.create_topic(broker.bootstrap, topic, partitions=partitions)
+        log(f"producing {size['spark_records']:,} records of 100 B to a {KAFKA_VERSION} broker")
+        p = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 20, "batch.size": 256 << 10,
+                      "compression.type": "none", "acks": "all"})
+        for i in range(size["spark_records"]):
+            while True:
+                try:
+                    p.produce(topic, key=b"key-%08d" % i, value=make_value(i, 100), partition=i % partitions)
+                    break
+                except BufferError:
+                    p.poll(0.05)
+            if i % 10000 == 0:
+                p.poll(0)
+        if p.flush(120):
+            raise SystemExit("producer did not deliver every record")
+        del p  # before the broker stops, or librdkafka logs its reconnect attempts
+        broker.stop()
+        copy = tmp / "datadir-copy"
+        shutil.copytree(broker.log_dir, copy)
+        broker.start()
+        for cores in size["cores"]:
+            log(f"Spark local[{cores}]: Spark's Kafka source against the kafkalog source")
+            out = run([sys.executable, str(BENCHES / "spark_kafka.py"), "--bootstrap", broker.bootstrap,
+                       "--data-dir", str(copy), "--topic", topic, "--cores", str(cores),
+                       "--repeat", str(size["spark_repeat"]), "--jars", jars], env=env).stdout
+            results.append(json.loads(out.strip().splitlines()[-1]))
+    finally:
+        broker.close()
+    return {"records": size["spark_records"], "partitions": partitions, "runs": results}
+
+
+# --------------------------------------------------------------------------- index, RSS
+
+
+def section_index(size: dict) -> dict:
+    cmd = ["cargo", "bench", "-q", "--bench", "index_lookup"]
+    if size["profile"] != "bench":
+        cmd += ["--profile", size["profile"], "--", "--test"]
+    out = run(cmd, cwd=ROOT).stdout
+    return {"lines": [l for l in out.splitlines() if l.startswith(("RATIO", "PAGES"))]}
+
+
+RSS_CHILD = r"""
+import sys, kafkalog
+def status(key):  # current (VmRSS) or peak (VmHWM) resident memory, bytes
+    for line in open("/proc/self/status"):
+        if line.startswith(key + ":"):
+            return int(line.split()[1]) * 1024
+r = kafkalog.Log(sys.argv[1]).to_arrow(batch_rows=int(sys.argv[2]))
+opened = status("VmHWM")  # opening a folder without a clean-shutdown marker validates it first
+first, most, rows, batches = None, 0, 0, 0
+for b in r:
+    rows += b.num_rows; batches += 1
+    now = status("VmRSS"); most = max(most, now)
+    first = now if first is None else first
+    del b
+print(opened, first, most, status("VmHWM"), rows, batches)
+"""
+
+
+def section_rss(size: dict, tmp: Path, env: dict) -> dict:
+    rows = size["rss_batch_rows"] * size["rss_batches"]
+    path = build_log(tmp / "rss-0", rows, 1024, "none")
+    out = run([sys.executable, "-c", RSS_CHILD, str(path), str(size["rss_batch_rows"])], env=env).stdout.split()
+    opened, first, most, peak, got, batches = map(int, out)
+    if got != rows:
+        raise SystemExit(f"streaming read {got} rows of {rows}")
+    return {"log_bytes": sum(p.stat().st_size for p in path.glob("*.log")), "rows": rows,
+            "batch_rows": size["rss_batch_rows"], "batches": batches, "peak_after_open": opened,
+            "rss_first_batch": first, "rss_most": most, "peak": peak}
+
+
+# --------------------------------------------------------------------------- report
+
+
+def fmt_rate(x: float) -> str:
+    return f"{x / 1e6:,.2f} M" if x >= 1e6 else f"{x / 1e3:,.1f} k"
+
+
+def report(res: dict, size_name: str) -> str:
+    m = res["machine"]
+    out = [f"# kafkalog performance, side by side\n",
+           f"Generated by `benches/run_all.py` ({size_name} size) on {res['date']} in {res['wall_s']:.0f} s.\n",
+           f"Machine: {m['cores']} cores, {m['cpu']}, {m['memory_gib']:.1f} GiB memory, Linux {m['kernel']}, "
+           f"Python {m['python']}; load average {m['load'][0]:.1f} at the start. **The machine was shared** with "
+           f"other jobs building and testing while this ran: absolute figures are noisy; the ratios "
+           f"compare contenders measured interleaved in the same run (medians). No bigger machine "
+           f"was available to this run, so scaling stops at {m['cores']} cores.\n",
+           f"kafkalog: {res['build']}.\n"]
+    if "python" in res:
+        py = res["python"]
+        out.append("## Decoding one segment into Python: Log.to_arrow vs aiokafka vs kafka-python\n")
+        out.append("Each reader decodes the same segment file(s) (kafkalog opens the log folder; the "
+                   "peers get the segment bytes in memory) and touches every key and value; records "
+                   "checked equal first (count + CRC32 of keys and values). Records/s, median of the "
+                   "interleaved runs; `x` = kafkalog's records/s over the peer's.\n")
+        zc = py["zero_copy"]
+        head = "| codec | value | records | kafkalog to_arrow |" + (" zero_copy=True |" if zc else "") + \
+               " aiokafka | kafka-python | vs aiokafka | vs kafka-python |" + (" zero-copy vs aiokafka |" if zc else "")
+        out += [head, "|" + "---|" * head.count("|")[:-1] if False else "|" + "---|" * (head.count("|") - 1)]
+        for r in py["rows"]:
+            n, t = r["records"], r["median_s"]
+            cells = [r["codec"], f"{r['value_bytes']} B", f"{n:,}", fmt_rate(n / t["kafkalog"]) + "/s"]
+            if zc:
+                cells.append(fmt_rate(n / t["kafkalog zero-copy"]) + "/s")
+            cells += [fmt_rate(n / t["aiokafka"]) + "/s", fmt_rate(n / t["kafka-python"]) + "/s",
+                      f"**{t['aiokafka'] / t['kafkalog']:.1f}x**", f"{t['kafka-python'] / t['kafkalog']:.0f}x"]
+            if zc:
+                cells.append(f"{t['aiokafka'] / t['kafkalog zero-copy']:.1f}x")
+            out.append("| " + " | ".join(cells) + " |")
+        out.append("")
+    if "java" in res:
+        j = res["java"]
+        n = j["records"]
+        out.append("## Kafka's own Java code (JMH) vs kafkalog's Rust, same segment\n")
+        out.append(f"One segment of {n:,} records with 100-byte values, 500 per batch, uncompressed "
+                   f"({j['bytes'] / 1e6:.1f} MB), written by kafkalog with its .index ({j['index_entries']:,} "
+                   f"entries) and .timeindex ({j['time_index_entries']:,}). Java: kafka-clients/kafka-storage "
+                   f"{KAFKA_VERSION}, JMH {JMH_VERSION} (average time, 1 fork, warmed up, 1 thread). Rust: "
+                   f"benches/kafka_peer.rs (median of samples after a warm-up; run before and after the JVM, "
+                   f"median of the two). Both single-threaded. Records checked equal (count + CRC32). "
+                   f"Kafka's deep iteration does not check batch CRCs; kafkalog's does (CRC32C of every batch).\n")
+        out += ["| work | Kafka (Java, JMH) | kafkalog (Rust) | Rust vs Java |", "|---|---|---|---|"]
+        labels = {"deep_iteration": ("deep iteration (FileRecords, every key/value/headers)", n, "records"),
+                  "offset_index_lookup": ("OffsetIndex.lookup, 1024 random targets", 1024, "lookups"),
+                  "time_index_lookup": ("TimeIndex.lookup, 1024 random targets", 1024, "lookups"),
+                  "build_and_append": ("MemoryRecordsBuilder + FileRecords.append, 500 x 100 B", 500, "records")}
+        for op, (label, per, unit) in labels.items():
+            jn, rn = j["java_ns"][op], j["rust_ns"][op]
+            out.append(f"| {label} | {fmt_rate(per / jn * 1e9)} {unit}/s | {fmt_rate(per / rn * 1e9)} {unit}/s "
+                       f"| **{jn / rn:.1f}x** |")
+        out.append("")
+        b = j["bytes"]
+        memcpy = b / j["rust_ns"]["memcpy"] * 1e9
+        crc = b / j["rust_ns"]["crc32c"] * 1e9
+        deep = b / j["rust_ns"]["deep_iteration"] * 1e9
+        out.append("### Against the machine's limits (same run, same segment)\n")
+        out += ["| path | GB/s of segment | records/s | fraction of memcpy | fraction of CRC32C |", "|---|---|---|---|---|",
+                f"| memcpy of the segment (in memory) | {memcpy / 1e9:.2f} | | 1 | |",
+                f"| CRC32C of the segment (crc32c crate) | {crc / 1e9:.2f} | | | 1 |",
+                f"| kafkalog Rust deep iteration (CRC + decode) | {deep / 1e9:.2f} | {fmt_rate(n / j['rust_ns']['deep_iteration'] * 1e9)} | {deep / memcpy:.2f} | {deep / crc:.2f} |"]
+        for name, s in j["python_s"].items():
+            rate = b / s
+            out.append(f"| Python `Log.{name}` to a pyarrow table (file read + CRC + decode + Arrow) | {rate / 1e9:.2f} "
+                       f"| {fmt_rate(n / s)} | {rate / memcpy:.2f} | {rate / crc:.2f} |")
+        out.append("")
+    if "spark" in res:
+        s = res["spark"]
+        out.append("## Spark: Spark's Kafka source vs the kafkalog source\n")
+        out.append(f"A {KAFKA_VERSION} broker, topic `bench` with {s['partitions']} partitions, {s['records']:,} "
+                   f"records of 100 B (confluent-kafka producer). Spark's Kafka source "
+                   f"(spark-sql-kafka-0-10 {SPARK_KAFKA_VERSION}) reads it from the running broker; "
+                   f"`format(\"kafkalog\")` reads a copy of the broker's data dir. Query: per partition "
+                   f"count, sum of value lengths, max offset; rows checked equal. One Spark JVM per core "
+                   f"count, runs interleaved, median; end to end (planning, tasks, collect).\n")
+        out += ["| cores | Spark's Kafka source | kafkalog source | kafkalog vs Kafka source |", "|---|---|---|---|"]
+        for r in s["runs"]:
+            a, k = r["median_s"]["spark-kafka"], r["median_s"]["kafkalog"]
+            out.append(f"| {r['cores']} | {a:.2f} s ({fmt_rate(s['records'] / a)} rec/s) | {k:.2f} s "
+                       f"({fmt_rate(s['records'] / k)} rec/s) | **{a / k:.1f}x** |")
+        out.append(f"\nThis machine has {res['machine']['cores']} cores; no larger machine was available to "
+                   f"this task, so the scaling rows stop there.\n")
+    if "index" in res:
+        out.append("## Index lookups: warm/cold search vs a plain binary search (criterion, benches/index_lookup.rs)\n")
+        out.append("A 2^20-entry .index; `caught_up` targets near the end, `random` anywhere. Ratio = "
+                   "kafkalog time / binary search time (below 1 is faster). PAGES: distinct 4 KiB pages touched "
+                   "over 10,000 lookups.\n")
+        out.append("```\n" + "\n".join(res["index"]["lines"]) + "\n```\n")
+    if "rss" in res:
+        r = res["rss"]
+        mib = 2**20
+        out.append("## Memory while streaming\n")
+        out.append(f"`Log.to_arrow(batch_rows={r['batch_rows']})` over a {r['log_bytes'] / mib:.0f} MiB log "
+                   f"({r['rows']:,} records of 1 KiB, {r['batches']} Arrow batches) in a fresh process, each "
+                   f"batch dropped after reading. Resident memory from /proc/self/status:\n")
+        out += ["| peak after opening the log | RSS holding the first batch | largest RSS holding any batch | growth over the stream | peak of the process |",
+                "|---|---|---|---|---|",
+                f"| {r['peak_after_open'] / mib:.0f} MiB | {r['rss_first_batch'] / mib:.0f} MiB | {r['rss_most'] / mib:.0f} MiB "
+                f"| {(r['rss_most'] - r['rss_first_batch']) / mib:.0f} MiB (log: {r['log_bytes'] / mib:.0f} MiB) | {r['peak'] / mib:.0f} MiB |", ""]
+    return "\n".join(out) + "\n"
+
+
+def release_build(env: dict) -> str:
+    """A release build of the Python extension in target/bench-py (the venv's is cargo's dev profile)."""
+    wheels = ROOT / "target" / "bench-wheel"
+    shutil.rmtree(wheels, ignore_errors=True)
+    log("maturin build --release (minutes on a busy machine)")
+    run([str(Path(sys.executable).parent / "maturin"), "build", "--release", "-q", "-o", str(wheels)], cwd=ROOT)
+    site = ROOT / "target" / "bench-py"
+    shutil.rmtree(site, ignore_errors=True)
+    run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(site),
+         *map(str, wheels.glob("*.whl"))])
+    return str(site)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--tiny", action="store_true", help="smoke-test sizes; prints the table, writes no file")
+    ap.add_argument("--only", default="python,java,spark,index,rss")
+    ap.add_argument("--out", default=str(BENCHES / "RESULTS.md"))
+    ap.add_argument("--update", action="store_true",
+                    help="re-run only the --only sections and merge them into the existing RESULTS.json/.md")
+    ap.add_argument("--no-release-build", action="store_true",
+                    help="full sizes with the kafkalog already importable (e.g. after maturin develop --release)")
+    args = ap.parse_args()
+    size_name = "tiny" if args.tiny else "full"
+    size = SIZES[size_name]
+    sections = [s.strip() for s in args.only.split(",") if s.strip()]
+    env = dict(os.environ)
+    if not args.tiny and not args.no_release_build and "_KAFKALOG_BENCH_CHILD" not in os.environ:
+        site = release_build(env)
+        env["PYTHONPATH"] = site + os.pathsep + env.get("PYTHONPATH", "")
+        env["_KAFKALOG_BENCH_CHILD"] = "1"
+        # Run again with the release build first on the path (the parent imported nothing of kafkalog).
+        sys.exit(subprocess.run([sys.executable, *sys.argv], env=env).returncode)
+    import kafkalog
+    build = (f"release build ({Path(kafkalog.__file__).parent})" if os.environ.get("_KAFKALOG_BENCH_CHILD")
+             else f"the venv's build ({'tiny run: dev profile' if args.tiny else 'as installed'})")
+    t0 = time.time()
+    res: dict = {"machine": machine(), "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+                 "build": build}
+    previous = Path(args.out).with_suffix(".json")
+    if args.update and previous.is_file():
+        res = json.loads(previous.read_text())
+        res["date"] += f" (sections {args.only} re-run {datetime.datetime.now(datetime.timezone.utc):%H:%M UTC})"
+    with tempfile.TemporaryDirectory(prefix="kafkalog-bench-") as tmp:
+        tmp = Path(tmp)
+        for name in sections:
+            log(f"section {name}")
+            if name == "python":
+                res["python"] = section_python(size, tmp)
+            elif name == "java":
+                res["java"] = section_java(size, tmp)
+            elif name == "spark":
+                res["spark"] = section_spark(size, tmp, env)
+            elif name == "index":
+                res["index"] = section_index(size)
+            elif name == "rss":
+                res["rss"] = section_rss(size, tmp, env)
+            else:
+                raise SystemExit(f"unknown section {name}")
+    res["wall_s"] = res.get("wall_s", 0) + time.time() - t0 if args.update else time.time() - t0
+    text = report(res, size_name)
+    print(text)
+    if not args.tiny:
+        Path(args.out).write_text(text)
+        Path(args.out).with_suffix(".json").write_text(json.dumps(res, indent=1))
+        log(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()

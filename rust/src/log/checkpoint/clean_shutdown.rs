@@ -1,6 +1,5 @@
 //! Kafka's `CleanShutdownFileHandler`: the `.kafka_cleanshutdown` marker of a broker log dir.
 
-use std::collections::BTreeMap;
 use std::fs;
 use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
@@ -57,11 +56,13 @@ impl CleanShutdownFile {
         let Some(text) = read_text(&self.path)? else {
             return Ok(None);
         };
-        let fields = parse_flat_json(&text);
-        let epoch = |key: &str| {
-            fields
-                .as_ref()
-                .and_then(|m| m.get(key)?.parse::<i64>().ok())
+        // Either marker form: the epoch is a JSON number (current) or a string (the 3.5-era map);
+        // a marker that is not a JSON object still means a clean shutdown, epoch unknown.
+        let fields = serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(&text).ok();
+        let epoch = |key: &str| match fields.as_ref()?.get(key)? {
+            serde_json::Value::Number(n) => n.as_i64(),
+            serde_json::Value::String(s) => s.parse::<i64>().ok(),
+            _ => None,
         };
         Ok(Some(CleanShutdown {
             broker_epoch: epoch("brokerEpoch").or_else(|| epoch("broker_epoch")),
@@ -76,52 +77,4 @@ impl CleanShutdownFile {
             Err(e) => Err(Error::io(&self.path, e)),
         }
     }
-}
-
-/// A flat JSON object whose values are strings or plain numbers (all the marker ever holds);
-/// anything else is `None`. Escapes other than `\"` and `\\` are not needed and not accepted.
-fn parse_flat_json(text: &str) -> Option<BTreeMap<String, String>> {
-    let s = text.trim();
-    let mut rest = s.strip_prefix('{')?.strip_suffix('}')?.trim();
-    let mut map = BTreeMap::new();
-    fn string(s: &str) -> Option<(String, &str)> {
-        let s = s.strip_prefix('"')?;
-        let mut out = String::new();
-        let mut chars = s.char_indices();
-        while let Some((i, c)) = chars.next() {
-            match c {
-                '"' => return Some((out, &s[i + 1..])),
-                '\\' => match chars.next()?.1 {
-                    c @ ('"' | '\\') => out.push(c),
-                    _ => return None,
-                },
-                c => out.push(c),
-            }
-        }
-        None
-    }
-    while !rest.is_empty() {
-        let (key, r) = string(rest)?;
-        let r = r.trim_start().strip_prefix(':')?.trim_start();
-        let (value, r) = if r.starts_with('"') {
-            string(r)?
-        } else {
-            let end = r
-                .find(|c: char| c == ',' || c.is_whitespace())
-                .unwrap_or(r.len());
-            let v = &r[..end];
-            if v.is_empty() || !v.chars().all(|c| c.is_ascii_digit() || c == '-') {
-                return None;
-            }
-            (v.to_string(), &r[end..])
-        };
-        map.insert(key, value);
-        let r = r.trim_start();
-        rest = match r.strip_prefix(',') {
-            Some(r) => r.trim_start(),
-            None if r.is_empty() => r,
-            None => return None,
-        };
-    }
-    Some(map)
 }

@@ -124,6 +124,8 @@ pub mod producer_state;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod unified_log_tests;
 
 /// A partition log over one `<topic>-<partition>` directory.
 pub struct Log {

@@ -123,6 +123,8 @@ pub mod epoch;
 pub mod producer_state;
 
 #[cfg(test)]
+mod loader_tests;
+#[cfg(test)]
 mod tests;
 #[cfg(test)]
 mod unified_log_tests;

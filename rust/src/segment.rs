@@ -960,7 +960,11 @@ mod log_segment_test {
         let mut seg = create(dir.path(), 0, 1);
         assert!(seg.sanity_check().is_err());
         let mut seen = 0;
-        assert_eq!(seg.recover(&mut |_| Ok(seen += 1)).unwrap(), 0);
+        let mut count = |_: &Batch<'_>| {
+            seen += 1;
+            Ok(())
+        };
+        assert_eq!(seg.recover(&mut count).unwrap(), 0);
         assert_eq!(seen, 20);
         seg.sanity_check().unwrap();
         for i in 0..20 {

@@ -241,14 +241,15 @@ fn idempotent_producer_duplicates_and_out_of_order_sequences() {
     let err = log
         .append_as_leader(&producer_batch(7, 0, 5, 1, false), 0)
         .unwrap_err();
-    assert!(format!("{err}").contains("OutOfOrderSequence"), "{err}");
+    assert!(matches!(err, Error::OutOfOrderSequence(_)), "{err}");
+    assert!(format!("{err}").contains("producer state: OutOfOrderSequence: "));
     // An older epoch is fenced.
     log.append_as_leader(&producer_batch(7, 1, 0, 1, false), 0)
         .unwrap();
     let err = log
         .append_as_leader(&producer_batch(7, 0, 2, 1, false), 0)
         .unwrap_err();
-    assert!(matches!(err, Error::ProducerState(_)), "{err}");
+    assert!(matches!(err, Error::InvalidProducerEpoch(_)), "{err}");
     assert_eq!(log.log_end_offset(), 3);
 }
 

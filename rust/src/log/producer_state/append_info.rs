@@ -118,13 +118,17 @@ impl ProducerAppendInfo {
         self.updated
             .add_batch(epoch, last_seq, last_offset, offset_delta, last_timestamp);
         match (self.updated.current_txn_first_offset, is_transactional) {
-            (Some(_), false) => Err(Error::ProducerState(format!(
-                "InvalidTxnState: expected a transactional write from producer {} at offset {first_offset}",
+            (Some(_), false) => Err(Error::InvalidTxnState(format!(
+                "expected a transactional write from producer {} at offset {first_offset}",
                 self.producer_id
             ))),
             (None, true) => {
                 self.updated.current_txn_first_offset = Some(first_offset);
-                self.started_txns.push(TxnMetadata { producer_id: self.producer_id, first_offset, last_offset: None });
+                self.started_txns.push(TxnMetadata {
+                    producer_id: self.producer_id,
+                    first_offset,
+                    last_offset: None,
+                });
                 Ok(())
             }
             _ => Ok(()),
@@ -144,8 +148,8 @@ impl ProducerAppendInfo {
         if self.updated.coordinator_epoch > marker.coordinator_epoch
             && self.origin != AppendOrigin::Replication
         {
-            return Err(Error::ProducerState(format!(
-                "TransactionCoordinatorFenced: coordinator epoch {} of the marker for producer {} at offset {offset} \
+            return Err(Error::TransactionCoordinatorFenced(format!(
+                "coordinator epoch {} of the marker for producer {} at offset {offset} \
                  is older than the current {}",
                 marker.coordinator_epoch, self.producer_id, self.updated.coordinator_epoch
             )));
@@ -169,8 +173,8 @@ impl ProducerAppendInfo {
         let current = self.updated.producer_epoch;
         // A follower must accept whatever the leader wrote (Kafka only warns).
         if producer_epoch < current && self.origin != AppendOrigin::Replication {
-            return Err(Error::ProducerState(format!(
-                "InvalidProducerEpoch: epoch {producer_epoch} of producer {} at offset {offset} is older than the last seen epoch {current}",
+            return Err(Error::InvalidProducerEpoch(format!(
+                "epoch {producer_epoch} of producer {} at offset {offset} is older than the last seen epoch {current}",
                 self.producer_id
             )));
         }
@@ -182,8 +186,8 @@ impl ProducerAppendInfo {
             // A bumped epoch restarts sequences at 0, unless the producer was unknown (its state
             // expired or was deleted with the log), in which case any sequence is accepted.
             if first_seq != 0 && self.updated.producer_epoch != NO_PRODUCER_EPOCH {
-                return Err(Error::ProducerState(format!(
-                    "OutOfOrderSequence: sequence {first_seq} for the new epoch {producer_epoch} of producer {} at offset \
+                return Err(Error::OutOfOrderSequence(format!(
+                    "sequence {first_seq} for the new epoch {producer_epoch} of producer {} at offset \
                      {offset} (current epoch {}) must be 0",
                     self.producer_id, self.updated.producer_epoch
                 )));
@@ -201,8 +205,8 @@ impl ProducerAppendInfo {
         if !(self.current.producer_epoch == NO_PRODUCER_EPOCH
             || in_sequence(current_last_seq, first_seq))
         {
-            return Err(Error::ProducerState(format!(
-                "OutOfOrderSequence: sequence {first_seq} of producer {} at offset {offset} does not follow its last \
+            return Err(Error::OutOfOrderSequence(format!(
+                "sequence {first_seq} of producer {} at offset {offset} does not follow its last \
                  sequence {current_last_seq}",
                 self.producer_id
             )));

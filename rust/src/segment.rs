@@ -158,7 +158,7 @@ impl LogSegment {
             scratch_dir = Some(dir);
             pair
         };
-        let txn_index = TransactionIndex::open(base_offset, &txn_path, writable)?;
+        let txn_index = TransactionIndex::open(&txn_path, base_offset, writable)?;
         let mut segment = LogSegment {
             base_offset,
             log,

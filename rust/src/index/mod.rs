@@ -8,6 +8,25 @@
 //! What no lock can prevent: another process truncating a mapped file makes later reads fault (SIGBUS),
 //! as it would in Kafka; the files are owned by this process by contract.
 
+/// `OffsetIndex` and `TimeIndex` are an `MmapIndex` (Kafka's subclasses of `AbstractIndex`): both
+/// deref to it for what every index shares.
+macro_rules! deref_to_mmap_index {
+    ($index:ty, $entry:ty) => {
+        impl std::ops::Deref for $index {
+            type Target = super::MmapIndex<$entry>;
+            fn deref(&self) -> &Self::Target {
+                &self.index
+            }
+        }
+
+        impl std::ops::DerefMut for $index {
+            fn deref_mut(&mut self) -> &mut Self::Target {
+                &mut self.index
+            }
+        }
+    };
+}
+
 pub mod offset;
 pub mod time;
 pub mod txn;

@@ -2,7 +2,6 @@
 //! `.log`. Each 8-byte entry is a big-endian i32 offset relative to the segment's base offset followed
 //! by a big-endian i32 file position. Lookups are floors on the offset.
 
-use std::ops::{Deref, DerefMut};
 use std::path::Path;
 
 use super::{be_i32, IndexEntry, IndexSearchType, MmapIndex, SlotObserver};
@@ -53,18 +52,7 @@ pub struct OffsetIndex {
     index: MmapIndex<OffsetPosition>,
 }
 
-impl Deref for OffsetIndex {
-    type Target = MmapIndex<OffsetPosition>;
-    fn deref(&self) -> &Self::Target {
-        &self.index
-    }
-}
-
-impl DerefMut for OffsetIndex {
-    fn deref_mut(&mut self) -> &mut Self::Target {
-        &mut self.index
-    }
-}
+deref_to_mmap_index!(OffsetIndex, OffsetPosition);
 
 impl OffsetIndex {
     /// Open or create the index; see [`MmapIndex::open`] for how new and existing files are treated.

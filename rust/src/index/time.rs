@@ -2,7 +2,6 @@
 //! offset where it was seen. Each 12-byte entry is a big-endian i64 timestamp followed by a big-endian
 //! i32 offset relative to the segment's base offset. Timestamps and offsets never decrease.
 
-use std::ops::{Deref, DerefMut};
 use std::path::Path;
 
 use super::{be_i32, be_i64, IndexEntry, IndexSearchType, MmapIndex, SearchBound, SlotObserver};
@@ -59,18 +58,7 @@ pub struct TimeIndex {
     index: MmapIndex<TimestampOffset>,
 }
 
-impl Deref for TimeIndex {
-    type Target = MmapIndex<TimestampOffset>;
-    fn deref(&self) -> &Self::Target {
-        &self.index
-    }
-}
-
-impl DerefMut for TimeIndex {
-    fn deref_mut(&mut self) -> &mut Self::Target {
-        &mut self.index
-    }
-}
+deref_to_mmap_index!(TimeIndex, TimestampOffset);
 
 impl TimeIndex {
     /// Open or create the index; see [`MmapIndex::open`] for how new and existing files are treated.

@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 command -v cargo >/dev/null || { echo "setup: cargo (Rust) is required" >&2; exit 1; }
 python3 -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
-.venv/bin/python -m pip install -q "maturin>=1.5,<2" -r tests/requirements.txt
+.venv/bin/python -m pip install -q "maturin>=1.9,<2" -r tests/requirements.txt
 # pip's chatter about requirements already met is kept in a log, shown only when the build fails.
 .venv/bin/maturin develop -q -E spark > .venv/maturin-develop.log 2>&1 || { cat .venv/maturin-develop.log >&2; exit 1; }
 if [ "${KAFKALOG_SKIP_KAFKA_JARS:-0}" != 1 ]; then

@@ -270,6 +270,25 @@ def test_idempotent_producer(tmp_path):
     assert log.log_end_offset == 7
 
 
+def test_producer_errors_are_kafkas_exceptions(tmp_path):
+    # One class per Kafka exception, each a ProducerStateError.
+    log = open_log(tmp_path)
+    p = dict(producer_id=7, producer_epoch=1)
+    log.append(recs(1), base_sequence=0, **p)
+    with pytest.raises(kafkalog.OutOfOrderSequenceError, match="OutOfOrderSequence"):
+        log.append(recs(1), base_sequence=5, **p)
+    with pytest.raises(kafkalog.InvalidProducerEpochError, match="InvalidProducerEpoch"):
+        log.append(recs(1), producer_id=7, producer_epoch=0, base_sequence=1)
+    for cls in (
+        kafkalog.OutOfOrderSequenceError,
+        kafkalog.InvalidProducerEpochError,
+        kafkalog.InvalidTxnStateError,
+        kafkalog.TransactionCoordinatorFencedError,
+    ):
+        assert issubclass(cls, kafkalog.ProducerStateError)
+    assert log.log_end_offset == 1
+
+
 def test_idempotent_duplicate_survives_reopen(tmp_path):
     log = open_log(tmp_path)
     p = dict(producer_id=5, producer_epoch=0)

@@ -57,10 +57,19 @@ pub enum Error {
     Unsupported(String),
     #[error("read-only: {0}")]
     ReadOnly(String),
-    /// Idempotent/transactional producer state violations (Kafka's OutOfOrderSequence,
-    /// InvalidProducerEpoch, InvalidTxnState ...).
-    #[error("producer state: {0}")]
-    ProducerState(String),
+    /// Kafka's `OutOfOrderSequenceException`: an idempotent producer's sequence does not follow
+    /// its last one (or a new epoch does not start at 0).
+    #[error("producer state: OutOfOrderSequence: {0}")]
+    OutOfOrderSequence(String),
+    /// Kafka's `InvalidProducerEpochException`: a write from an epoch older than the producer's.
+    #[error("producer state: InvalidProducerEpoch: {0}")]
+    InvalidProducerEpoch(String),
+    /// Kafka's `InvalidTxnStateException`: a non-transactional write inside an open transaction.
+    #[error("producer state: InvalidTxnState: {0}")]
+    InvalidTxnState(String),
+    /// Kafka's `TransactionCoordinatorFencedException`: a marker from an older coordinator epoch.
+    #[error("producer state: TransactionCoordinatorFenced: {0}")]
+    TransactionCoordinatorFenced(String),
     #[error("{0}")]
     IllegalState(String),
 }

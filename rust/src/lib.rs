@@ -14,6 +14,9 @@ pub mod record;
 pub mod segment;
 pub mod tools;
 
+#[cfg(test)]
+mod testutil;
+
 #[cfg(feature = "python")]
 mod python;
 

@@ -158,7 +158,7 @@ impl LogSegment {
             scratch_dir = Some(dir);
             pair
         };
-        let txn_index = TransactionIndex::open(base_offset, &txn_path, writable)?;
+        let txn_index = TransactionIndex::open(&txn_path, base_offset, writable)?;
         let mut segment = LogSegment {
             base_offset,
             log,
@@ -760,5 +760,322 @@ impl LogSegment {
         self.time_index.delete()?;
         self.txn_index.delete()?;
         Ok(())
+    }
+}
+
+/// Kafka's `LogSegmentTest`: append, read, translate, truncate, recover and roll on one segment.
+#[cfg(test)]
+mod log_segment_test {
+    use super::*;
+    use crate::record::file_records::headers_in;
+    use crate::testutil::{batch_at, offsets_of, values_of};
+
+    fn config(index_interval_bytes: usize) -> LogConfig {
+        LogConfig {
+            index_interval_bytes,
+            max_index_size: 1024,
+            ..LogConfig::default()
+        }
+    }
+
+    fn create(dir: &Path, base_offset: i64, index_interval_bytes: usize) -> LogSegment {
+        LogSegment::open(dir, base_offset, &config(index_interval_bytes), true, "", 0).unwrap()
+    }
+
+    /// Appends a batch of `n` records at `offset` with timestamps `ts, ts+1, ...`.
+    fn append(seg: &mut LogSegment, offset: i64, n: i64, ts: i64) {
+        let stamps: Vec<i64> = (0..n).map(|i| ts + i).collect();
+        seg.append(offset + n - 1, &batch_at(offset, &stamps))
+            .unwrap();
+    }
+
+    #[test]
+    fn read_on_empty_segment_is_none() {
+        let dir = tempfile::tempdir().unwrap();
+        let seg = create(dir.path(), 40, 10);
+        assert!(seg.read(40, 300, None, false).unwrap().is_none());
+        assert_eq!(seg.read_next_offset().unwrap(), 40);
+    }
+
+    #[test]
+    fn read_before_first_offset_returns_the_first_batch() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut seg = create(dir.path(), 40, 10);
+        append(&mut seg, 50, 3, 1_000);
+        let read = seg.read(41, 300, None, false).unwrap().unwrap();
+        assert_eq!(offsets_of(&read.records), vec![(50, 52)]);
+        assert_eq!(read.fetch_offset_metadata.relative_position_in_segment, 0);
+    }
+
+    #[test]
+    fn read_after_last_offset_is_none() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut seg = create(dir.path(), 40, 10);
+        append(&mut seg, 50, 3, 1_000);
+        assert!(seg.read(53, 200, None, false).unwrap().is_none());
+    }
+
+    #[test]
+    fn read_from_the_middle_of_a_batch_returns_the_whole_batch() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut seg = create(dir.path(), 40, 10);
+        append(&mut seg, 50, 2, 1_000);
+        append(&mut seg, 60, 2, 2_000);
+        let read = seg.read(61, 1_000, None, false).unwrap().unwrap();
+        assert_eq!(offsets_of(&read.records), vec![(60, 61)]);
+        assert_eq!(values_of(&read.records), ["v60", "v61"]);
+    }
+
+    #[test]
+    fn read_respects_max_size_max_position_and_min_one_message() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut seg = create(dir.path(), 0, 10);
+        append(&mut seg, 0, 2, 1_000);
+        let first_size = seg.size();
+        append(&mut seg, 2, 2, 2_000);
+        // Too small for the first batch: a cut-short slice, flagged incomplete, as Kafka's...
+        let read = seg.read(0, 10, None, false).unwrap().unwrap();
+        assert_eq!(read.records.len(), 10);
+        assert!(read.first_entry_incomplete);
+        // ... unless one message is always wanted.
+        let read = seg.read(0, 10, None, true).unwrap().unwrap();
+        assert_eq!(offsets_of(&read.records), vec![(0, 1)]);
+        // The max position bounds what is read, as the high watermark does.
+        let read = seg
+            .read(0, 10_000, Some(first_size), false)
+            .unwrap()
+            .unwrap();
+        assert_eq!(offsets_of(&read.records), vec![(0, 1)]);
+        let read = seg.read(0, 10_000, None, false).unwrap().unwrap();
+        assert_eq!(offsets_of(&read.records), vec![(0, 1), (2, 3)]);
+    }
+
+    #[test]
+    fn translate_offset_finds_the_batch_holding_an_offset() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut seg = create(dir.path(), 0, 1);
+        for i in 0..10 {
+            append(&mut seg, i * 3, 3, 1_000 + i);
+        }
+        let positions: Vec<u64> =
+            headers_in(&seg.log().read_range(0, seg.size() as usize).unwrap())
+                .map(|h| h.unwrap().position)
+                .collect();
+        for offset in 0..30 {
+            let found = seg.translate_offset(offset, 0).unwrap().unwrap();
+            assert_eq!(
+                found.offset,
+                (offset / 3) * 3 + 2,
+                "last offset of its batch"
+            );
+            assert_eq!(found.position, positions[(offset / 3) as usize]);
+        }
+        assert!(seg.translate_offset(30, 0).unwrap().is_none());
+    }
+
+    #[test]
+    fn append_beyond_relative_offset_range_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut seg = create(dir.path(), 0, 10);
+        let far = i64::from(i32::MAX) + 1;
+        let err = seg.append(far, &batch_at(far, &[1])).unwrap_err();
+        assert!(matches!(err, Error::OffsetOverflow(_)), "{err}");
+        assert_eq!(seg.size(), 0, "nothing written");
+        assert!(!seg.can_convert_to_relative_offset(-1));
+    }
+
+    #[test]
+    fn truncate_removes_the_batches_from_an_offset_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut seg = create(dir.path(), 40, 1);
+        for i in 0..10 {
+            append(&mut seg, 40 + i * 2, 2, 1_000 + i * 10);
+        }
+        let removed = seg.truncate_to(50).unwrap();
+        assert!(removed > 0);
+        assert_eq!(seg.read_next_offset().unwrap(), 50);
+        assert!(seg.read(50, 1_000, None, false).unwrap().is_none());
+        let read = seg.read(40, 10_000, None, false).unwrap().unwrap();
+        assert_eq!(offsets_of(&read.records).last(), Some(&(48, 49)));
+        assert!(seg.offset_index().last_offset() < 50);
+        assert!(seg.time_index().last_entry().offset < 50);
+        // The largest timestamp is recomputed from what is left.
+        assert_eq!(seg.largest_timestamp().unwrap(), 1_041);
+        // Appending after a truncation continues where it was cut.
+        append(&mut seg, 50, 1, 5_000);
+        assert_eq!(seg.read_next_offset().unwrap(), 51);
+    }
+
+    #[test]
+    fn truncate_to_the_base_offset_empties_the_segment() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut seg = create(dir.path(), 40, 1);
+        append(&mut seg, 40, 2, 1_000);
+        append(&mut seg, 42, 2, 2_000);
+        seg.truncate_to(0).unwrap();
+        assert_eq!(seg.size(), 0);
+        assert_eq!(seg.offset_index().entries(), 0);
+        assert_eq!(seg.time_index().entries(), 0);
+        assert_eq!(seg.read_next_offset().unwrap(), 40);
+        // An empty segment measures time-based rolling from its creation again.
+        assert_eq!(seg.time_waited_for_roll(500, 10_000).unwrap(), 500);
+    }
+
+    #[test]
+    fn find_offset_by_timestamp_uses_the_time_index_then_scans() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut seg = create(dir.path(), 40, 1);
+        for i in 0..5 {
+            append(&mut seg, 40 + i * 2, 2, 100 * (i + 1));
+        }
+        let found = |ts: i64| seg.find_offset_by_timestamp(ts, 40).unwrap();
+        assert_eq!(found(0).map(|t| (t.timestamp, t.offset)), Some((100, 40)));
+        assert_eq!(found(101).map(|t| (t.timestamp, t.offset)), Some((101, 41)));
+        assert_eq!(found(150).map(|t| (t.timestamp, t.offset)), Some((200, 42)));
+        assert_eq!(found(501).map(|t| (t.timestamp, t.offset)), Some((501, 49)));
+        assert_eq!(found(502), None);
+        // A starting offset past the first match moves the answer on.
+        let later = seg.find_offset_by_timestamp(0, 45).unwrap().unwrap();
+        assert_eq!((later.timestamp, later.offset), (301, 45));
+    }
+
+    #[test]
+    fn recovery_rebuilds_a_corrupt_index() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut seg = create(dir.path(), 0, 1);
+        for i in 0..20 {
+            append(&mut seg, i, 1, 1_000 + i);
+        }
+        let entries = seg.offset_index().entries();
+        assert!(entries > 5);
+        seg.flush().unwrap();
+        // Garble the offset index file behind the segment's back, then reopen it.
+        let index = seg.offset_index().file().to_path_buf();
+        drop(seg);
+        let mut bytes = std::fs::read(&index).unwrap();
+        for b in bytes.iter_mut().take(8 * entries) {
+            *b = 0xff;
+        }
+        std::fs::write(&index, bytes).unwrap();
+        let mut seg = create(dir.path(), 0, 1);
+        assert!(seg.sanity_check().is_err());
+        let mut seen = 0;
+        let mut count = |_: &Batch<'_>| {
+            seen += 1;
+            Ok(())
+        };
+        assert_eq!(seg.recover(&mut count).unwrap(), 0);
+        assert_eq!(seen, 20);
+        seg.sanity_check().unwrap();
+        for i in 0..20 {
+            assert_eq!(seg.translate_offset(i, 0).unwrap().unwrap().offset, i);
+        }
+        assert_eq!(seg.offset_index().entries(), entries);
+    }
+
+    #[test]
+    fn recovery_truncates_a_corrupt_tail() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut seg = create(dir.path(), 0, 1);
+        for i in 0..10 {
+            append(&mut seg, i * 2, 2, 1_000 + i);
+        }
+        let valid = seg.size();
+        // A torn write: the start of a batch, then garbage.
+        let mut torn = batch_at(20, &[5_000, 5_001]);
+        let n = torn.len();
+        torn[n - 3..].copy_from_slice(&[1, 2, 3]);
+        seg.append(21, &torn).unwrap();
+        let truncated = seg.recover(&mut |_| Ok(())).unwrap();
+        assert_eq!(truncated, n as u64);
+        assert_eq!(seg.size(), valid);
+        assert_eq!(seg.read_next_offset().unwrap(), 20);
+        assert_eq!(seg.largest_timestamp().unwrap(), 1_010);
+    }
+
+    #[test]
+    fn recovery_refuses_a_batch_outside_the_segment_range() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut seg = create(dir.path(), 100, 1);
+        // Written below the base offset (as a bad copy would); recover keeps nothing of it.
+        seg.log.append(&batch_at(10, &[1])).unwrap();
+        assert!(seg.recover(&mut |_| Ok(())).unwrap() > 0);
+        assert_eq!(seg.size(), 0);
+    }
+
+    #[test]
+    fn should_roll_on_size_time_and_offset_range() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut seg = create(dir.path(), 0, 10);
+        let params = |bytes: u64, now: i64, max_ts: i64, max_offset: i64| RollParams {
+            max_segment_ms: 1_000,
+            max_segment_bytes: bytes,
+            max_timestamp_in_messages: max_ts,
+            max_offset_in_messages: max_offset,
+            messages_size: 100,
+            now,
+        };
+        // An empty segment rolls on neither size nor time.
+        assert!(!seg
+            .should_roll(&params(1 << 20, 10_000, 10_000, 0))
+            .unwrap());
+        append(&mut seg, 0, 2, 5_000);
+        assert!(!seg.should_roll(&params(1 << 20, 5_000, 5_500, 2)).unwrap());
+        // Time: measured from the first batch's timestamp, not the clock.
+        assert!(!seg.should_roll(&params(1 << 20, 0, 6_001, 2)).unwrap());
+        assert!(seg.should_roll(&params(1 << 20, 0, 6_002, 2)).unwrap());
+        // Size: the next append would pass segment.bytes.
+        assert!(seg
+            .should_roll(&params(seg.size() + 99, 5_000, 5_500, 2))
+            .unwrap());
+        // Offsets that no longer fit 32 bits relative to the base offset.
+        assert!(seg
+            .should_roll(&params(1 << 20, 5_000, 5_500, i64::from(i32::MAX) + 1))
+            .unwrap());
+        // Jitter shortens the time limit.
+        seg.set_rolling_jitter_ms(600);
+        assert!(seg.should_roll(&params(1 << 20, 0, 5_500, 2)).unwrap());
+    }
+
+    #[test]
+    fn reopen_finds_the_same_next_offset_and_largest_timestamp() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut seg = create(dir.path(), 0, 1);
+        for i in 0..5 {
+            append(&mut seg, i * 3, 3, 1_000 * (i + 1));
+        }
+        seg.close().unwrap();
+        drop(seg);
+        let mut seg = create(dir.path(), 0, 1);
+        assert_eq!(seg.read_next_offset().unwrap(), 15);
+        assert_eq!(seg.largest_timestamp().unwrap(), 5_002);
+        // Read-only, the same answers without writing anything.
+        let ro = LogSegment::open(dir.path(), 0, &config(1), false, "", 0).unwrap();
+        assert_eq!(ro.read_next_offset().unwrap(), 15);
+        assert_eq!(ro.largest_timestamp_ro().unwrap(), 5_002);
+    }
+
+    #[test]
+    fn change_file_suffixes_renames_all_four_files_and_delete_removes_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut seg = create(dir.path(), 7, 10);
+        append(&mut seg, 7, 1, 1);
+        seg.change_file_suffixes("", ".deleted").unwrap();
+        assert!(seg.has_suffix(".deleted"));
+        let mut names: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        names.sort();
+        let stem = filename_prefix_from_offset(7);
+        let expected = [".index", ".log", ".timeindex"]
+            .map(|s| format!("{stem}{s}.deleted"))
+            .to_vec();
+        assert!(names.iter().all(|n| n.ends_with(".deleted")), "{names:?}");
+        for e in &expected {
+            assert!(names.contains(e), "{names:?}");
+        }
+        seg.delete().unwrap();
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
     }
 }

@@ -8,6 +8,25 @@
 //! What no lock can prevent: another process truncating a mapped file makes later reads fault (SIGBUS),
 //! as it would in Kafka; the files are owned by this process by contract.
 
+/// `OffsetIndex` and `TimeIndex` are an `MmapIndex` (Kafka's subclasses of `AbstractIndex`): both
+/// deref to it for what every index shares.
+macro_rules! deref_to_mmap_index {
+    ($index:ty, $entry:ty) => {
+        impl std::ops::Deref for $index {
+            type Target = super::MmapIndex<$entry>;
+            fn deref(&self) -> &Self::Target {
+                &self.index
+            }
+        }
+
+        impl std::ops::DerefMut for $index {
+            fn deref_mut(&mut self) -> &mut Self::Target {
+                &mut self.index
+            }
+        }
+    };
+}
+
 pub mod offset;
 pub mod time;
 pub mod txn;
@@ -42,6 +61,13 @@ pub trait IndexEntry: Copy {
     fn key(&self) -> i64;
     /// What `IndexSearchType::Value` compares (file position or offset).
     fn value(&self) -> i64;
+    /// Which half holds the offset, what truncation searches on (the key of an offset index
+    /// entry, the value of a time index entry).
+    const OFFSET_IN: IndexSearchType;
+    /// Slots kept free at the end: the time index keeps one for the entry written on roll/close.
+    const SPARE_SLOTS: usize = 0;
+    /// What an empty index answers as its last entry (Kafka's `lastEntry` on an empty index).
+    fn empty(base_offset: i64) -> Self;
 }
 
 /// Which half of an entry a search compares (Kafka's `IndexSearchType`).
@@ -148,6 +174,9 @@ pub struct MmapIndex<E: IndexEntry> {
     entries: usize,
     max_entries: usize,
     closed: bool,
+    /// The last entry, or `E::empty(base_offset)`; kept current by every append and truncation
+    /// (Kafka's cached `lastOffset` / `lastEntry`).
+    last: E,
     _entry: PhantomData<E>,
 }
 
@@ -235,7 +264,7 @@ impl<E: IndexEntry> MmapIndex<E> {
         // A new file's pre-allocated zeros are not entries; an existing file's whole entries are.
         let max_entries = length as usize / E::SIZE;
         let entries = if newly_created { 0 } else { max_entries };
-        Ok(MmapIndex {
+        let mut index = MmapIndex {
             file: path,
             base_offset,
             max_index_size,
@@ -245,8 +274,11 @@ impl<E: IndexEntry> MmapIndex<E> {
             entries,
             max_entries,
             closed: false,
+            last: E::empty(base_offset),
             _entry: PhantomData,
-        })
+        };
+        index.refresh_last();
+        Ok(index)
     }
 
     fn map_file(f: &File, path: &Path, length: u64, writable: bool) -> Result<Mapping> {
@@ -308,8 +340,9 @@ impl<E: IndexEntry> MmapIndex<E> {
         self.entries * E::SIZE
     }
 
+    /// No room for another entry (the time index keeps its last slot spare: full one slot early).
     pub fn is_full(&self) -> bool {
-        self.entries >= self.max_entries
+        self.entries + E::SPARE_SLOTS >= self.max_entries
     }
 
     /// Entries in the warm section: the last 8 KiB (see [`Self::search_slot`]).
@@ -352,6 +385,15 @@ impl<E: IndexEntry> MmapIndex<E> {
             )));
         }
         Ok(self.read_slot(n, &mut ()))
+    }
+
+    /// The last entry, or `E::empty(base_offset)` when there is none (cached).
+    pub fn last(&self) -> E {
+        self.last
+    }
+
+    fn refresh_last(&mut self) {
+        self.last = self.last_entry().unwrap_or(E::empty(self.base_offset));
     }
 
     /// The last entry, if any.
@@ -529,15 +571,35 @@ impl<E: IndexEntry> MmapIndex<E> {
             }
         }
         self.entries += 1;
+        self.last = E::parse(bytes, self.base_offset);
         Ok(())
     }
 
-    /// Forget entries past `entries` (module-private: callers refresh their cached last entry). The
-    /// bytes stay in the file, as in Kafka; appends overwrite them and close trims them.
+    /// Forget entries past `entries`. The bytes stay in the file, as in Kafka; appends overwrite
+    /// them and close trims them.
     fn truncate_to_entries(&mut self, entries: usize) -> Result<()> {
         self.check_writable("truncate")?;
         self.entries = entries.min(self.entries);
+        self.refresh_last();
         Ok(())
+    }
+
+    /// Kafka's `truncateTo`: removes every entry whose offset is `>= offset` (searching on the
+    /// half that holds the offset); a larger offset than the last one changes nothing.
+    pub fn truncate_to(&mut self, offset: i64) -> Result<()> {
+        let keep = self.entries_below_offset(offset, E::OFFSET_IN);
+        self.truncate_to_entries(keep)
+    }
+
+    /// Kafka's `truncate`: removes all entries (the file keeps its size).
+    pub fn truncate(&mut self) -> Result<()> {
+        self.truncate_to_entries(0)
+    }
+
+    /// Kafka's `reset`: removes all entries and re-grows the file to the max index size.
+    pub fn reset(&mut self) -> Result<()> {
+        self.truncate()?;
+        self.resize(self.max_index_size).map(|_| ())
     }
 
     /// Set the file and mapping to `new_size` rounded down to a whole number of entries, keeping the
@@ -756,6 +818,10 @@ mod tests {
         }
         fn value(&self) -> i64 {
             self.1
+        }
+        const OFFSET_IN: IndexSearchType = IndexSearchType::Key;
+        fn empty(base_offset: i64) -> Self {
+            Pair(base_offset, 0)
         }
     }
 

@@ -2,7 +2,6 @@
 //! `.log`. Each 8-byte entry is a big-endian i32 offset relative to the segment's base offset followed
 //! by a big-endian i32 file position. Lookups are floors on the offset.
 
-use std::ops::{Deref, DerefMut};
 use std::path::Path;
 
 use super::{be_i32, IndexEntry, IndexSearchType, MmapIndex, SlotObserver};
@@ -36,29 +35,25 @@ impl IndexEntry for OffsetPosition {
     fn value(&self) -> i64 {
         self.position as i64
     }
+
+    const OFFSET_IN: IndexSearchType = IndexSearchType::Key;
+
+    fn empty(base_offset: i64) -> Self {
+        OffsetPosition {
+            offset: base_offset,
+            position: 0,
+        }
+    }
 }
 
-/// The offset index of one segment. Derefs to [`MmapIndex`] for sizes, resize/trim, flush, close,
-/// rename and delete.
+/// The offset index of one segment. Derefs to [`MmapIndex`] (Kafka's `AbstractIndex`) for sizes,
+/// truncation, reset, resize/trim, flush, close, rename and delete.
 #[derive(Debug)]
 pub struct OffsetIndex {
     index: MmapIndex<OffsetPosition>,
-    /// Cached last offset (`base_offset` when empty), as Kafka keeps `lastOffset`.
-    last_offset: i64,
 }
 
-impl Deref for OffsetIndex {
-    type Target = MmapIndex<OffsetPosition>;
-    fn deref(&self) -> &Self::Target {
-        &self.index
-    }
-}
-
-impl DerefMut for OffsetIndex {
-    fn deref_mut(&mut self) -> &mut Self::Target {
-        &mut self.index
-    }
-}
+deref_to_mmap_index!(OffsetIndex, OffsetPosition);
 
 impl OffsetIndex {
     /// Open or create the index; see [`MmapIndex::open`] for how new and existing files are treated.
@@ -69,24 +64,12 @@ impl OffsetIndex {
         writable: bool,
     ) -> Result<Self> {
         let index = MmapIndex::open(file, base_offset, max_index_size, writable)?;
-        let mut idx = OffsetIndex {
-            index,
-            last_offset: base_offset,
-        };
-        idx.refresh_last_offset();
-        Ok(idx)
-    }
-
-    fn refresh_last_offset(&mut self) {
-        self.last_offset = self
-            .index
-            .last_entry()
-            .map_or(self.index.base_offset(), |e| e.offset);
+        Ok(OffsetIndex { index })
     }
 
     /// The last offset in the index, or the base offset when it is empty.
     pub fn last_offset(&self) -> i64 {
-        self.last_offset
+        self.index.last().offset
     }
 
     /// The entry with the largest offset `<=` target, or `(base_offset, 0)` when there is none:
@@ -155,11 +138,11 @@ impl OffsetIndex {
                 self.index.entries()
             )));
         }
-        if self.index.entries() != 0 && offset <= self.last_offset {
+        if self.index.entries() != 0 && offset <= self.last_offset() {
             return Err(Error::InvalidOffset(format!(
                 "attempt to append an offset {offset} to position {} no larger than the last offset appended ({}) to {}",
                 self.index.entries(),
-                self.last_offset,
+                self.last_offset(),
                 self.index.file().display()
             )));
         }
@@ -167,45 +150,16 @@ impl OffsetIndex {
         let mut entry = [0u8; 8];
         entry[..4].copy_from_slice(&relative.to_be_bytes());
         entry[4..].copy_from_slice(&position.to_be_bytes());
-        self.index.push_entry(&entry)?;
-        self.last_offset = offset;
-        Ok(())
-    }
-
-    /// Remove every entry whose offset is `>= offset`; a larger offset than the last one changes
-    /// nothing.
-    pub fn truncate_to(&mut self, offset: i64) -> Result<()> {
-        let keep = self
-            .index
-            .entries_below_offset(offset, IndexSearchType::Key);
-        self.truncate_to_entries(keep)
-    }
-
-    /// Remove all entries (the file keeps its size).
-    pub fn truncate(&mut self) -> Result<()> {
-        self.truncate_to_entries(0)
-    }
-
-    fn truncate_to_entries(&mut self, entries: usize) -> Result<()> {
-        self.index.truncate_to_entries(entries)?;
-        self.refresh_last_offset();
-        Ok(())
-    }
-
-    /// Remove all entries and re-grow the file to the max index size.
-    pub fn reset(&mut self) -> Result<()> {
-        self.truncate()?;
-        let max = self.index.max_index_size();
-        self.index.resize(max).map(|_| ())
+        self.index.push_entry(&entry)
     }
 
     /// Kafka's checks: a non-empty index's last offset is not below the base offset, and the file
     /// holds whole entries.
     pub fn sanity_check(&self) -> Result<()> {
-        if self.index.entries() != 0 && self.last_offset < self.index.base_offset() {
+        if self.index.entries() != 0 && self.last_offset() < self.index.base_offset() {
             return Err(Error::corrupt_index(format!(
                 "corrupt offset index: non-zero size but the last offset is {} which is less than the base offset {}",
-                self.last_offset,
+                self.last_offset(),
                 self.index.base_offset()
             ))
             .in_file(self.index.file()));

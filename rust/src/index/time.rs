@@ -2,7 +2,6 @@
 //! offset where it was seen. Each 12-byte entry is a big-endian i64 timestamp followed by a big-endian
 //! i32 offset relative to the segment's base offset. Timestamps and offsets never decrease.
 
-use std::ops::{Deref, DerefMut};
 use std::path::Path;
 
 use super::{be_i32, be_i64, IndexEntry, IndexSearchType, MmapIndex, SearchBound, SlotObserver};
@@ -39,29 +38,28 @@ impl IndexEntry for TimestampOffset {
     fn value(&self) -> i64 {
         self.offset
     }
+
+    const OFFSET_IN: IndexSearchType = IndexSearchType::Value;
+    /// Full one slot early: the last slot is kept for the entry written when the segment is rolled
+    /// or closed (`maybe_append(.., skip_full_check = true)`).
+    const SPARE_SLOTS: usize = 1;
+
+    fn empty(base_offset: i64) -> Self {
+        TimestampOffset {
+            timestamp: NO_TIMESTAMP,
+            offset: base_offset,
+        }
+    }
 }
 
-/// The time index of one segment. Derefs to [`MmapIndex`] for sizes, resize/trim, flush, close,
-/// rename and delete; note [`TimeIndex::is_full`] differs from the generic one.
+/// The time index of one segment. Derefs to [`MmapIndex`] (Kafka's `AbstractIndex`) for sizes,
+/// fullness (one spare slot), truncation, reset, resize/trim, flush, close, rename and delete.
 #[derive(Debug)]
 pub struct TimeIndex {
     index: MmapIndex<TimestampOffset>,
-    /// Cached last entry; `(NO_TIMESTAMP, base_offset)` when empty.
-    last_entry: TimestampOffset,
 }
 
-impl Deref for TimeIndex {
-    type Target = MmapIndex<TimestampOffset>;
-    fn deref(&self) -> &Self::Target {
-        &self.index
-    }
-}
-
-impl DerefMut for TimeIndex {
-    fn deref_mut(&mut self) -> &mut Self::Target {
-        &mut self.index
-    }
-}
+deref_to_mmap_index!(TimeIndex, TimestampOffset);
 
 impl TimeIndex {
     /// Open or create the index; see [`MmapIndex::open`] for how new and existing files are treated.
@@ -72,33 +70,12 @@ impl TimeIndex {
         writable: bool,
     ) -> Result<Self> {
         let index = MmapIndex::open(file, base_offset, max_index_size, writable)?;
-        let mut idx = TimeIndex {
-            index,
-            last_entry: TimestampOffset {
-                timestamp: NO_TIMESTAMP,
-                offset: base_offset,
-            },
-        };
-        idx.refresh_last_entry();
-        Ok(idx)
-    }
-
-    fn refresh_last_entry(&mut self) {
-        self.last_entry = self.index.last_entry().unwrap_or(TimestampOffset {
-            timestamp: NO_TIMESTAMP,
-            offset: self.index.base_offset(),
-        });
+        Ok(TimeIndex { index })
     }
 
     /// The last entry, or `(NO_TIMESTAMP, base_offset)` when empty.
     pub fn last_entry(&self) -> TimestampOffset {
-        self.last_entry
-    }
-
-    /// Full one slot early: the last slot is kept for the entry written when the segment is rolled
-    /// or closed (`maybe_append(.., skip_full_check = true)`).
-    pub fn is_full(&self) -> bool {
-        self.index.entries() + 1 >= self.index.max_entries()
+        self.index.last()
     }
 
     /// The entry with the largest timestamp `<=` target, or `(NO_TIMESTAMP, base_offset)` when every
@@ -155,7 +132,7 @@ impl TimeIndex {
                 self.index.file().display()
             )));
         }
-        if !skip_full_check && self.is_full() {
+        if !skip_full_check && self.index.is_full() {
             return Err(Error::InvalidArgument(format!(
                 "attempt to append to a full time index {} (size = {})",
                 self.index.file().display(),
@@ -163,56 +140,28 @@ impl TimeIndex {
             )));
         }
         let entries = self.index.entries();
-        if entries != 0 && offset < self.last_entry.offset {
+        if entries != 0 && offset < self.last_entry().offset {
             return Err(Error::InvalidOffset(format!(
                 "attempt to append an offset ({offset}) to slot {entries} no larger than the last offset appended ({}) to {}",
-                self.last_entry.offset,
+                self.last_entry().offset,
                 self.index.file().display()
             )));
         }
-        if entries != 0 && timestamp < self.last_entry.timestamp {
+        if entries != 0 && timestamp < self.last_entry().timestamp {
             return Err(Error::IllegalState(format!(
                 "attempt to append a timestamp ({timestamp}) to slot {entries} no larger than the last timestamp appended ({}) to {}",
-                self.last_entry.timestamp,
+                self.last_entry().timestamp,
                 self.index.file().display()
             )));
         }
-        if timestamp > self.last_entry.timestamp {
+        if timestamp > self.last_entry().timestamp {
             let relative = self.index.relative_offset(offset)?;
             let mut entry = [0u8; 12];
             entry[..8].copy_from_slice(&timestamp.to_be_bytes());
             entry[8..].copy_from_slice(&relative.to_be_bytes());
             self.index.push_entry(&entry)?;
-            self.last_entry = TimestampOffset { timestamp, offset };
         }
         Ok(())
-    }
-
-    /// Remove every entry whose offset is `>= offset` (searching on the offset, Kafka's VALUE search);
-    /// a larger offset than the last one changes nothing.
-    pub fn truncate_to(&mut self, offset: i64) -> Result<()> {
-        let keep = self
-            .index
-            .entries_below_offset(offset, IndexSearchType::Value);
-        self.truncate_to_entries(keep)
-    }
-
-    /// Remove all entries (the file keeps its size).
-    pub fn truncate(&mut self) -> Result<()> {
-        self.truncate_to_entries(0)
-    }
-
-    fn truncate_to_entries(&mut self, entries: usize) -> Result<()> {
-        self.index.truncate_to_entries(entries)?;
-        self.refresh_last_entry();
-        Ok(())
-    }
-
-    /// Remove all entries and re-grow the file to the max index size.
-    pub fn reset(&mut self) -> Result<()> {
-        self.truncate()?;
-        let max = self.index.max_index_size();
-        self.index.resize(max).map(|_| ())
     }
 
     /// Kafka's checks: in a non-empty index the last timestamp is not below the first and the last
@@ -220,17 +169,17 @@ impl TimeIndex {
     pub fn sanity_check(&self) -> Result<()> {
         if self.index.entries() != 0 {
             let first = self.index.read_slot(0, &mut ());
-            if self.last_entry.timestamp < first.timestamp {
+            if self.last_entry().timestamp < first.timestamp {
                 return Err(Error::corrupt_index(format!(
                     "corrupt time index: non-zero size but the last timestamp is {} which is less than the first timestamp {}",
-                    self.last_entry.timestamp, first.timestamp
+                    self.last_entry().timestamp, first.timestamp
                 ))
                 .in_file(self.index.file()));
             }
-            if self.last_entry.offset < self.index.base_offset() {
+            if self.last_entry().offset < self.index.base_offset() {
                 return Err(Error::corrupt_index(format!(
                     "corrupt time index: non-zero size but the last offset is {} which is less than the base offset {}",
-                    self.last_entry.offset,
+                    self.last_entry().offset,
                     self.index.base_offset()
                 ))
                 .in_file(self.index.file()));

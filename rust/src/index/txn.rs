@@ -131,7 +131,8 @@ const ENTRIES_PER_READ: usize = 128;
 
 impl TransactionIndex {
     /// Open the index of the segment starting at `start_offset`. Nothing is created here.
-    pub fn open(start_offset: i64, path: impl AsRef<Path>, writable: bool) -> Result<Self> {
+    /// Arguments in the order of the other indexes' `open` (file, base offset, ..., writable).
+    pub fn open(path: impl AsRef<Path>, start_offset: i64, writable: bool) -> Result<Self> {
         let mut idx = TransactionIndex {
             start_offset,
             path: path.as_ref().to_path_buf(),
@@ -397,7 +398,7 @@ mod tests {
 
     fn filled(dir: &tempfile::TempDir) -> TransactionIndex {
         let mut idx =
-            TransactionIndex::open(0, dir.path().join("00000000000000000000.txnindex"), true)
+            TransactionIndex::open(dir.path().join("00000000000000000000.txnindex"), 0, true)
                 .unwrap();
         for t in txns() {
             idx.append(t).unwrap();
@@ -408,7 +409,7 @@ mod tests {
     #[test]
     fn byte_layout() {
         let dir = tempfile::tempdir().unwrap();
-        let mut idx = TransactionIndex::open(0, dir.path().join("0.txnindex"), true).unwrap();
+        let mut idx = TransactionIndex::open(dir.path().join("0.txnindex"), 0, true).unwrap();
         let t = AbortedTxn::new(0x0102030405060708, 0x10, 0x20, 0x30);
         idx.append(t).unwrap();
         idx.flush().unwrap();
@@ -425,14 +426,14 @@ mod tests {
     fn file_is_created_lazily_and_read_only_never_creates() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("5.txnindex");
-        let ro = TransactionIndex::open(5, &path, false).unwrap();
+        let ro = TransactionIndex::open(&path, 5, false).unwrap();
         assert_eq!(ro.all_aborted_txns().unwrap(), vec![]);
         assert_eq!(
             ro.collect_aborted_txns(0, 100).unwrap(),
             TxnIndexSearchResult::default()
         );
         ro.sanity_check().unwrap();
-        let mut idx = TransactionIndex::open(5, &path, true).unwrap();
+        let mut idx = TransactionIndex::open(&path, 5, true).unwrap();
         idx.truncate_to(0).unwrap();
         idx.reset().unwrap();
         idx.flush().unwrap();
@@ -529,7 +530,7 @@ mod tests {
         assert!(!new_path.exists());
         assert!(!idx.delete().unwrap());
         // Renaming an index whose file was never created just moves the path.
-        let mut lazy = TransactionIndex::open(0, dir.path().join("a.txnindex"), true).unwrap();
+        let mut lazy = TransactionIndex::open(dir.path().join("a.txnindex"), 0, true).unwrap();
         lazy.rename_to(dir.path().join("b.txnindex")).unwrap();
         lazy.append(AbortedTxn::new(1, 1, 1, 1)).unwrap();
         assert!(dir.path().join("b.txnindex").exists());
@@ -545,7 +546,7 @@ mod tests {
         std::thread::sleep(std::time::Duration::from_millis(20));
         let before = snapshot(&path);
         {
-            let mut ro = TransactionIndex::open(0, &path, false).unwrap();
+            let mut ro = TransactionIndex::open(&path, 0, false).unwrap();
             assert_eq!(ro.all_aborted_txns().unwrap(), txns().to_vec());
             assert_eq!(ro.collect_aborted_txns(0, 12).unwrap().aborted.len(), 2);
             ro.sanity_check().unwrap();
@@ -574,7 +575,7 @@ mod tests {
 
         // A torn trailing entry: reads skip it (as Kafka does), sanity check reports it.
         std::fs::write(&path, [&good[..], &good[..20]].concat()).unwrap();
-        let idx = TransactionIndex::open(100, &path, false).unwrap();
+        let idx = TransactionIndex::open(&path, 100, false).unwrap();
         assert_eq!(idx.all_aborted_txns().unwrap().len(), 1);
         let err = idx.sanity_check().unwrap_err();
         assert!(

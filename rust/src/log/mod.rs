@@ -14,7 +14,8 @@ use crate::config::LogConfig;
 use crate::error::{Error, Result};
 use crate::index::txn::AbortedTxn;
 use crate::record::batch::{
-    set_base_offset, set_max_timestamp, set_partition_leader_epoch, Batch, MAGIC_V2,
+    set_base_offset, set_max_timestamp, set_partition_leader_epoch, Batch, DefaultBatch,
+    LAST_OFFSET_DELTA_OFFSET, MAGIC_V2,
 };
 use crate::record::record::TimestampType;
 use crate::segment::{FetchDataInfo, LogOffsetMetadata, LogSegment, RollParams};
@@ -58,6 +59,16 @@ pub struct LogAppendInfo {
     /// True when an idempotent producer retried a batch the log already has: nothing was written
     /// and the offsets are those of the original append.
     pub duplicate: bool,
+}
+
+/// What the stamped batches of one append span (the offsets and timestamps of `LogAppendInfo`).
+#[derive(Debug, Clone, Copy)]
+struct AppendSummary {
+    first_offset: i64,
+    last_offset: i64,
+    max_timestamp: i64,
+    offset_of_max_timestamp: i64,
+    record_count: usize,
 }
 
 /// Kafka's ListOffsets special timestamps.
@@ -123,7 +134,11 @@ pub mod epoch;
 pub mod producer_state;
 
 #[cfg(test)]
+mod loader_tests;
+#[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod unified_log_tests;
 
 /// A partition log over one `<topic>-<partition>` directory.
 pub struct Log {
@@ -395,6 +410,10 @@ impl Log {
         self.append(records, AppendOrigin::Coordinator, Some(leader_epoch), true)
     }
 
+    /// Kafka's `UnifiedLog.append`, as its named steps: validate the batches as received, stamp
+    /// offsets (and the leader epoch, LogAppendTime) into a copy, check producer state, roll if
+    /// needed, write, then update leader epochs, producer state, the transaction index and the
+    /// log end offset. The stamped batches are parsed once and that view serves every later step.
     fn append(
         &self,
         records: &[u8],
@@ -405,8 +424,87 @@ impl Log {
         let mut st = self.write_state()?;
         let now = self.now();
         let config = &self.config;
-        // 1. Validate every batch: framing, CRC, size, records, timestamps.
-        let mut batches: Vec<(usize, usize)> = Vec::new();
+        let bounds = self.analyze_and_validate_records(records, origin, now)?;
+        let stamp_log_append_time = config.message_timestamp_type == TimestampType::LogAppendTime;
+        let mut buf = records.to_vec();
+        if assign_offsets {
+            Self::assign_offsets(
+                &mut buf,
+                &bounds,
+                st.log_end_offset.message_offset,
+                leader_epoch,
+                stamp_log_append_time.then_some(now),
+            );
+        }
+        let batches = bounds
+            .iter()
+            .map(|&(pos, size)| DefaultBatch::new(&buf[pos..pos + size]))
+            .collect::<Result<Vec<_>>>()?;
+        let summary = Self::summarize(&batches, st.log_end_offset.message_offset, assign_offsets)?;
+
+        let pending = match st.producer_state.check_and_prepare(&batches, origin)? {
+            // A retried batch is answered with its original offsets and nothing is written.
+            producer_state::AppendCheck::Duplicate(meta) => {
+                return Ok(LogAppendInfo {
+                    first_offset: meta.first_offset(),
+                    last_offset: meta.last_offset,
+                    max_timestamp: meta.timestamp,
+                    offset_of_max_timestamp: meta.last_offset,
+                    log_append_time: -1,
+                    log_start_offset: st.log_start_offset,
+                    record_count: (meta.offset_delta + 1) as usize,
+                    valid_bytes: 0,
+                    duplicate: true,
+                });
+            }
+            producer_state::AppendCheck::Append(pending) => pending,
+        };
+
+        self.maybe_roll(
+            &mut st,
+            buf.len(),
+            summary.max_timestamp,
+            summary.first_offset,
+            summary.last_offset,
+            now,
+        )?;
+        Self::assign_leader_epochs(&mut st, &batches, leader_epoch)?;
+        let active = st
+            .segments
+            .active_mut()
+            .ok_or_else(|| Error::IllegalState("log has no active segment".into()))?;
+        active.append(summary.last_offset, &buf)?;
+        let (active_base, active_size) = (active.base_offset(), active.size());
+        Self::update_producer_state(&mut st, pending, summary.last_offset)?;
+        self.update_log_end_offset(&mut st, summary.last_offset + 1, active_base, active_size)?;
+        st.unflushed_messages += summary.record_count as i64;
+        if st.unflushed_messages >= config.flush_messages {
+            Self::flush_in(&mut st, summary.last_offset + 1)?;
+        }
+        Ok(LogAppendInfo {
+            first_offset: summary.first_offset,
+            last_offset: summary.last_offset,
+            max_timestamp: summary.max_timestamp,
+            offset_of_max_timestamp: summary.offset_of_max_timestamp,
+            log_append_time: if stamp_log_append_time { now } else { -1 },
+            log_start_offset: st.log_start_offset,
+            record_count: summary.record_count,
+            valid_bytes: buf.len(),
+            duplicate: false,
+        })
+    }
+
+    /// Kafka's `analyzeAndValidateRecords`: every batch whole, magic 2, within
+    /// `max.message.bytes`, its CRC valid and its records valid (see
+    /// [`validate_records`](Self::validate_records)). Returns each batch's (position, size).
+    fn analyze_and_validate_records(
+        &self,
+        records: &[u8],
+        origin: AppendOrigin,
+        now: i64,
+    ) -> Result<Vec<(usize, usize)>> {
+        let config = &self.config;
+        let mut bounds = Vec::new();
         let mut pos = 0usize;
         while pos < records.len() {
             let batch = Batch::parse(&records[pos..]).map_err(|e| e.at(None, pos as u64))?;
@@ -429,100 +527,85 @@ impl Log {
                     Error::CorruptRecord { .. } => e.at(None, pos as u64),
                     other => other,
                 })?;
-            batches.push((pos, size));
+            bounds.push((pos, size));
             pos += size;
         }
-        if batches.is_empty() {
+        if bounds.is_empty() {
             return Err(Error::InvalidArgument("nothing to append".into()));
         }
-        let mut buf = records.to_vec();
-        let stamp_log_append_time = config.message_timestamp_type == TimestampType::LogAppendTime;
+        Ok(bounds)
+    }
 
-        // 2. Offsets (and the leader epoch, LogAppendTime) stamped into each batch.
-        let leo = st.log_end_offset.message_offset;
-        let mut next_offset = leo;
-        let mut first_offset = -1;
-        let mut max_timestamp = -1;
-        let mut offset_of_max_timestamp = -1;
-        let mut record_count = 0usize;
-        for &(pos, size) in &batches {
+    /// Kafka's `LogValidator.assignOffsetsNonCompressed` for a leader: consecutive offsets from
+    /// the log end offset, the leader epoch, and LogAppendTime as the max timestamp. The fields
+    /// written are outside the CRC (offsets, epoch) or stamped as Kafka does (LogAppendTime).
+    fn assign_offsets(
+        buf: &mut [u8],
+        bounds: &[(usize, usize)],
+        log_end_offset: i64,
+        leader_epoch: Option<i32>,
+        log_append_time: Option<i64>,
+    ) {
+        let mut next_offset = log_end_offset;
+        for &(pos, size) in bounds {
             let bytes = &mut buf[pos..pos + size];
-            if assign_offsets {
-                set_base_offset(bytes, next_offset);
-                if let Some(epoch) = leader_epoch {
-                    set_partition_leader_epoch(bytes, epoch);
-                }
-                if stamp_log_append_time {
-                    set_max_timestamp(bytes, TimestampType::LogAppendTime, now);
-                }
+            set_base_offset(bytes, next_offset);
+            if let Some(epoch) = leader_epoch {
+                set_partition_leader_epoch(bytes, epoch);
             }
-            let Batch::V2(b) = Batch::parse(bytes)? else {
-                unreachable!()
-            };
-            if !assign_offsets && b.base_offset() < next_offset {
+            if let Some(now) = log_append_time {
+                set_max_timestamp(bytes, TimestampType::LogAppendTime, now);
+            }
+            let delta = &bytes[LAST_OFFSET_DELTA_OFFSET..LAST_OFFSET_DELTA_OFFSET + 4];
+            let last_offset_delta = i32::from_be_bytes(delta.try_into().expect("4 bytes"));
+            next_offset += i64::from(last_offset_delta) + 1;
+        }
+    }
+
+    /// The offsets and timestamps of the stamped batches (Kafka's `LogAppendInfo` fields); a
+    /// follower's batches must start after the log end offset.
+    fn summarize(
+        batches: &[DefaultBatch<'_>],
+        log_end_offset: i64,
+        assigned: bool,
+    ) -> Result<AppendSummary> {
+        let mut next_offset = log_end_offset;
+        let mut summary = AppendSummary {
+            first_offset: -1,
+            last_offset: -1,
+            max_timestamp: -1,
+            offset_of_max_timestamp: -1,
+            record_count: 0,
+        };
+        for b in batches {
+            if !assigned && b.base_offset() < next_offset {
                 return Err(Error::InvalidOffset(format!(
                     "follower append at offset {} is not after the log end offset {next_offset}",
                     b.base_offset()
                 )));
             }
-            if first_offset < 0 {
-                first_offset = b.base_offset();
+            if summary.first_offset < 0 {
+                summary.first_offset = b.base_offset();
             }
-            if b.max_timestamp() > max_timestamp {
-                max_timestamp = b.max_timestamp();
-                offset_of_max_timestamp = b.last_offset();
+            if b.max_timestamp() > summary.max_timestamp {
+                summary.max_timestamp = b.max_timestamp();
+                summary.offset_of_max_timestamp = b.last_offset();
             }
-            record_count += b.records_count() as usize;
+            summary.record_count += b.records_count() as usize;
             next_offset = b.last_offset() + 1;
         }
-        let last_offset = next_offset - 1;
+        summary.last_offset = next_offset - 1;
+        Ok(summary)
+    }
 
-        // 3. Idempotent and transactional producers: sequences and epochs checked; a retried
-        //    batch is answered with its original offsets and nothing is written.
-        let pending = {
-            let views: Vec<_> = batches
-                .iter()
-                .map(|&(pos, size)| match Batch::parse(&buf[pos..pos + size]) {
-                    Ok(Batch::V2(b)) => Ok(b),
-                    Ok(_) => Err(Error::InvalidRecord(
-                        "only magic 2 batches can be appended".into(),
-                    )),
-                    Err(e) => Err(e),
-                })
-                .collect::<Result<_>>()?;
-            match st.producer_state.check_and_prepare(&views, origin)? {
-                producer_state::AppendCheck::Duplicate(meta) => {
-                    return Ok(LogAppendInfo {
-                        first_offset: meta.first_offset(),
-                        last_offset: meta.last_offset,
-                        max_timestamp: meta.timestamp,
-                        offset_of_max_timestamp: meta.last_offset,
-                        log_append_time: -1,
-                        log_start_offset: st.log_start_offset,
-                        record_count: (meta.offset_delta + 1) as usize,
-                        valid_bytes: 0,
-                        duplicate: true,
-                    });
-                }
-                producer_state::AppendCheck::Append(pending) => pending,
-            }
-        };
-
-        // 4. Roll if the active segment cannot take these batches.
-        self.maybe_roll(
-            &mut st,
-            buf.len(),
-            max_timestamp,
-            first_offset,
-            last_offset,
-            now,
-        )?;
-
-        // 5. Write; then leader epochs, producer state, and the aborted-transaction index.
-        for &(pos, size) in &batches {
-            let Batch::V2(b) = Batch::parse(&buf[pos..pos + size])? else {
-                unreachable!()
-            };
+    /// Kafka's `maybeAssignEpochStartOffset` per batch: the leader's epoch (or, for a follower,
+    /// the batch's own) starts at the batch's base offset.
+    fn assign_leader_epochs(
+        st: &mut LogState,
+        batches: &[DefaultBatch<'_>],
+        leader_epoch: Option<i32>,
+    ) -> Result<()> {
+        for b in batches {
             let epoch = leader_epoch
                 .filter(|e| *e >= 0)
                 .unwrap_or(b.partition_leader_epoch());
@@ -530,14 +613,17 @@ impl Log {
                 st.leader_epoch_cache.assign(epoch, b.base_offset())?;
             }
         }
+        Ok(())
+    }
+
+    /// Applies the validated producer state once the batches are written; transactions the
+    /// append's markers completed get their aborted entries in the active segment's `.txnindex`.
+    fn update_producer_state(
+        st: &mut LogState,
+        pending: producer_state::PendingAppend,
+        last_offset: i64,
+    ) -> Result<()> {
         let mut aborted = Vec::new();
-        let active = st
-            .segments
-            .active_mut()
-            .ok_or_else(|| Error::IllegalState("log has no active segment".into()))?;
-        active.append(last_offset, &buf)?;
-        let active_base = active.base_offset();
-        let active_size = active.size();
         for completed in st.producer_state.apply(pending)? {
             let lso = st.producer_state.last_stable_offset(&completed);
             aborted.extend(completed.to_aborted_txn(lso));
@@ -545,36 +631,35 @@ impl Log {
         }
         st.producer_state.update_map_end_offset(last_offset + 1);
         if !aborted.is_empty() {
-            let active = st.segments.active_mut().expect("active segment");
+            let active = st
+                .segments
+                .active_mut()
+                .ok_or_else(|| Error::IllegalState("log has no active segment".into()))?;
             for txn in aborted {
                 active.append_aborted_txn(txn)?;
             }
         }
+        Ok(())
+    }
 
-        // 6. Publish the new log end offset; a lone leader's high watermark follows it.
+    /// Kafka's `updateLogEndOffset`: publishes the new log end offset; a lone leader's high
+    /// watermark follows it.
+    fn update_log_end_offset(
+        &self,
+        st: &mut LogState,
+        log_end_offset: i64,
+        segment_base_offset: i64,
+        segment_size: u64,
+    ) -> Result<()> {
         st.log_end_offset = LogOffsetMetadata {
-            message_offset: last_offset + 1,
-            segment_base_offset: active_base,
-            relative_position_in_segment: active_size as i64,
+            message_offset: log_end_offset,
+            segment_base_offset,
+            relative_position_in_segment: segment_size as i64,
         };
         if self.single_replica {
-            Self::maybe_increment_high_watermark_in(&mut st, last_offset + 1)?;
+            Self::maybe_increment_high_watermark_in(st, log_end_offset)?;
         }
-        st.unflushed_messages += record_count as i64;
-        if st.unflushed_messages >= config.flush_messages {
-            Self::flush_in(&mut st, last_offset + 1)?;
-        }
-        Ok(LogAppendInfo {
-            first_offset,
-            last_offset,
-            max_timestamp,
-            offset_of_max_timestamp,
-            log_append_time: if stamp_log_append_time { now } else { -1 },
-            log_start_offset: st.log_start_offset,
-            record_count,
-            valid_bytes: buf.len(),
-            duplicate: false,
-        })
+        Ok(())
     }
 
     /// Kafka's `LogValidator` checks that need the records: sequential offset deltas, record

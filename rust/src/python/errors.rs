@@ -60,6 +60,30 @@ create_exception!(
     KafkaLogError,
     "An idempotent or transactional producer protocol violation."
 );
+create_exception!(
+    kafkalog,
+    OutOfOrderSequenceError,
+    ProducerStateError,
+    "Kafka's OutOfOrderSequenceException: a producer's sequence does not follow its last one."
+);
+create_exception!(
+    kafkalog,
+    InvalidProducerEpochError,
+    ProducerStateError,
+    "Kafka's InvalidProducerEpochException: a write from an older producer epoch (fenced)."
+);
+create_exception!(
+    kafkalog,
+    InvalidTxnStateError,
+    ProducerStateError,
+    "Kafka's InvalidTxnStateException: a non-transactional write inside an open transaction."
+);
+create_exception!(
+    kafkalog,
+    TransactionCoordinatorFencedError,
+    ProducerStateError,
+    "Kafka's TransactionCoordinatorFencedException: a marker from an older coordinator epoch."
+);
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
@@ -75,6 +99,22 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("InvalidRecordError", py.get_type::<InvalidRecordError>())?;
     m.add("ReadOnlyError", py.get_type::<ReadOnlyError>())?;
     m.add("ProducerStateError", py.get_type::<ProducerStateError>())?;
+    m.add(
+        "OutOfOrderSequenceError",
+        py.get_type::<OutOfOrderSequenceError>(),
+    )?;
+    m.add(
+        "InvalidProducerEpochError",
+        py.get_type::<InvalidProducerEpochError>(),
+    )?;
+    m.add(
+        "InvalidTxnStateError",
+        py.get_type::<InvalidTxnStateError>(),
+    )?;
+    m.add(
+        "TransactionCoordinatorFencedError",
+        py.get_type::<TransactionCoordinatorFencedError>(),
+    )?;
     Ok(())
 }
 
@@ -89,7 +129,12 @@ impl From<Error> for PyErr {
             Error::RecordTooLarge(_) => RecordTooLargeError::new_err(msg),
             Error::InvalidRecord(_) => InvalidRecordError::new_err(msg),
             Error::ReadOnly(_) => ReadOnlyError::new_err(msg),
-            Error::ProducerState(_) => ProducerStateError::new_err(msg),
+            Error::OutOfOrderSequence(_) => OutOfOrderSequenceError::new_err(msg),
+            Error::InvalidProducerEpoch(_) => InvalidProducerEpochError::new_err(msg),
+            Error::InvalidTxnState(_) => InvalidTxnStateError::new_err(msg),
+            Error::TransactionCoordinatorFenced(_) => {
+                TransactionCoordinatorFencedError::new_err(msg)
+            }
             Error::InvalidArgument(_) => pyo3::exceptions::PyValueError::new_err(msg),
             Error::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
                 pyo3::exceptions::PyFileNotFoundError::new_err(msg)

@@ -219,7 +219,7 @@ impl TransactionIndex {
     #[pyo3(signature = (path, start_offset, *, writable = false))]
     fn new(path: PathBuf, start_offset: i64, writable: bool) -> PyResult<Self> {
         Ok(TransactionIndex {
-            inner: RsTransactionIndex::open(start_offset, path, writable)?,
+            inner: RsTransactionIndex::open(path, start_offset, writable)?,
         })
     }
     fn append(

@@ -1,0 +1,273 @@
+//! Kafka's `LogLoaderTest`: reopening a log after a clean or unclean shutdown, torn tails, missing
+//! or corrupt indexes rebuilt, stray files, producer state rebuilt, read-only opens that change
+//! nothing.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use crate::config::LogConfig;
+use crate::log::{FetchIsolation, Log, LogOptions};
+use crate::record::builder::BatchOptions;
+use crate::testutil::{batch_at, batch_with, offsets_of};
+
+fn options(read_only: bool) -> LogOptions {
+    let mut config = LogConfig::default();
+    config.set("segment.bytes", "400").unwrap();
+    config.set("index.interval.bytes", "1").unwrap();
+    config.set("file.delete.delay.ms", "0").unwrap();
+    // Old fixed timestamps below are fine.
+    config
+        .set("message.timestamp.before.max.ms", "9223372036854775807")
+        .unwrap();
+    LogOptions {
+        config,
+        read_only,
+        create: !read_only,
+        ..Default::default()
+    }
+}
+
+fn open(dir: &Path) -> Log {
+    Log::open(dir, options(false)).unwrap()
+}
+
+fn idempotent(seq: i32) -> Vec<u8> {
+    batch_with(
+        BatchOptions {
+            producer_id: 42,
+            producer_epoch: 0,
+            base_sequence: seq,
+            ..Default::default()
+        },
+        &[1_000, 1_001],
+    )
+}
+
+/// A log of 30 records in batches of 2 over several segments, the last batch an idempotent one;
+/// flushed but not closed, and copied as a crashed broker would leave it (no clean shutdown
+/// marker, no checkpoints).
+fn crashed_copy(root: &Path) -> PathBuf {
+    let live = root.join("live").join("t-0");
+    let log = open(&live);
+    for i in 0..14 {
+        log.append_as_leader(&batch_at(0, &[1_000 + i, 1_000 + i]), 0)
+            .unwrap();
+    }
+    log.append_as_leader(&idempotent(0), 0).unwrap();
+    log.flush().unwrap();
+    let copy = root.join("crashed").join("t-0");
+    fs::create_dir_all(&copy).unwrap();
+    for e in fs::read_dir(&live).unwrap() {
+        let e = e.unwrap();
+        if e.file_type().unwrap().is_file() && e.file_name() != ".lock" {
+            fs::copy(e.path(), copy.join(e.file_name())).unwrap();
+        }
+    }
+    log.close().unwrap();
+    copy
+}
+
+fn files(dir: &Path, suffix: &str) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.to_string_lossy().ends_with(suffix))
+        .collect();
+    out.sort();
+    out
+}
+
+fn all_batches(log: &Log) -> Vec<(i64, i64)> {
+    let mut out = Vec::new();
+    let mut next = log.log_start_offset();
+    while next < log.log_end_offset() {
+        let records = log
+            .read(next, 1 << 20, FetchIsolation::LogEnd, true)
+            .unwrap()
+            .records;
+        let batches = offsets_of(&records);
+        next = batches.last().unwrap().1 + 1;
+        out.extend(batches);
+    }
+    out
+}
+
+fn expected() -> Vec<(i64, i64)> {
+    (0..15).map(|i| (2 * i, 2 * i + 1)).collect()
+}
+
+#[test]
+fn reopen_after_clean_shutdown_recovers_nothing() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("t-0");
+    let log = open(&dir);
+    for i in 0..15 {
+        log.append_as_leader(&batch_at(0, &[i, i]), 0).unwrap();
+    }
+    let segments = log.segment_base_offsets();
+    log.close().unwrap();
+    drop(log);
+    let log = open(&dir);
+    assert_eq!(log.recovered_bytes_truncated(), 0);
+    assert_eq!(log.segment_base_offsets(), segments);
+    assert_eq!((log.log_end_offset(), log.recovery_point()), (30, 30));
+    assert_eq!(all_batches(&log), expected());
+}
+
+#[test]
+fn reopen_after_unclean_shutdown_recovers_every_segment() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = crashed_copy(root.path());
+    let log = open(&dir);
+    assert_eq!(log.recovered_bytes_truncated(), 0);
+    assert_eq!(log.log_end_offset(), 30);
+    assert_eq!(all_batches(&log), expected());
+    // Producer state rebuilt from the log: the idempotent batch is still known.
+    let retry = log.append_as_leader(&idempotent(0), 0).unwrap();
+    assert!(retry.duplicate);
+}
+
+#[test]
+fn a_torn_tail_is_truncated_on_recovery() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = crashed_copy(root.path());
+    let last_log = files(&dir, ".log").pop().unwrap();
+    let size = fs::metadata(&last_log).unwrap().len();
+    // Half a batch written when the broker died.
+    let torn = batch_at(30, &[1, 2, 3]);
+    let mut bytes = fs::read(&last_log).unwrap();
+    bytes.extend_from_slice(&torn[..torn.len() / 2]);
+    fs::write(&last_log, &bytes).unwrap();
+
+    // Read-only: the tail is hidden and nothing on disk changes.
+    let ro = Log::open(&dir, options(true)).unwrap();
+    assert_eq!(ro.log_end_offset(), 30);
+    assert_eq!(all_batches(&ro), expected());
+    drop(ro);
+    assert_eq!(fs::read(&last_log).unwrap(), bytes);
+
+    let log = open(&dir);
+    assert_eq!(log.recovered_bytes_truncated(), (torn.len() / 2) as u64);
+    assert_eq!(fs::metadata(&last_log).unwrap().len(), size);
+    assert_eq!(log.log_end_offset(), 30);
+    assert_eq!(
+        log.append_as_leader(&batch_at(0, &[5]), 0)
+            .unwrap()
+            .first_offset,
+        30
+    );
+}
+
+#[test]
+fn a_corrupt_batch_in_the_middle_truncates_from_there() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = crashed_copy(root.path());
+    let last_log = files(&dir, ".log").pop().unwrap();
+    let mut bytes = fs::read(&last_log).unwrap();
+    let base: i64 = last_log
+        .file_stem()
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    // Flip a byte in the records of the segment's first batch: its CRC no longer matches.
+    let n = bytes.len();
+    let first = crate::record::file_records::headers_in(&bytes)
+        .next()
+        .unwrap()
+        .unwrap();
+    bytes[first.size - 1] ^= 0xff;
+    fs::write(&last_log, &bytes).unwrap();
+    let log = open(&dir);
+    assert_eq!(log.recovered_bytes_truncated(), n as u64);
+    assert_eq!(log.log_end_offset(), base);
+}
+
+#[test]
+fn missing_indexes_are_rebuilt() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = crashed_copy(root.path());
+    for p in files(&dir, ".index")
+        .into_iter()
+        .chain(files(&dir, ".timeindex"))
+    {
+        fs::remove_file(p).unwrap();
+    }
+    // Read-only: rebuilt privately, none written beside the log.
+    let ro = Log::open(&dir, options(true)).unwrap();
+    assert_eq!(all_batches(&ro), expected());
+    assert_eq!(
+        ro.offset_for_timestamp(1_010).unwrap().map(|t| t.1),
+        Some(20)
+    );
+    drop(ro);
+    assert!(files(&dir, ".index").is_empty());
+
+    let log = open(&dir);
+    assert_eq!(all_batches(&log), expected());
+    assert_eq!(
+        files(&dir, ".index").len(),
+        log.number_of_segments(),
+        "an index per segment again"
+    );
+    assert_eq!(
+        log.offset_for_timestamp(1_010).unwrap().map(|t| t.1),
+        Some(20)
+    );
+}
+
+#[test]
+fn corrupt_indexes_are_rebuilt() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = crashed_copy(root.path());
+    for p in files(&dir, ".index") {
+        let len = fs::metadata(&p).unwrap().len() as usize;
+        fs::write(&p, vec![0x7f; len.max(16)]).unwrap();
+    }
+    let log = open(&dir);
+    assert_eq!(all_batches(&log), expected());
+    for offset in [0, 7, 15, 29] {
+        let read = log.read(offset, 1, FetchIsolation::LogEnd, true).unwrap();
+        let (first, last) = offsets_of(&read.records)[0];
+        assert!(
+            first <= offset && offset <= last,
+            "{offset}: {first}..{last}"
+        );
+    }
+}
+
+#[test]
+fn stray_files_of_an_interrupted_operation_are_removed() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = crashed_copy(root.path());
+    let stray_deleted = dir.join("00000000000000000099.log.deleted");
+    let stray_cleaned = dir.join("00000000000000000098.log.cleaned");
+    fs::write(&stray_deleted, b"x").unwrap();
+    fs::write(&stray_cleaned, b"x").unwrap();
+    // Read-only leaves them.
+    drop(Log::open(&dir, options(true)).unwrap());
+    assert!(stray_deleted.exists() && stray_cleaned.exists());
+    let log = open(&dir);
+    assert!(!stray_deleted.exists());
+    assert!(!stray_cleaned.exists());
+    assert_eq!(all_batches(&log), expected());
+}
+
+#[test]
+fn a_missing_producer_snapshot_is_rebuilt_from_the_log() {
+    let root = tempfile::tempdir().unwrap();
+    let live = root.path().join("t-0");
+    let log = open(&live);
+    log.append_as_leader(&idempotent(0), 0).unwrap();
+    log.roll().unwrap();
+    log.append_as_leader(&batch_at(0, &[1_000]), 0).unwrap();
+    log.close().unwrap();
+    drop(log);
+    for p in files(&live, ".snapshot") {
+        fs::remove_file(p).unwrap();
+    }
+    let log = open(&live);
+    assert_eq!(log.active_producers().len(), 1);
+    assert!(log.append_as_leader(&idempotent(0), 0).unwrap().duplicate);
+}

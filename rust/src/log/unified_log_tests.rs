@@ -1,0 +1,431 @@
+//! Kafka's `UnifiedLogTest`: offsets (log start/end, high watermark, last stable offset), append
+//! validation, idempotent and transactional producers, rolling, truncation, timestamps, retention.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Arc;
+
+use crate::config::LogConfig;
+use crate::error::Error;
+use crate::log::{
+    FetchIsolation, Log, LogOptions, EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP,
+};
+use crate::record::builder::{end_txn_marker_batch, BatchOptions};
+use crate::record::control::{ControlRecordType, EndTransactionMarker};
+use crate::record::record::TimestampType;
+use crate::testutil::{batch_at, batch_with, offsets_of, values_of};
+
+const NOW: i64 = 1_700_000_000_000;
+
+fn options(settings: &[(&str, &str)], single_replica: bool, clock: Arc<AtomicI64>) -> LogOptions {
+    let mut config = LogConfig::default();
+    for (k, v) in settings {
+        config.set(k, v).unwrap();
+    }
+    LogOptions {
+        config,
+        read_only: false,
+        create: true,
+        single_replica,
+        clock: Arc::new(move || clock.load(Ordering::SeqCst)),
+    }
+}
+
+fn open(dir: &Path, settings: &[(&str, &str)]) -> Log {
+    Log::open(
+        dir.join("t-0"),
+        options(settings, true, Arc::new(AtomicI64::new(NOW))),
+    )
+    .unwrap()
+}
+
+/// A leader append of `n` records stamped `NOW + i`.
+fn append(log: &Log, n: usize) -> crate::log::LogAppendInfo {
+    let stamps: Vec<i64> = (0..n as i64).map(|i| NOW + i).collect();
+    log.append_as_leader(&batch_at(0, &stamps), 0).unwrap()
+}
+
+fn producer_batch(pid: i64, epoch: i16, seq: i32, n: usize, txn: bool) -> Vec<u8> {
+    let stamps: Vec<i64> = (0..n as i64).map(|i| NOW + i).collect();
+    batch_with(
+        BatchOptions {
+            producer_id: pid,
+            producer_epoch: epoch,
+            base_sequence: seq,
+            is_transactional: txn,
+            ..Default::default()
+        },
+        &stamps,
+    )
+}
+
+fn marker(pid: i64, epoch: i16, commit: bool) -> Vec<u8> {
+    let control_type = if commit {
+        ControlRecordType::Commit
+    } else {
+        ControlRecordType::Abort
+    };
+    end_txn_marker_batch(
+        0,
+        NOW,
+        0,
+        pid,
+        epoch,
+        EndTransactionMarker {
+            control_type,
+            coordinator_epoch: 0,
+        },
+    )
+    .unwrap()
+}
+
+/// `(base, last)` offsets of every batch from `from` up to the isolation's bound, segment by
+/// segment (one read answers from one segment, as Kafka's).
+fn read_all(log: &Log, from: i64, isolation: FetchIsolation) -> Vec<(i64, i64)> {
+    let mut out = Vec::new();
+    let mut next = from;
+    loop {
+        let records = log.read(next, 1 << 20, isolation, true).unwrap().records;
+        let batches = offsets_of(&records);
+        let Some(&(_, last)) = batches.last() else {
+            return out;
+        };
+        out.extend(batches);
+        next = last + 1;
+    }
+}
+
+#[test]
+fn append_assigns_offsets_and_moves_the_log_end_offset() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = open(dir.path(), &[]);
+    assert_eq!((log.log_start_offset(), log.log_end_offset()), (0, 0));
+    let info = append(&log, 3);
+    assert_eq!(
+        (info.first_offset, info.last_offset, info.record_count),
+        (0, 2, 3)
+    );
+    assert_eq!(
+        (info.max_timestamp, info.offset_of_max_timestamp),
+        (NOW + 2, 2)
+    );
+    let info = append(&log, 2);
+    assert_eq!((info.first_offset, info.last_offset), (3, 4));
+    assert_eq!(log.log_end_offset(), 5);
+    // A lone leader's high watermark follows the log end offset.
+    assert_eq!(log.high_watermark(), 5);
+    assert_eq!(
+        read_all(&log, 0, FetchIsolation::HighWatermark),
+        [(0, 2), (3, 4)]
+    );
+    assert_eq!(read_all(&log, 4, FetchIsolation::LogEnd), [(3, 4)]);
+    let fetched = log.read(0, 1 << 20, FetchIsolation::LogEnd, true).unwrap();
+    assert_eq!(
+        values_of(&fetched.records),
+        ["v0", "v1", "v2", "v0", "v1"],
+        "as written"
+    );
+}
+
+#[test]
+fn reads_stop_at_the_high_watermark() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(AtomicI64::new(NOW));
+    let log = Log::open(dir.path().join("t-0"), options(&[], false, clock)).unwrap();
+    append(&log, 2);
+    append(&log, 2);
+    assert_eq!(log.high_watermark(), 0);
+    assert!(read_all(&log, 0, FetchIsolation::HighWatermark).is_empty());
+    assert_eq!(log.update_high_watermark(2).unwrap(), 2);
+    assert_eq!(read_all(&log, 0, FetchIsolation::HighWatermark), [(0, 1)]);
+    assert_eq!(read_all(&log, 0, FetchIsolation::LogEnd), [(0, 1), (2, 3)]);
+    // Clamped to the log end offset; maybe_increment only moves forward.
+    assert_eq!(log.update_high_watermark(100).unwrap(), 4);
+    assert_eq!(log.maybe_increment_high_watermark(3).unwrap(), None);
+    assert_eq!(log.high_watermark(), 4);
+}
+
+#[test]
+fn read_out_of_range_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = open(dir.path(), &[]);
+    append(&log, 2);
+    let err = log.read(3, 1000, FetchIsolation::LogEnd, true).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::OffsetOutOfRange {
+                offset: 3,
+                start: 0,
+                end: 2
+            }
+        ),
+        "{err}"
+    );
+    // Reading at the log end offset is an empty read, not an error.
+    assert!(log
+        .read(2, 1000, FetchIsolation::LogEnd, true)
+        .unwrap()
+        .records
+        .is_empty());
+}
+
+#[test]
+fn append_validation_refuses_bad_batches_and_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = open(dir.path(), &[("max.message.bytes", "200")]);
+    assert!(matches!(
+        log.append_as_leader(&[], 0).unwrap_err(),
+        Error::InvalidArgument(_)
+    ));
+    let big: Vec<i64> = vec![NOW; 50];
+    let err = log.append_as_leader(&batch_at(0, &big), 0).unwrap_err();
+    assert!(matches!(err, Error::RecordTooLarge(_)), "{err}");
+    // A corrupt CRC.
+    let mut bad = batch_at(0, &[NOW]);
+    let n = bad.len();
+    bad[n - 1] ^= 0xff;
+    let err = log.append_as_leader(&bad, 0).unwrap_err();
+    assert!(matches!(err, Error::CorruptRecord { .. }), "{err}");
+    // A timestamp an hour past the broker's clock (message.timestamp.after.max.ms).
+    let err = log
+        .append_as_leader(&batch_at(0, &[NOW + 3_600_001]), 0)
+        .unwrap_err();
+    assert!(matches!(err, Error::InvalidRecord(_)), "{err}");
+    // Clients cannot write control batches.
+    let err = log.append_as_leader(&marker(1, 0, true), 0).unwrap_err();
+    assert!(matches!(err, Error::InvalidRecord(_)), "{err}");
+    assert_eq!(log.log_end_offset(), 0);
+    assert_eq!(log.size_in_bytes(), 0);
+}
+
+#[test]
+fn log_append_time_stamps_the_broker_clock() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = open(dir.path(), &[("message.timestamp.type", "LogAppendTime")]);
+    let info = log.append_as_leader(&batch_at(0, &[5, 6]), 0).unwrap();
+    assert_eq!((info.log_append_time, info.max_timestamp), (NOW, NOW));
+    let fetched = log.read(0, 10_000, FetchIsolation::LogEnd, true).unwrap();
+    let batch = crate::record::batch::DefaultBatch::new(&fetched.records).unwrap();
+    assert_eq!(batch.timestamp_type(), TimestampType::LogAppendTime);
+    assert_eq!(batch.max_timestamp(), NOW);
+}
+
+#[test]
+fn follower_appends_keep_offsets_that_follow_the_log_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = open(dir.path(), &[]);
+    log.append_as_follower(&batch_at(10, &[NOW, NOW])).unwrap();
+    assert_eq!(log.log_end_offset(), 12);
+    let err = log.append_as_follower(&batch_at(11, &[NOW])).unwrap_err();
+    assert!(matches!(err, Error::InvalidOffset(_)), "{err}");
+    assert_eq!(log.log_end_offset(), 12);
+}
+
+#[test]
+fn idempotent_producer_duplicates_and_out_of_order_sequences() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = open(dir.path(), &[]);
+    let first = log
+        .append_as_leader(&producer_batch(7, 0, 0, 2, false), 0)
+        .unwrap();
+    assert!(!first.duplicate);
+    // A retry of the same batch: the original offsets, nothing written.
+    let retry = log
+        .append_as_leader(&producer_batch(7, 0, 0, 2, false), 0)
+        .unwrap();
+    assert!(retry.duplicate);
+    assert_eq!((retry.first_offset, retry.last_offset), (0, 1));
+    assert_eq!(log.log_end_offset(), 2);
+    // A gap in sequences.
+    let err = log
+        .append_as_leader(&producer_batch(7, 0, 5, 1, false), 0)
+        .unwrap_err();
+    assert!(matches!(err, Error::OutOfOrderSequence(_)), "{err}");
+    assert!(format!("{err}").contains("producer state: OutOfOrderSequence: "));
+    // An older epoch is fenced.
+    log.append_as_leader(&producer_batch(7, 1, 0, 1, false), 0)
+        .unwrap();
+    let err = log
+        .append_as_leader(&producer_batch(7, 0, 2, 1, false), 0)
+        .unwrap_err();
+    assert!(matches!(err, Error::InvalidProducerEpoch(_)), "{err}");
+    assert_eq!(log.log_end_offset(), 3);
+}
+
+#[test]
+fn last_stable_offset_waits_for_open_transactions() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = open(dir.path(), &[]);
+    append(&log, 2);
+    log.append_as_leader(&producer_batch(9, 0, 0, 3, true), 0)
+        .unwrap();
+    append(&log, 1);
+    assert_eq!(log.high_watermark(), 6);
+    assert_eq!(log.first_unstable_offset(), Some(2));
+    assert_eq!(log.last_stable_offset(), 2);
+    assert_eq!(read_all(&log, 0, FetchIsolation::TxnCommitted), [(0, 1)]);
+    log.append_txn_marker(&marker(9, 0, false), 0).unwrap();
+    assert_eq!(log.first_unstable_offset(), None);
+    assert_eq!(log.last_stable_offset(), 7);
+    // The aborted transaction is reported to committed readers.
+    let fetched = log
+        .read(0, 100_000, FetchIsolation::TxnCommitted, true)
+        .unwrap();
+    let aborted = fetched.aborted_transactions.unwrap();
+    assert_eq!(aborted.len(), 1);
+    assert_eq!((aborted[0].producer_id, aborted[0].first_offset), (9, 2));
+    assert_eq!(log.collect_aborted_transactions(0, 7).unwrap(), aborted);
+}
+
+#[test]
+fn segments_roll_on_segment_bytes_and_on_demand() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = open(dir.path(), &[("segment.bytes", "300")]);
+    for _ in 0..10 {
+        append(&log, 2);
+    }
+    let bases = log.segment_base_offsets();
+    assert!(bases.len() > 2, "{bases:?}");
+    assert!(bases.windows(2).all(|w| w[0] < w[1]));
+    let expected: Vec<(i64, i64)> = (0..10).map(|i| (2 * i, 2 * i + 1)).collect();
+    assert_eq!(read_all(&log, 0, FetchIsolation::LogEnd), expected);
+    let before = log.number_of_segments();
+    assert_eq!(log.roll().unwrap(), 20);
+    assert_eq!(log.number_of_segments(), before + 1);
+    append(&log, 1);
+    assert_eq!(*log.segment_base_offsets().last().unwrap(), 20);
+}
+
+#[test]
+fn truncate_to_moves_the_log_end_and_high_watermark_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = open(dir.path(), &[("segment.bytes", "300")]);
+    for _ in 0..10 {
+        append(&log, 2);
+    }
+    assert!(log.truncate_to(8).unwrap());
+    assert_eq!(log.log_end_offset(), 8);
+    assert_eq!(log.high_watermark(), 8);
+    assert!(log.segment_base_offsets().iter().all(|&b| b <= 8));
+    assert_eq!(
+        read_all(&log, 0, FetchIsolation::LogEnd),
+        [(0, 1), (2, 3), (4, 5), (6, 7)]
+    );
+    // Whole batches only: the batch holding offset 5 (4..5) goes with it.
+    assert!(log.truncate_to(5).unwrap());
+    assert_eq!(log.log_end_offset(), 4);
+    assert!(!log.truncate_to(100).unwrap(), "nothing above the log end");
+    log.truncate_fully_and_start_at(50).unwrap();
+    assert_eq!((log.log_start_offset(), log.log_end_offset()), (50, 50));
+    assert_eq!(append(&log, 1).first_offset, 50);
+}
+
+#[test]
+fn offset_for_timestamp_answers_list_offsets() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = open(dir.path(), &[("segment.bytes", "300")]);
+    for i in 0..6 {
+        let stamps = [NOW + i * 10, NOW + i * 10 + 1];
+        log.append_as_leader(&batch_at(0, &stamps), 3).unwrap();
+    }
+    let at = |ts| log.offset_for_timestamp(ts).unwrap().map(|t| (t.0, t.1));
+    assert_eq!(at(NOW + 25), Some((NOW + 30, 6)));
+    assert_eq!(at(NOW + 51), Some((NOW + 51, 11)));
+    assert_eq!(at(NOW + 52), None);
+    assert_eq!(
+        log.offset_for_timestamp(EARLIEST_TIMESTAMP)
+            .unwrap()
+            .unwrap()
+            .1,
+        0
+    );
+    assert_eq!(
+        log.offset_for_timestamp(LATEST_TIMESTAMP)
+            .unwrap()
+            .unwrap()
+            .1,
+        12
+    );
+    let max = log.offset_for_timestamp(MAX_TIMESTAMP).unwrap().unwrap();
+    assert_eq!((max.0, max.1), (NOW + 51, 11));
+    assert_eq!(
+        log.offset_for_timestamp(NOW).unwrap().unwrap().2,
+        Some(3),
+        "leader epoch"
+    );
+}
+
+#[test]
+fn delete_records_and_retention_remove_whole_segments() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = open(
+        dir.path(),
+        &[("segment.bytes", "300"), ("file.delete.delay.ms", "0")],
+    );
+    for _ in 0..10 {
+        append(&log, 2);
+    }
+    let segments = log.number_of_segments();
+    let err = log.delete_records(21).unwrap_err();
+    assert!(matches!(err, Error::OffsetOutOfRange { .. }), "{err}");
+    assert_eq!(log.delete_records(9).unwrap(), 9);
+    let err = log.read(8, 1000, FetchIsolation::LogEnd, true).unwrap_err();
+    assert!(matches!(err, Error::OffsetOutOfRange { .. }), "{err}");
+    let deleted = log.delete_old_segments().unwrap();
+    assert!(deleted > 0);
+    assert_eq!(log.number_of_segments(), segments - deleted);
+    assert!(log.segment_base_offsets()[0] <= 9);
+    assert_eq!(log.log_start_offset(), 9);
+    assert_eq!(read_all(&log, 9, FetchIsolation::LogEnd)[0], (8, 9));
+}
+
+#[test]
+fn retention_by_size_and_time_keeps_the_active_segment() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(AtomicI64::new(NOW));
+    let settings = [
+        ("segment.bytes", "300"),
+        ("retention.bytes", "400"),
+        ("file.delete.delay.ms", "0"),
+    ];
+    let log = Log::open(
+        dir.path().join("t-0"),
+        options(&settings, true, clock.clone()),
+    )
+    .unwrap();
+    for _ in 0..10 {
+        append(&log, 2);
+    }
+    assert!(log.delete_old_segments().unwrap() > 0);
+    assert!(log.size_in_bytes() <= 400 + 300);
+    assert_eq!(log.log_end_offset(), 20);
+    // A week later (retention.ms's default), every segment but an empty active one goes.
+    clock.store(NOW + 8 * 24 * 3600 * 1000, Ordering::SeqCst);
+    log.delete_old_segments().unwrap();
+    assert_eq!(log.number_of_segments(), 1);
+    assert_eq!((log.log_start_offset(), log.log_end_offset()), (20, 20));
+}
+
+#[test]
+fn reopen_after_close_keeps_offsets_and_producer_state() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = open(dir.path(), &[("segment.bytes", "300")]);
+    for _ in 0..5 {
+        append(&log, 2);
+    }
+    log.append_as_leader(&producer_batch(7, 0, 0, 2, false), 0)
+        .unwrap();
+    log.close().unwrap();
+    drop(log);
+    let log = open(dir.path(), &[("segment.bytes", "300")]);
+    assert_eq!(log.log_end_offset(), 12);
+    assert_eq!(log.high_watermark(), 12);
+    let retry = log
+        .append_as_leader(&producer_batch(7, 0, 0, 2, false), 0)
+        .unwrap();
+    assert!(
+        retry.duplicate,
+        "the producer's last batch survives the reopen"
+    );
+}

@@ -1,0 +1,50 @@
+//! Batches for the crate's unit tests (what Kafka's tests build with `MemoryRecords.withRecords`).
+
+use crate::record::batch::BatchIter;
+use crate::record::builder::{BatchBuilder, BatchOptions};
+use crate::record::file_records::headers_in;
+
+/// One v2 batch at `base_offset` with a record per timestamp; record `o` holds the value `v<o>`.
+pub fn batch_at(base_offset: i64, timestamps: &[i64]) -> Vec<u8> {
+    batch_with(
+        BatchOptions {
+            base_offset,
+            ..Default::default()
+        },
+        timestamps,
+    )
+}
+
+/// One v2 batch with the given header fields and a record per timestamp.
+pub fn batch_with(options: BatchOptions, timestamps: &[i64]) -> Vec<u8> {
+    let base_offset = options.base_offset;
+    let mut b = BatchBuilder::new(options);
+    for (i, &ts) in timestamps.iter().enumerate() {
+        let v = format!("v{}", base_offset + i as i64);
+        b.append(ts, None, Some(v.as_bytes()), &[]).unwrap();
+    }
+    b.build().unwrap()
+}
+
+/// `(base_offset, last_offset)` of every batch in `bytes`.
+pub fn offsets_of(bytes: &[u8]) -> Vec<(i64, i64)> {
+    headers_in(bytes)
+        .map(|h| {
+            let h = h.unwrap();
+            (h.base_offset, h.last_offset)
+        })
+        .collect()
+}
+
+/// The record values in `bytes`, as strings.
+pub fn values_of(bytes: &[u8]) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut scratch = Vec::new();
+    for b in BatchIter::new(bytes) {
+        let b = b.unwrap();
+        for r in b.records(&mut scratch, usize::MAX).unwrap() {
+            out.push(String::from_utf8(r.value.unwrap().to_vec()).unwrap());
+        }
+    }
+    out
+}

@@ -658,7 +658,7 @@ fn check_txn_index(
         }
         return;
     };
-    let entries = match TransactionIndex::open(base, path, false).and_then(|i| i.all_aborted_txns())
+    let entries = match TransactionIndex::open(path, base, false).and_then(|i| i.all_aborted_txns())
     {
         Ok(e) => e,
         Err(e) => return problems.push(problem_of(&e, path, None)),

@@ -78,6 +78,48 @@ pub struct FetchDataInfo {
     pub aborted_transactions: Option<Vec<AbortedTxn>>,
 }
 
+/// What `LogSegment::scan`'s caller says of a batch that passed its CRC check.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BatchVerdict {
+    Accept,
+    /// Damage a CRC does not show (offsets going backwards): the reason.
+    Reject(String),
+}
+
+/// A stretch of a `.log` holding no valid batch, found by `LogSegment::scan`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InvalidBytes {
+    pub start: u64,
+    /// Where valid batches resume; the file's size when none follows.
+    pub end: u64,
+    /// Why the batch at `start` was refused.
+    pub reason: String,
+    /// Last offset of the valid batch before it in this file.
+    pub last_offset_before: Option<i64>,
+    /// Base offset of the valid batch at `end`, if any.
+    pub next_offset_after: Option<i64>,
+}
+
+/// What `LogSegment::scan` found in one `.log`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SegmentScan {
+    /// End of the last valid batch before the first invalid byte: where Kafka's recovery cuts.
+    pub valid_prefix: u64,
+    /// Invalid stretches in file order; the last may run to the end of the file.
+    pub invalid: Vec<InvalidBytes>,
+}
+
+/// Kafka's `ensureOffsetInRange` for a batch of this segment: the reason it does not belong.
+fn offset_out_of_segment(base_offset: i64, last_offset: i64) -> Option<String> {
+    if last_offset < base_offset || last_offset - base_offset > i64::from(i32::MAX) {
+        Some(format!(
+            "offset {last_offset} does not belong in the segment with base offset {base_offset}"
+        ))
+    } else {
+        None
+    }
+}
+
 /// Kafka's `RollParams`.
 #[derive(Debug, Clone, Copy)]
 pub struct RollParams {
@@ -527,6 +569,16 @@ impl LogSegment {
     /// transaction index is rebuilt by the caller's `on_batch`, which also replays producer state
     /// and leader epochs), truncates an invalid tail. Returns the bytes truncated.
     pub fn recover(&mut self, on_batch: &mut dyn FnMut(&Batch<'_>) -> Result<()>) -> Result<u64> {
+        self.recover_to(u64::MAX, on_batch)
+    }
+
+    /// `recover` that also cuts the log at `limit` (where the loader found damage a CRC does
+    /// not show, such as offsets going backwards): only batches wholly before it are kept.
+    pub fn recover_to(
+        &mut self,
+        limit: u64,
+        on_batch: &mut dyn FnMut(&Batch<'_>) -> Result<()>,
+    ) -> Result<u64> {
         self.offset_index.reset()?;
         self.time_index.reset()?;
         self.txn_index.reset()?;
@@ -536,7 +588,7 @@ impl LogSegment {
             timestamp: NO_TIMESTAMP,
             offset: self.base_offset,
         };
-        let size = self.log.size_in_bytes();
+        let size = self.log.size_in_bytes().min(limit);
         let (log, offset_index, time_index) =
             (&self.log, &mut self.offset_index, &mut self.time_index);
         let base_offset = self.base_offset;
@@ -551,8 +603,8 @@ impl LogSegment {
                     .ensure_valid()
                     .map_err(|e| e.at(Some(log.path()), position))?;
                 let last_offset = batch.last_offset();
-                if last_offset < base_offset || last_offset - base_offset > i64::from(i32::MAX) {
-                    return Err(Error::corrupt(format!("offset {last_offset} does not belong in segment {} (base offset {base_offset})", log.path().display())));
+                if let Some(reason) = offset_out_of_segment(base_offset, last_offset) {
+                    return Err(Error::corrupt(reason).at(Some(log.path()), position));
                 }
                 if batch.max_timestamp() > max_ts.timestamp {
                     max_ts = TimestampOffset {
@@ -590,6 +642,97 @@ impl LogSegment {
         self.bytes_since_last_index_entry =
             (valid_bytes - last_index_entry.min(valid_bytes)) as usize;
         Ok(truncated)
+    }
+
+    /// A validating walk over the whole `.log` that changes nothing: every batch is parsed and
+    /// CRC-checked, handed to `on_batch` (with whether damage came before it in this file), which
+    /// may still reject it (offsets going backwards); after an invalid or rejected batch the walk
+    /// resumes at the next valid batch (`FileRecords::find_next_valid_batch`). The loader tells
+    /// damage from a torn tail with it.
+    pub fn scan(
+        &self,
+        on_batch: &mut dyn FnMut(u64, &Batch<'_>, bool) -> Result<BatchVerdict>,
+    ) -> Result<SegmentScan> {
+        let size = self.log.size_in_bytes();
+        let mut out = SegmentScan {
+            valid_prefix: 0,
+            invalid: Vec::new(),
+        };
+        let mut last_offset: Option<i64> = None;
+        let mut reader = self.log.batches(0, size, self.max_batch_size);
+        loop {
+            let position = reader.position();
+            let refused: (u64, String) = match reader.next_batch() {
+                Ok(None) => break,
+                Ok(Some((pos, bytes))) => {
+                    let len = bytes.len() as u64;
+                    let checked = Batch::parse(bytes).and_then(|b| {
+                        b.ensure_valid()?;
+                        match offset_out_of_segment(self.base_offset, b.last_offset()) {
+                            Some(reason) => Err(Error::corrupt(reason)),
+                            None => Ok(b),
+                        }
+                    });
+                    match checked {
+                        Ok(batch) => match on_batch(pos, &batch, !out.invalid.is_empty())? {
+                            BatchVerdict::Accept => {
+                                last_offset = Some(batch.last_offset());
+                                if out.invalid.is_empty() {
+                                    out.valid_prefix = pos + len;
+                                }
+                                continue;
+                            }
+                            BatchVerdict::Reject(reason) => (pos, reason),
+                        },
+                        Err(Error::CorruptRecord { message, .. }) => (pos, message),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Err(Error::CorruptRecord { message, .. }) => (position, message),
+                Err(e) => return Err(e),
+            };
+            let (start, reason) = refused;
+            let resume =
+                self.log
+                    .find_next_valid_batch(start + 1, self.base_offset, self.max_batch_size)?;
+            let next_offset_after = match resume {
+                Some(q) => self
+                    .log
+                    .read_header(q, self.max_batch_size)?
+                    .map(|h| h.base_offset),
+                None => None,
+            };
+            let end = resume.unwrap_or(size);
+            match out.invalid.last_mut() {
+                // A batch refused right where the walk resumed extends the same damage.
+                Some(prev) if prev.end == start => {
+                    prev.end = end;
+                    prev.next_offset_after = next_offset_after;
+                }
+                _ => out.invalid.push(InvalidBytes {
+                    start,
+                    end,
+                    reason,
+                    last_offset_before: last_offset,
+                    next_offset_after,
+                }),
+            }
+            match resume {
+                Some(q) => reader = self.log.batches(q, size, self.max_batch_size),
+                None => break,
+            }
+        }
+        if out.invalid.is_empty() {
+            out.valid_prefix = size;
+        }
+        Ok(out)
+    }
+
+    /// Makes reads step over these damaged `[start, end)` ranges and rebuilds the indexes
+    /// privately around them (a read-only view that skips damage).
+    pub fn skip_damaged(&mut self, ranges: Vec<(u64, u64)>, config: &LogConfig) -> Result<()> {
+        self.log.skip_ranges(ranges);
+        self.rebuild_indexes_privately(config)
     }
 
     /// Checks the indexes against Kafka's invariants; `Err(CorruptIndex)` says which.

@@ -120,14 +120,24 @@ def cmd_records(args) -> int:
         raise UsageError(f"--start {args.start}: offsets are not negative")
     if args.start is not None and args.end is not None and args.end < args.start:
         raise UsageError(f"--end {args.end} is before --start {args.start}")
-    log = kafkalog.Log(args.dir, read_only=True)
+    log = kafkalog.Log(args.dir, read_only=True, on_corruption=args.on_corruption)
     for r in log.records(start=args.start, end=args.end, isolation=args.isolation):
         print(json.dumps({
             "offset": r.offset, "timestamp": r.timestamp, "timestamp_type": r.timestamp_type,
             "key": _text(r.key), "value": _text(r.value),
             "headers": [[k, _text(v)] for k, v in r.headers],
         }))
-    return 0
+    return _report_damage(args.cmd, log, args.on_corruption)
+
+
+def _report_damage(cmd: str, log, on_corruption: str) -> int:
+    """One stderr line per damaged range the open skipped or removed; exit 1 unless told to skip."""
+    damaged = log.damaged_ranges
+    if damaged:
+        sys.stdout.flush()
+    for d in damaged:
+        print(f"kafkalog {cmd}: damaged ({d['action']}): {d['description']}", file=sys.stderr)
+    return 1 if damaged and on_corruption != "skip" else 0
 
 
 def cmd_demo(args) -> int:
@@ -211,6 +221,10 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--start", type=int, metavar="OFFSET", help="first offset (default: the log start)")
     r.add_argument("--end", type=int, metavar="OFFSET",
                    help="offset to stop before (default: what the isolation level allows)")
+    r.add_argument("--on-corruption", default="error", choices=["error", "skip", "truncate"],
+                   help="damage beyond a torn tail: error (exit 1, the default); skip (read every "
+                        "valid batch around it, damaged ranges on stderr, exit 0); truncate (stop "
+                        "where Kafka's recovery would, exit 1)")
     r.set_defaults(func=cmd_records)
 
     demo = sub.add_parser(

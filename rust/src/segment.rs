@@ -411,7 +411,7 @@ impl LogSegment {
     pub fn load_largest_timestamp(&mut self) -> Result<()> {
         let last = self.time_index.last_entry();
         let mut best = last;
-        let position = self.offset_index.lookup(last.offset).position as u64;
+        let position = self.index_position(last.offset);
         let found = self
             .log
             .largest_timestamp_after(position, self.max_batch_size)?;
@@ -473,6 +473,28 @@ impl LogSegment {
         Ok(())
     }
 
+    /// The offset index's floor entry for `offset` as a position to scan from, checked against
+    /// the log: the batch there must start at that position and end at or before the entry's
+    /// offset. An entry that fails (an index damaged in a way Kafka's sanity check cannot see)
+    /// costs a scan from the start of the segment, never a wrong answer.
+    fn index_position(&self, offset: i64) -> u64 {
+        let entry = self.offset_index.lookup(offset);
+        let position = entry.position.max(0) as u64;
+        if position == 0 {
+            return 0;
+        }
+        match self.log.read_header(position, self.max_batch_size) {
+            Ok(Some(h))
+                if h.position == position
+                    && h.last_offset <= entry.offset
+                    && h.base_offset <= entry.offset =>
+            {
+                position
+            }
+            _ => 0,
+        }
+    }
+
     /// Kafka's `translateOffset`: the first batch whose last offset is >= `offset`, searching from
     /// the offset index's floor entry (or `starting_position`, if later).
     pub fn translate_offset(
@@ -480,8 +502,7 @@ impl LogSegment {
         offset: i64,
         starting_position: u64,
     ) -> Result<Option<LogOffsetPosition>> {
-        let mapping = self.offset_index.lookup(offset);
-        let start = (mapping.position as u64).max(starting_position);
+        let start = self.index_position(offset).max(starting_position);
         self.log
             .search_for_offset_with_size(offset, start, self.max_batch_size)
     }
@@ -530,10 +551,7 @@ impl LogSegment {
 
     /// Kafka's `readNextOffset`: the offset after the last batch (the base offset when empty).
     pub fn read_next_offset(&self) -> Result<i64> {
-        let mut start = self
-            .offset_index
-            .lookup(self.offset_index.last_offset())
-            .position as u64;
+        let mut start = self.index_position(self.offset_index.last_offset());
         if start >= self.log.size_in_bytes() {
             start = 0;
         }
@@ -552,10 +570,7 @@ impl LogSegment {
         starting_offset: i64,
     ) -> Result<Option<TimestampAndOffset>> {
         let ts_offset = self.time_index.lookup(timestamp);
-        let position = self
-            .offset_index
-            .lookup(ts_offset.offset.max(starting_offset))
-            .position as u64;
+        let position = self.index_position(ts_offset.offset.max(starting_offset));
         self.log.search_for_timestamp(
             timestamp,
             position,

@@ -127,6 +127,8 @@ pub mod epoch;
 pub mod producer_state;
 
 #[cfg(test)]
+mod damage_tests;
+#[cfg(test)]
 mod tests;
 
 /// A partition log over one `<topic>-<partition>` directory.

@@ -870,8 +870,12 @@ impl LogSegment {
     pub fn close(&mut self) -> Result<()> {
         if self.is_writable() {
             let max_ts = self.max_timestamp_and_offset();
-            self.time_index
-                .maybe_append(max_ts.timestamp, max_ts.offset, true)?;
+            // A trimmed index of an older segment has no room for it; Kafka swallows that
+            // append's failure on close too (the entry only speeds up lookups).
+            if !self.time_index.is_full() {
+                self.time_index
+                    .maybe_append(max_ts.timestamp, max_ts.offset, true)?;
+            }
             self.offset_index.close()?;
             self.time_index.close()?;
             self.txn_index.close()?;

@@ -174,7 +174,15 @@ pub(crate) fn write_checkpoints(dir: &Path, st: &LogState) -> Result<()> {
         return Ok(());
     };
     let update = |name: &str, offset: i64| -> Result<()> {
-        OffsetCheckpointFile::new(parent.join(name)).update(&tp.0, tp.1, Some(offset))
+        let file = OffsetCheckpointFile::new(parent.join(name));
+        match file.update(&tp.0, tp.1, Some(offset)) {
+            // Unreadable recovery points and log start offsets read as none (as `read_checkpoints`
+            // and Kafka's LogManager do), so the file is written again from this log's entry.
+            Err(Error::CorruptRecord { .. }) if name != REPLICATION_OFFSET_CHECKPOINT => {
+                file.write(&[(tp.clone(), offset)].into_iter().collect())
+            }
+            other => other,
+        }
     };
     update(RECOVERY_POINT_CHECKPOINT, st.recovery_point)?;
     update(LOG_START_OFFSET_CHECKPOINT, st.log_start_offset)?;
@@ -342,6 +350,11 @@ fn check_partition_folder(dir: &Path, options: &LogOptions) -> Result<()> {
         ));
     }
     if has_segment_files(dir)? {
+        return Ok(());
+    }
+    // A broker's partition folder whose segments are gone still says what it is: a writable
+    // open starts its log again.
+    if writable && dir.join(checkpoint::PARTITION_METADATA_FILE).is_file() {
         return Ok(());
     }
     let partitions: Vec<String> = crate::datadir::partition_folders(dir)

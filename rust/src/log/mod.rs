@@ -129,6 +129,8 @@ pub mod producer_state;
 #[cfg(test)]
 mod damage_tests;
 #[cfg(test)]
+mod disk_full_tests;
+#[cfg(test)]
 mod every_byte_tests;
 #[cfg(test)]
 mod tests;

@@ -145,9 +145,12 @@ impl FileRecords {
                 self.size
             )));
         }
-        self.file
-            .write_all_at(data, self.size)
-            .map_err(|e| Error::io(&self.path, e))?;
+        if let Err(e) = self.file.write_all_at(data, self.size) {
+            // A full disk can take part of the batch: cut it off again, so nothing half-written
+            // stays past the end the log knows.
+            let _ = self.file.set_len(self.size);
+            return Err(Error::io(&self.path, e));
+        }
         self.size = new_size;
         Ok(data.len())
     }

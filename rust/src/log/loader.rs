@@ -363,7 +363,7 @@ fn check_partition_folder(dir: &Path, options: &LogOptions) -> Result<()> {
         .filter_map(|f| f.path.file_name().map(|n| n.to_string_lossy().into_owned()))
         .collect();
     // A folder of partition folders is never a log, even with create=True.
-    if !partitions.is_empty() || !(options.create && writable) {
+    if !(partitions.is_empty() && options.create && writable) {
         return Err(not_a_partition_folder(dir, &partitions));
     }
     Ok(())
@@ -554,7 +554,7 @@ fn recover_log(
         let mut prev_end_position = 0u64;
         let mut aborted = Vec::new();
         let mut gaps = Vec::new();
-        let scan = segment.scan(&mut |position, batch, _after_damage| {
+        let scan = segment.scan(&mut |position, batch, after_damage| {
             let (first, last) = match batch {
                 Batch::V2(b) => (Some(b.base_offset()), b.last_offset()),
                 Batch::Legacy(_) => (None, batch.last_offset()),
@@ -576,7 +576,7 @@ fn recover_log(
             }
             next = Some(last + 1);
             prev_end_position = position + batch.size_in_bytes() as u64;
-            if replaying {
+            if replaying && (mode == OnCorruption::Skip || !after_damage) {
                 if let Some((done, lso)) = producer_state.replay_batch(batch)? {
                     aborted.extend(done.to_aborted_txn(lso));
                 }

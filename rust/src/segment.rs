@@ -483,14 +483,21 @@ impl LogSegment {
         if position == 0 {
             return 0;
         }
+        let header_fits = |h: &crate::record::file_records::BatchHeader| {
+            h.position == position
+                && h.base_offset >= self.base_offset
+                && h.last_offset >= h.base_offset
+                && h.last_offset <= entry.offset
+        };
         match self.log.read_header(position, self.max_batch_size) {
-            Ok(Some(h))
-                if h.position == position
-                    && h.last_offset <= entry.offset
-                    && h.base_offset <= entry.offset =>
-            {
-                position
-            }
+            // The whole batch is read and its CRC checked: a header-like run of bytes inside
+            // another batch must not pass for a batch start.
+            Ok(Some(h)) if header_fits(&h) => match self.log.read_range(position, h.size) {
+                Ok(bytes) if Batch::parse(&bytes).and_then(|b| b.ensure_valid()).is_ok() => {
+                    position
+                }
+                _ => 0,
+            },
             _ => 0,
         }
     }

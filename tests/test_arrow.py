@@ -286,8 +286,10 @@ def test_a_folder_without_segments_is_not_a_log(tmp_path):
         make_log(data_dir / f"orders-{p}").close()
     with pytest.raises(ValueError, match=r"data dir holding 3 partition folders \(orders-0, orders-1, orders-2\)"):
         kafkalog.Log(str(data_dir))
-    # Writable opens still start a log in an empty folder, as Kafka does.
-    with kafkalog.Log(str(empty), read_only=False) as log:
+    # Writable opens start a log in an empty folder only when asked to (create=True).
+    with pytest.raises(ValueError, match="no Kafka segment files"):
+        kafkalog.Log(str(empty), read_only=False)
+    with kafkalog.Log(str(empty), read_only=False, create=True) as log:
         assert log.log_end_offset == 0
 
 

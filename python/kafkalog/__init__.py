@@ -9,6 +9,7 @@ from kafkalog._kafkalog import (  # noqa: F401
     __version__,
     KafkaLogError,
     CorruptRecordError,
+    LogDamagedError,
     CorruptIndexError,
     OffsetOutOfRangeError,
     InvalidOffsetError,

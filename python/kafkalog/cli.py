@@ -142,7 +142,7 @@ def cmd_records(args) -> int:
         raise DataError(f"{args.dir}: no such file or folder")
     if folder.is_dir():
         cli_tools._check_readable_folder(folder)
-    log = kafkalog.Log(args.dir, read_only=True)
+    log = kafkalog.Log(args.dir, read_only=True, on_corruption=args.on_corruption)
     start, end = cli_tools.resolve_range(log, args.start, args.end, args.isolation)
     count = 0
     for r in log.records(start=start, end=end, isolation=args.isolation):
@@ -155,7 +155,17 @@ def cmd_records(args) -> int:
     if count == 0:
         print(f"kafkalog records: no records in the range asked; {args.dir} holds "
               f"[{log.log_start_offset}, {log.latest_offset(args.isolation)})", file=sys.stderr)
-    return 0
+    return _report_damage(args.cmd, log, args.on_corruption)
+
+
+def _report_damage(cmd: str, log, on_corruption: str) -> int:
+    """One stderr line per damaged range the open skipped or removed; exit 1 unless told to skip."""
+    damaged = log.damaged_ranges
+    if damaged:
+        sys.stdout.flush()
+    for d in damaged:
+        print(f"kafkalog {cmd}: damaged ({d['action']}): {d['description']}", file=sys.stderr)
+    return 1 if damaged and on_corruption != "skip" else 0
 
 
 def cmd_demo(args) -> int:
@@ -256,6 +266,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "(e.g. --start -10)")
     r.add_argument("--end", type=cli_tools._offset, metavar="OFFSET",
                    help="offset to stop before (default: what the isolation level allows) (e.g. --end 200)")
+    r.add_argument("--on-corruption", default="error", choices=["error", "skip", "truncate"],
+                   help="damage beyond a torn tail: error (exit 1, the default); skip (read every "
+                        "valid batch around it, damaged ranges on stderr, exit 0); truncate (stop "
+                        "where Kafka's recovery would, exit 1)")
     r.set_defaults(func=cmd_records)
 
     cli_tools.add_parsers(sub, argparse.RawDescriptionHelpFormatter)

@@ -35,6 +35,13 @@ pub enum Error {
     /// Bytes that do not parse as Kafka records: bad CRC, length past the end, bad varint...
     #[error("corrupt record: {message}{location}")]
     CorruptRecord { message: String, location: Location },
+    /// A log whose damage goes beyond a torn tail (see `log::loader`): the message names the
+    /// first damaged range; `damage` lists them all.
+    #[error("{message}")]
+    LogDamaged {
+        message: String,
+        damage: Vec<crate::log::DamagedRange>,
+    },
     /// An index file whose contents break Kafka's invariants (sanity check).
     #[error("corrupt index: {message}{location}")]
     CorruptIndex { message: String, location: Location },

@@ -78,6 +78,48 @@ pub struct FetchDataInfo {
     pub aborted_transactions: Option<Vec<AbortedTxn>>,
 }
 
+/// What `LogSegment::scan`'s caller says of a batch that passed its CRC check.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BatchVerdict {
+    Accept,
+    /// Damage a CRC does not show (offsets going backwards): the reason.
+    Reject(String),
+}
+
+/// A stretch of a `.log` holding no valid batch, found by `LogSegment::scan`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InvalidBytes {
+    pub start: u64,
+    /// Where valid batches resume; the file's size when none follows.
+    pub end: u64,
+    /// Why the batch at `start` was refused.
+    pub reason: String,
+    /// Last offset of the valid batch before it in this file.
+    pub last_offset_before: Option<i64>,
+    /// Base offset of the valid batch at `end`, if any.
+    pub next_offset_after: Option<i64>,
+}
+
+/// What `LogSegment::scan` found in one `.log`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SegmentScan {
+    /// End of the last valid batch before the first invalid byte: where Kafka's recovery cuts.
+    pub valid_prefix: u64,
+    /// Invalid stretches in file order; the last may run to the end of the file.
+    pub invalid: Vec<InvalidBytes>,
+}
+
+/// Kafka's `ensureOffsetInRange` for a batch of this segment: the reason it does not belong.
+fn offset_out_of_segment(base_offset: i64, last_offset: i64) -> Option<String> {
+    if last_offset < base_offset || last_offset - base_offset > i64::from(i32::MAX) {
+        Some(format!(
+            "offset {last_offset} does not belong in the segment with base offset {base_offset}"
+        ))
+    } else {
+        None
+    }
+}
+
 /// Kafka's `RollParams`.
 #[derive(Debug, Clone, Copy)]
 pub struct RollParams {
@@ -369,7 +411,7 @@ impl LogSegment {
     pub fn load_largest_timestamp(&mut self) -> Result<()> {
         let last = self.time_index.last_entry();
         let mut best = last;
-        let position = self.offset_index.lookup(last.offset).position as u64;
+        let position = self.index_position(last.offset);
         let found = self
             .log
             .largest_timestamp_after(position, self.max_batch_size)?;
@@ -431,6 +473,35 @@ impl LogSegment {
         Ok(())
     }
 
+    /// The offset index's floor entry for `offset` as a position to scan from, checked against
+    /// the log: the batch there must start at that position and end at or before the entry's
+    /// offset. An entry that fails (an index damaged in a way Kafka's sanity check cannot see)
+    /// costs a scan from the start of the segment, never a wrong answer.
+    fn index_position(&self, offset: i64) -> u64 {
+        let entry = self.offset_index.lookup(offset);
+        let position = entry.position.max(0) as u64;
+        if position == 0 {
+            return 0;
+        }
+        let header_fits = |h: &crate::record::file_records::BatchHeader| {
+            h.position == position
+                && h.base_offset >= self.base_offset
+                && h.last_offset >= h.base_offset
+                && h.last_offset <= entry.offset
+        };
+        match self.log.read_header(position, self.max_batch_size) {
+            // The whole batch is read and its CRC checked: a header-like run of bytes inside
+            // another batch must not pass for a batch start.
+            Ok(Some(h)) if header_fits(&h) => match self.log.read_range(position, h.size) {
+                Ok(bytes) if Batch::parse(&bytes).and_then(|b| b.ensure_valid()).is_ok() => {
+                    position
+                }
+                _ => 0,
+            },
+            _ => 0,
+        }
+    }
+
     /// Kafka's `translateOffset`: the first batch whose last offset is >= `offset`, searching from
     /// the offset index's floor entry (or `starting_position`, if later).
     pub fn translate_offset(
@@ -438,8 +509,7 @@ impl LogSegment {
         offset: i64,
         starting_position: u64,
     ) -> Result<Option<LogOffsetPosition>> {
-        let mapping = self.offset_index.lookup(offset);
-        let start = (mapping.position as u64).max(starting_position);
+        let start = self.index_position(offset).max(starting_position);
         self.log
             .search_for_offset_with_size(offset, start, self.max_batch_size)
     }
@@ -488,10 +558,7 @@ impl LogSegment {
 
     /// Kafka's `readNextOffset`: the offset after the last batch (the base offset when empty).
     pub fn read_next_offset(&self) -> Result<i64> {
-        let mut start = self
-            .offset_index
-            .lookup(self.offset_index.last_offset())
-            .position as u64;
+        let mut start = self.index_position(self.offset_index.last_offset());
         if start >= self.log.size_in_bytes() {
             start = 0;
         }
@@ -510,10 +577,7 @@ impl LogSegment {
         starting_offset: i64,
     ) -> Result<Option<TimestampAndOffset>> {
         let ts_offset = self.time_index.lookup(timestamp);
-        let position = self
-            .offset_index
-            .lookup(ts_offset.offset.max(starting_offset))
-            .position as u64;
+        let position = self.index_position(ts_offset.offset.max(starting_offset));
         self.log.search_for_timestamp(
             timestamp,
             position,
@@ -527,6 +591,16 @@ impl LogSegment {
     /// transaction index is rebuilt by the caller's `on_batch`, which also replays producer state
     /// and leader epochs), truncates an invalid tail. Returns the bytes truncated.
     pub fn recover(&mut self, on_batch: &mut dyn FnMut(&Batch<'_>) -> Result<()>) -> Result<u64> {
+        self.recover_to(u64::MAX, on_batch)
+    }
+
+    /// `recover` that also cuts the log at `limit` (where the loader found damage a CRC does
+    /// not show, such as offsets going backwards): only batches wholly before it are kept.
+    pub fn recover_to(
+        &mut self,
+        limit: u64,
+        on_batch: &mut dyn FnMut(&Batch<'_>) -> Result<()>,
+    ) -> Result<u64> {
         self.offset_index.reset()?;
         self.time_index.reset()?;
         self.txn_index.reset()?;
@@ -536,7 +610,7 @@ impl LogSegment {
             timestamp: NO_TIMESTAMP,
             offset: self.base_offset,
         };
-        let size = self.log.size_in_bytes();
+        let size = self.log.size_in_bytes().min(limit);
         let (log, offset_index, time_index) =
             (&self.log, &mut self.offset_index, &mut self.time_index);
         let base_offset = self.base_offset;
@@ -551,8 +625,8 @@ impl LogSegment {
                     .ensure_valid()
                     .map_err(|e| e.at(Some(log.path()), position))?;
                 let last_offset = batch.last_offset();
-                if last_offset < base_offset || last_offset - base_offset > i64::from(i32::MAX) {
-                    return Err(Error::corrupt(format!("offset {last_offset} does not belong in segment {} (base offset {base_offset})", log.path().display())));
+                if let Some(reason) = offset_out_of_segment(base_offset, last_offset) {
+                    return Err(Error::corrupt(reason).at(Some(log.path()), position));
                 }
                 if batch.max_timestamp() > max_ts.timestamp {
                     max_ts = TimestampOffset {
@@ -590,6 +664,97 @@ impl LogSegment {
         self.bytes_since_last_index_entry =
             (valid_bytes - last_index_entry.min(valid_bytes)) as usize;
         Ok(truncated)
+    }
+
+    /// A validating walk over the whole `.log` that changes nothing: every batch is parsed and
+    /// CRC-checked, handed to `on_batch` (with whether damage came before it in this file), which
+    /// may still reject it (offsets going backwards); after an invalid or rejected batch the walk
+    /// resumes at the next valid batch (`FileRecords::find_next_valid_batch`). The loader tells
+    /// damage from a torn tail with it.
+    pub fn scan(
+        &self,
+        on_batch: &mut dyn FnMut(u64, &Batch<'_>, bool) -> Result<BatchVerdict>,
+    ) -> Result<SegmentScan> {
+        let size = self.log.size_in_bytes();
+        let mut out = SegmentScan {
+            valid_prefix: 0,
+            invalid: Vec::new(),
+        };
+        let mut last_offset: Option<i64> = None;
+        let mut reader = self.log.batches(0, size, self.max_batch_size);
+        loop {
+            let position = reader.position();
+            let refused: (u64, String) = match reader.next_batch() {
+                Ok(None) => break,
+                Ok(Some((pos, bytes))) => {
+                    let len = bytes.len() as u64;
+                    let checked = Batch::parse(bytes).and_then(|b| {
+                        b.ensure_valid()?;
+                        match offset_out_of_segment(self.base_offset, b.last_offset()) {
+                            Some(reason) => Err(Error::corrupt(reason)),
+                            None => Ok(b),
+                        }
+                    });
+                    match checked {
+                        Ok(batch) => match on_batch(pos, &batch, !out.invalid.is_empty())? {
+                            BatchVerdict::Accept => {
+                                last_offset = Some(batch.last_offset());
+                                if out.invalid.is_empty() {
+                                    out.valid_prefix = pos + len;
+                                }
+                                continue;
+                            }
+                            BatchVerdict::Reject(reason) => (pos, reason),
+                        },
+                        Err(Error::CorruptRecord { message, .. }) => (pos, message),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Err(Error::CorruptRecord { message, .. }) => (position, message),
+                Err(e) => return Err(e),
+            };
+            let (start, reason) = refused;
+            let resume =
+                self.log
+                    .find_next_valid_batch(start + 1, self.base_offset, self.max_batch_size)?;
+            let next_offset_after = match resume {
+                Some(q) => self
+                    .log
+                    .read_header(q, self.max_batch_size)?
+                    .map(|h| h.base_offset),
+                None => None,
+            };
+            let end = resume.unwrap_or(size);
+            match out.invalid.last_mut() {
+                // A batch refused right where the walk resumed extends the same damage.
+                Some(prev) if prev.end == start => {
+                    prev.end = end;
+                    prev.next_offset_after = next_offset_after;
+                }
+                _ => out.invalid.push(InvalidBytes {
+                    start,
+                    end,
+                    reason,
+                    last_offset_before: last_offset,
+                    next_offset_after,
+                }),
+            }
+            match resume {
+                Some(q) => reader = self.log.batches(q, size, self.max_batch_size),
+                None => break,
+            }
+        }
+        if out.invalid.is_empty() {
+            out.valid_prefix = size;
+        }
+        Ok(out)
+    }
+
+    /// Makes reads step over these damaged `[start, end)` ranges and rebuilds the indexes
+    /// privately around them (a read-only view that skips damage).
+    pub fn skip_damaged(&mut self, ranges: Vec<(u64, u64)>, config: &LogConfig) -> Result<()> {
+        self.log.skip_ranges(ranges);
+        self.rebuild_indexes_privately(config)
     }
 
     /// Checks the indexes against Kafka's invariants; `Err(CorruptIndex)` says which.
@@ -712,8 +877,12 @@ impl LogSegment {
     pub fn close(&mut self) -> Result<()> {
         if self.is_writable() {
             let max_ts = self.max_timestamp_and_offset();
-            self.time_index
-                .maybe_append(max_ts.timestamp, max_ts.offset, true)?;
+            // A trimmed index of an older segment has no room for it; Kafka swallows that
+            // append's failure on close too (the entry only speeds up lookups).
+            if !self.time_index.is_full() {
+                self.time_index
+                    .maybe_append(max_ts.timestamp, max_ts.offset, true)?;
+            }
             self.offset_index.close()?;
             self.time_index.close()?;
             self.txn_index.close()?;

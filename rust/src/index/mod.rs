@@ -255,8 +255,10 @@ impl<E: IndexEntry> MmapIndex<E> {
                     E::SIZE
                 )));
             }
-            f.set_len(round_down(max_index_size, E::SIZE) as u64)
-                .map_err(|e| Error::io(&path, e))?;
+            if let Err(e) = reserve(&f, round_down(max_index_size, E::SIZE) as u64) {
+                let _ = std::fs::remove_file(&path);
+                return Err(Error::io(&path, e));
+            }
         }
 
         let length = f.metadata().map_err(|e| Error::io(&path, e))?.len();
@@ -628,8 +630,19 @@ impl<E: IndexEntry> MmapIndex<E> {
         // are in the page cache already, so dropping the mapping loses nothing.
         self.map = Mapping::None;
         self.max_entries = 0;
-        f.set_len(rounded as u64)
-            .map_err(|e| Error::io(&self.file, e))?;
+        let grown = rounded as u64 > self.length;
+        let sized = if grown {
+            reserve(&f, rounded as u64)
+        } else {
+            f.set_len(rounded as u64)
+        };
+        if let Err(e) = sized {
+            // Map what the file holds again, so the index stays usable at its old size.
+            let _ = f.set_len(self.length);
+            self.map = Self::map_file(&f, &self.file, self.length, true)?;
+            self.max_entries = self.length as usize / E::SIZE;
+            return Err(Error::io(&self.file, e));
+        }
         self.length = rounded as u64;
         self.map = Self::map_file(&f, &self.file, self.length, true)?;
         self.max_entries = rounded / E::SIZE;
@@ -734,6 +747,23 @@ pub(crate) fn be_i64(b: &[u8], at: usize) -> i64 {
 }
 
 /// Test helpers shared by the index modules.
+/// Sets an index file's length with its blocks allocated (`posix_fallocate`), so a full disk
+/// fails here with ENOSPC rather than as a SIGBUS when a page of the mapping is first written.
+/// Filesystems without fallocate get a plain (sparse) `set_len`, as Kafka's `setLength`.
+fn reserve(f: &File, len: u64) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    f.set_len(len)?;
+    if len == 0 {
+        return Ok(());
+    }
+    // SAFETY: a valid open file descriptor and a non-negative range.
+    let rc = unsafe { libc::posix_fallocate(f.as_raw_fd(), 0, len as libc::off_t) };
+    match rc {
+        0 | libc::EOPNOTSUPP | libc::EINVAL => Ok(()),
+        errno => Err(std::io::Error::from_raw_os_error(errno)),
+    }
+}
+
 #[cfg(test)]
 pub(crate) mod test_util {
     use super::*;

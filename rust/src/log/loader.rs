@@ -1,10 +1,20 @@
-//! Opening a partition directory (Kafka's `LogLoader`): stray `.deleted`/`.cleaned` files removed
-//! and `.swap` segments completed (writable only), segments opened with missing or corrupt indexes
-//! rebuilt, the tail recovered after an unclean shutdown, offsets restored from Kafka's
-//! checkpoint files. A read-only open changes nothing on disk: a torn tail is hidden in memory.
+//! Opening a partition directory (Kafka's `LogLoader.load`), in Kafka's steps:
+//! `check_partition_folder` (what the path is), `remove_temp_files_and_complete_swaps` (stray
+//! `.deleted`/`.cleaned` files removed and `.swap` segments completed, writable only),
+//! `load_segment_files` (segments opened, missing or corrupt indexes rebuilt), `recover_log`
+//! (the tail after an unclean shutdown validated; damage told from a torn tail and handled as
+//! `OnCorruption` says) and `complete_load` (offsets from Kafka's checkpoint files). A read-only
+//! open changes nothing on disk: a torn tail is hidden in memory.
+//!
+//! Damage: Kafka's recovery stops at the first invalid batch and deletes everything after it.
+//! A torn tail of the last segment is what a crash leaves and is recovered silently, as Kafka
+//! does; anything else (an invalid batch with valid batches after it, an emptied or missing
+//! segment between others, offsets going backwards, a gap a non-compacted log cannot have) is
+//! damage: refused by default (`LogDamaged`), stepped over by a read-only `Skip`, or recovered
+//! Kafka's way with `Truncate`, and reported either way (`Log::damaged_ranges`).
 
 use std::collections::BTreeSet;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
 use crate::index::txn::AbortedTxn;
@@ -15,14 +25,97 @@ use crate::log::segments::LogSegments;
 use crate::log::{Log, LogOptions, LogState};
 use crate::record::batch::Batch;
 use crate::segment::{
-    offset_from_file_name, segment_file, LogOffsetMetadata, LogSegment, CLEANED_FILE_SUFFIX,
-    DELETED_FILE_SUFFIX, INDEX_FILE_SUFFIX, LOG_FILE_SUFFIX, SWAP_FILE_SUFFIX,
+    offset_from_file_name, segment_file, BatchVerdict, LogOffsetMetadata, LogSegment, SegmentScan,
+    CLEANED_FILE_SUFFIX, DELETED_FILE_SUFFIX, INDEX_FILE_SUFFIX, LOG_FILE_SUFFIX, SWAP_FILE_SUFFIX,
     TIME_INDEX_FILE_SUFFIX, TXN_INDEX_FILE_SUFFIX,
 };
 
 pub const RECOVERY_POINT_CHECKPOINT: &str = "recovery-point-offset-checkpoint";
 pub const LOG_START_OFFSET_CHECKPOINT: &str = "log-start-offset-checkpoint";
 pub const REPLICATION_OFFSET_CHECKPOINT: &str = "replication-offset-checkpoint";
+pub const CLEANER_OFFSET_CHECKPOINT: &str = "cleaner-offset-checkpoint";
+
+/// What an open does with damage beyond a torn tail of the last segment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OnCorruption {
+    /// Refuse to open with `Error::LogDamaged`, naming files, positions and offsets.
+    #[default]
+    Error,
+    /// Read-only: step over damaged bytes and read every valid batch after them.
+    Skip,
+    /// Kafka's recovery: the log ends at the first invalid batch; a writable open truncates
+    /// there and deletes every later segment, a read-only one shows that view.
+    Truncate,
+}
+
+impl OnCorruption {
+    pub fn from_name(name: &str) -> Result<Self> {
+        match name {
+            "error" => Ok(OnCorruption::Error),
+            "skip" => Ok(OnCorruption::Skip),
+            "truncate" => Ok(OnCorruption::Truncate),
+            other => Err(Error::InvalidArgument(format!(
+                "on_corruption '{other}': 'error' (refuse, the default), 'skip' (read-only: read \
+                 around the damage) or 'truncate' (Kafka's recovery: end the log at the damage)"
+            ))),
+        }
+    }
+}
+
+/// What the loader did about a damaged stretch of the log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DamageAction {
+    /// The open was refused (`OnCorruption::Error`).
+    Refused,
+    /// Reads step over the bytes (`OnCorruption::Skip`).
+    Skipped,
+    /// Truncated or deleted on disk, or left out of a read-only view (`OnCorruption::Truncate`).
+    Removed,
+    /// Offsets missing with no bytes to act on (a gap, a missing or emptied segment).
+    Missing,
+}
+
+impl DamageAction {
+    pub fn name(&self) -> &'static str {
+        match self {
+            DamageAction::Refused => "refused",
+            DamageAction::Skipped => "skipped",
+            DamageAction::Removed => "removed",
+            DamageAction::Missing => "missing",
+        }
+    }
+}
+
+/// One damaged stretch of a log: where, how many bytes, which offsets, why, what was done.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DamagedRange {
+    pub file: PathBuf,
+    pub position: u64,
+    pub bytes: u64,
+    /// First and last offsets lost, where the batches around the damage tell them (on a
+    /// compacted log, the range they were in).
+    pub offsets: Option<(i64, i64)>,
+    pub reason: String,
+    pub action: DamageAction,
+}
+
+impl std::fmt::Display for DamagedRange {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} at position {} ({} bytes): {}; ",
+            self.file.display(),
+            self.position,
+            self.bytes,
+            self.reason
+        )?;
+        match self.offsets {
+            Some((a, b)) if a == b => write!(f, "offset {a} lost"),
+            Some((a, b)) => write!(f, "offsets {a}..{b} lost"),
+            None => write!(f, "the offsets lost are unknown"),
+        }
+    }
+}
 
 /// The broker-level checkpoint entries for this partition, when the directory is named
 /// `<topic>-<partition>` inside a log dir that has them.
@@ -32,6 +125,9 @@ struct Checkpoints {
     log_start_offset: Option<i64>,
     high_watermark: Option<i64>,
     clean_shutdown: bool,
+    /// The log cleaner has compacted this partition (it has a `cleaner-offset-checkpoint` entry):
+    /// gaps between offsets are normal.
+    cleaned: bool,
 }
 
 fn read_checkpoints(dir: &Path) -> Result<Checkpoints> {
@@ -56,9 +152,12 @@ fn read_checkpoints(dir: &Path) -> Result<Checkpoints> {
         }
         Ok(OffsetCheckpointFile::new(&path).read()?.get(&tp).copied())
     };
-    out.recovery_point = read(RECOVERY_POINT_CHECKPOINT)?;
-    out.log_start_offset = read(LOG_START_OFFSET_CHECKPOINT)?;
+    // Kafka's LogManager reads these two inside a try: an unreadable file means "recover
+    // everything from the first segment", never a refused start.
+    out.recovery_point = read(RECOVERY_POINT_CHECKPOINT).unwrap_or(None);
+    out.log_start_offset = read(LOG_START_OFFSET_CHECKPOINT).unwrap_or(None);
     out.high_watermark = read(REPLICATION_OFFSET_CHECKPOINT)?;
+    out.cleaned = read(CLEANER_OFFSET_CHECKPOINT).unwrap_or(None).is_some();
     Ok(out)
 }
 
@@ -75,7 +174,15 @@ pub(crate) fn write_checkpoints(dir: &Path, st: &LogState) -> Result<()> {
         return Ok(());
     };
     let update = |name: &str, offset: i64| -> Result<()> {
-        OffsetCheckpointFile::new(parent.join(name)).update(&tp.0, tp.1, Some(offset))
+        let file = OffsetCheckpointFile::new(parent.join(name));
+        match file.update(&tp.0, tp.1, Some(offset)) {
+            // Unreadable recovery points and log start offsets read as none (as `read_checkpoints`
+            // and Kafka's LogManager do), so the file is written again from this log's entry.
+            Err(Error::CorruptRecord { .. }) if name != REPLICATION_OFFSET_CHECKPOINT => {
+                file.write(&[(tp.clone(), offset)].into_iter().collect())
+            }
+            other => other,
+        }
     };
     update(RECOVERY_POINT_CHECKPOINT, st.recovery_point)?;
     update(LOG_START_OFFSET_CHECKPOINT, st.log_start_offset)?;
@@ -95,7 +202,11 @@ fn file_name(path: &Path) -> String {
 
 /// Kafka's `removeTempFilesAndCollectSwapFiles` + swap completion: `.deleted` and `.cleaned`
 /// files go; a `.swap` log replaces the segments it covers; swap indexes are dropped (rebuilt).
-fn clean_directory(dir: &Path, config: &crate::config::LogConfig, now: i64) -> Result<()> {
+fn remove_temp_files_and_complete_swaps(
+    dir: &Path,
+    config: &crate::config::LogConfig,
+    now: i64,
+) -> Result<()> {
     let mut swap_logs = Vec::new();
     for entry in std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))? {
         let path = entry.map_err(|e| Error::io(dir, e))?.path();
@@ -176,13 +287,19 @@ fn delete_orphan_indexes(dir: &Path, bases: &[i64]) -> Result<()> {
     Ok(())
 }
 
-/// The error for a read-only open of a folder without segment files, saying what is there.
-fn not_a_partition_folder(dir: &Path) -> Error {
-    let partitions: Vec<String> = crate::datadir::partition_folders(dir)
-        .unwrap_or_default()
-        .into_iter()
-        .filter_map(|f| f.path.file_name().map(|n| n.to_string_lossy().into_owned()))
-        .collect();
+/// Whether the folder holds any segment `.log` (also mid-swap, mid-clean or mid-delete).
+fn has_segment_files(dir: &Path) -> Result<bool> {
+    for entry in std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))? {
+        let name = file_name(&entry.map_err(|e| Error::io(dir, e))?.path());
+        if offset_from_file_name(&name).is_some() && name.contains(LOG_FILE_SUFFIX) {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
+/// The error for a folder without segment files, saying what is there.
+fn not_a_partition_folder(dir: &Path, partitions: &[String]) -> Error {
     let found =
         if !partitions.is_empty() {
             let shown: Vec<&str> = partitions.iter().take(5).map(String::as_str).collect();
@@ -204,30 +321,68 @@ fn not_a_partition_folder(dir: &Path) -> Error {
     ))
 }
 
-pub(crate) fn load(dir: &Path, options: LogOptions) -> Result<Log> {
-    let config = &options.config;
-    config.validate()?;
+/// What the path is, before anything is locked or written: a partition folder, a folder to
+/// create a log in (`create`, writable), or an error that says what was found instead.
+fn check_partition_folder(dir: &Path, options: &LogOptions) -> Result<()> {
     let writable = !options.read_only;
-    let now = (options.clock)();
     if dir.exists() && !dir.is_dir() {
+        let what = if offset_from_file_name(&file_name(dir)).is_some() {
+            format!(
+                "a segment file, not a partition folder: open its folder {}",
+                dir.parent().unwrap_or(Path::new(".")).display()
+            )
+        } else {
+            "a file, not a Kafka partition folder (<topic>-<partition>)".to_string()
+        };
         return Err(Error::io(
             dir,
-            std::io::Error::new(
-                std::io::ErrorKind::NotADirectory,
-                "a file, not a Kafka partition folder (<topic>-<partition>)",
-            ),
+            std::io::Error::new(std::io::ErrorKind::NotADirectory, what),
         ));
     }
     if !dir.is_dir() {
         if options.create && writable {
             std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
-        } else {
-            return Err(Error::io(
-                dir,
-                std::io::Error::new(std::io::ErrorKind::NotFound, "no such log directory"),
-            ));
+            return Ok(());
         }
+        return Err(Error::io(
+            dir,
+            std::io::Error::new(std::io::ErrorKind::NotFound, "no such log directory"),
+        ));
     }
+    if has_segment_files(dir)? {
+        return Ok(());
+    }
+    // A broker's partition folder whose segments are gone still says what it is: a writable
+    // open starts its log again.
+    if writable && dir.join(checkpoint::PARTITION_METADATA_FILE).is_file() {
+        return Ok(());
+    }
+    let partitions: Vec<String> = crate::datadir::partition_folders(dir)
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|f| f.path.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .collect();
+    // A folder of partition folders is never a log, even with create=True.
+    if !(partitions.is_empty() && options.create && writable) {
+        return Err(not_a_partition_folder(dir, &partitions));
+    }
+    Ok(())
+}
+
+pub(crate) fn load(dir: &Path, options: LogOptions) -> Result<Log> {
+    let config = &options.config;
+    config.validate()?;
+    let writable = !options.read_only;
+    if writable && options.on_corruption == OnCorruption::Skip {
+        return Err(Error::InvalidArgument(
+            "on_corruption='skip' is for read-only opens: a writable log cannot keep damaged \
+             bytes between the batches it appends after; open read-only to read around the \
+             damage, or writable with on_corruption='truncate' to recover as Kafka does"
+                .into(),
+        ));
+    }
+    let now = (options.clock)();
+    check_partition_folder(dir, &options)?;
     // Before anything on disk changes: one writer per log, and none beside a running broker.
     let writer_lock = if writable {
         Some(crate::datadir::lock_partition_dir(dir)?)
@@ -236,18 +391,46 @@ pub(crate) fn load(dir: &Path, options: LogOptions) -> Result<Log> {
     };
     let checkpoints = read_checkpoints(dir)?;
     if writable {
-        clean_directory(dir, config, now)?;
+        remove_temp_files_and_complete_swaps(dir, config, now)?;
     }
+    let (mut segments, needs_recovery) = load_segment_files(dir, &options, now)?;
+    let mut producer_state = ProducerStateManager::new(dir, options.read_only)?;
+    let epoch_cache = LeaderEpochFileCache::open(dir, options.read_only)?;
+    let recovery = recover_log(
+        dir,
+        &mut segments,
+        &needs_recovery,
+        &checkpoints,
+        &mut producer_state,
+        &options,
+        now,
+    )?;
+    complete_load(
+        dir,
+        &options,
+        segments,
+        &checkpoints,
+        producer_state,
+        epoch_cache,
+        writer_lock,
+        recovery,
+        now,
+    )
+}
+
+/// Kafka's `loadSegmentFiles`: every segment opened; those with a missing or corrupt index are
+/// listed for recovery (writable) or get private rebuilt indexes (read-only).
+fn load_segment_files(
+    dir: &Path,
+    options: &LogOptions,
+    now: i64,
+) -> Result<(LogSegments, Vec<i64>)> {
+    let writable = !options.read_only;
+    let config = &options.config;
     let bases = list_log_bases(dir)?;
-    if bases.is_empty() && !writable {
-        // A read-only view of a folder with no segment at all is a wrong path, not an empty
-        // log (a broker's empty partition still has its 0-byte `.log`).
-        return Err(not_a_partition_folder(dir));
-    }
     if writable {
         delete_orphan_indexes(dir, &bases)?;
     }
-
     let mut segments = LogSegments::new();
     let mut needs_recovery = Vec::new();
     for &base in &bases {
@@ -262,17 +445,51 @@ pub(crate) fn load(dir: &Path, options: LogOptions) -> Result<Log> {
         }
         segments.add(segment);
     }
-    let mut producer_state = ProducerStateManager::new(dir, options.read_only)?;
-    let epoch_cache = LeaderEpochFileCache::open(dir, options.read_only)?;
+    // A writable open of an empty folder (create=True) starts an empty log.
+    Ok((segments, needs_recovery))
+}
 
-    // Segments to validate: after an unclean shutdown, those from the recovery point on.
-    let recovery_point = checkpoints.recovery_point.unwrap_or(0);
-    let mut bytes_truncated = 0u64;
-    let to_check: Vec<i64> = if checkpoints.clean_shutdown {
-        needs_recovery.clone()
+/// What `recover_log` did: bytes cut from torn tails (and, with `Truncate`, at the damage), and
+/// the damage it found.
+struct Recovery {
+    bytes_truncated: u64,
+    damage: Vec<DamagedRange>,
+}
+
+/// One segment's findings in `recover_log`'s walk.
+struct Checked {
+    base: i64,
+    /// The offset after its last valid batch.
+    end_offset: Option<i64>,
+    scan: SegmentScan,
+    /// The offset the previous segment ended at (what this one's lost offsets start from).
+    expected_at_start: Option<i64>,
+    aborted: Vec<AbortedTxn>,
+}
+
+/// Kafka's `recoverLog`: after an unclean shutdown, the segments from the recovery point on are
+/// validated batch by batch (with `Skip`, every segment); offsets are checked across batches and
+/// segments; damage is told from a torn tail and handled as `options.on_corruption` says.
+fn recover_log(
+    dir: &Path,
+    segments: &mut LogSegments,
+    needs_recovery: &[i64],
+    checkpoints: &Checkpoints,
+    producer_state: &mut ProducerStateManager,
+    options: &LogOptions,
+    now: i64,
+) -> Result<Recovery> {
+    let writable = !options.read_only;
+    let mode = options.on_corruption;
+    let compacted = options.config.cleanup_policy_compact || checkpoints.cleaned;
+    let bases = segments.base_offsets();
+    let to_check: BTreeSet<i64> = if mode == OnCorruption::Skip {
+        bases.iter().copied().collect()
+    } else if checkpoints.clean_shutdown {
+        needs_recovery.iter().copied().collect()
     } else {
         let floor = segments
-            .floor(recovery_point)
+            .floor(checkpoints.recovery_point.unwrap_or(0))
             .map_or(i64::MIN, LogSegment::base_offset);
         bases
             .iter()
@@ -284,21 +501,251 @@ pub(crate) fn load(dir: &Path, options: LogOptions) -> Result<Log> {
         .log_start_offset
         .unwrap_or(i64::MIN)
         .max(segments.first().map_or(0, LogSegment::base_offset));
-    if !to_check.is_empty() {
-        let first = to_check[0];
+    if let Some(&first) = to_check.first() {
         producer_state.truncate_and_reload(log_start_hint, first, now)?;
         let from = producer_state.map_end_offset();
-        replay(&segments, &mut producer_state, from, first)?;
+        replay(segments, producer_state, from, first)?;
     }
-    let mut drop_after: Option<i64> = None;
-    for base in to_check {
-        if drop_after.is_some_and(|d| base > d) {
-            break;
+
+    // 1. Find damage, changing nothing: a validating walk over the checked segments, offsets
+    //    followed across every batch and segment boundary.
+    let log_path = |base: i64| segment_file(dir, base, LOG_FILE_SUFFIX, "");
+    let sizes: Vec<u64> = bases
+        .iter()
+        .map(|b| segments.get(*b).map_or(0, LogSegment::size))
+        .collect();
+    let mut damage: Vec<DamagedRange> = Vec::new();
+    let mut checked: Vec<Checked> = Vec::new();
+    let mut expected: Option<i64> = None;
+    // Replaying producer state goes on past damage only when reads will (Skip).
+    let mut replaying = !writable;
+    for (i, &base) in bases.iter().enumerate() {
+        let segment = segments.get(base).expect("listed segment");
+        let next_data_base = bases[i + 1..]
+            .iter()
+            .zip(&sizes[i + 1..])
+            .find(|(_, size)| **size > 0)
+            .map(|(b, _)| *b);
+        // The segment boundary: its base offset against where the previous segment ended.
+        if let Some(e) = expected {
+            if base > e && !compacted {
+                damage.push(gap(dir, &bases, &sizes, i, e, base));
+            } else if base < e {
+                damage.push(DamagedRange {
+                    file: log_path(base),
+                    position: 0,
+                    bytes: 0,
+                    offsets: None,
+                    reason: format!(
+                        "offsets going backwards: the segment's base offset {base} is below \
+                         offset {e}, where the segment before it ends"
+                    ),
+                    action: DamageAction::Missing,
+                });
+            }
         }
-        let seg = segments.get_mut(base).expect("listed segment");
-        if writable {
+        let expected_at_start = Some(expected.map_or(base, |e| e.max(base)));
+        if !to_check.contains(&base) {
+            // A damaged unchecked segment is reported when read; its end is then unknown here.
+            expected = segment.read_next_offset().ok();
+            continue;
+        }
+        let mut next = expected_at_start;
+        let mut prev_end_position = 0u64;
+        let mut aborted = Vec::new();
+        let mut gaps = Vec::new();
+        let scan = segment.scan(&mut |position, batch, after_damage| {
+            let (first, last) = match batch {
+                Batch::V2(b) => (Some(b.base_offset()), b.last_offset()),
+                Batch::Legacy(_) => (None, batch.last_offset()),
+            };
+            if let Some(n) = next {
+                if first.unwrap_or(last) < n {
+                    return Ok(BatchVerdict::Reject(format!(
+                        "offsets going backwards: a batch of offsets {}..{last} after offset {}",
+                        first.unwrap_or(last),
+                        n - 1
+                    )));
+                }
+                // A gap between adjacent valid batches (not the offsets of damage between them).
+                if let Some(f) = first {
+                    if f > n && !compacted && position == prev_end_position {
+                        gaps.push((position, n, f - 1));
+                    }
+                }
+            }
+            next = Some(last + 1);
+            prev_end_position = position + batch.size_in_bytes() as u64;
+            if replaying && (mode == OnCorruption::Skip || !after_damage) {
+                if let Some((done, lso)) = producer_state.replay_batch(batch)? {
+                    aborted.extend(done.to_aborted_txn(lso));
+                }
+            }
+            Ok(BatchVerdict::Accept)
+        })?;
+        for (position, a, b) in gaps {
+            damage.push(DamagedRange {
+                file: log_path(base),
+                position,
+                bytes: 0,
+                offsets: Some((a, b)),
+                reason: format!(
+                    "offsets {a}..{b} are missing before the batch at this position, a gap a \
+                     log that is not compacted cannot have (pass cleanup.policy=compact in \
+                     config if the topic is compacted)"
+                ),
+                action: DamageAction::Missing,
+            });
+        }
+        let last_with_data = next_data_base.is_none();
+        for (k, range) in scan.invalid.iter().enumerate() {
+            let runs_to_end = range.end == segment.size();
+            if runs_to_end && last_with_data && k == scan.invalid.len() - 1 {
+                break; // a torn tail, what a crash leaves: Kafka's recovery, silently
+            }
+            let first = range
+                .last_offset_before
+                .map(|o| o + 1)
+                .or(expected_at_start);
+            let last = range
+                .next_offset_after
+                .or(if runs_to_end { next_data_base } else { None });
+            let offsets = match (first, last) {
+                (Some(a), Some(b)) if b > a => Some((a, b - 1)),
+                _ => None,
+            };
+            damage.push(DamagedRange {
+                file: log_path(base),
+                position: range.start,
+                bytes: range.end - range.start,
+                offsets,
+                reason: if runs_to_end {
+                    format!(
+                        "{} (nothing valid after it in this file, but later segments hold data)",
+                        range.reason
+                    )
+                } else {
+                    format!("{} (valid batches follow it)", range.reason)
+                },
+                action: DamageAction::Refused,
+            });
+        }
+        if !scan.invalid.is_empty() && mode != OnCorruption::Skip {
+            replaying = false;
+        }
+        // Damage to the end of the file: where this segment really ended is unknown.
+        expected = if scan.invalid.last().is_some_and(|r| r.end == segment.size()) {
+            None
+        } else {
+            next
+        };
+        checked.push(Checked {
+            base,
+            end_offset: next,
+            scan,
+            expected_at_start,
+            aborted,
+        });
+    }
+    damage.sort_by(|a, b| (&a.file, a.position).cmp(&(&b.file, b.position)));
+
+    // 2. Decide: refuse, or act on the damage as asked.
+    if mode == OnCorruption::Error && !damage.is_empty() {
+        return Err(damaged_error(dir, damage, writable));
+    }
+    let mut bytes_truncated = 0u64;
+    if mode == OnCorruption::Skip {
+        for c in checked {
+            let segment = segments.get_mut(c.base).expect("listed segment");
+            let size = segment.size();
+            let has_later_data = bases.iter().zip(&sizes).any(|(b, s)| *b > c.base && *s > 0);
+            let mut ranges: Vec<(u64, u64)> =
+                c.scan.invalid.iter().map(|r| (r.start, r.end)).collect();
+            if let Some(&(start, end)) = ranges.last() {
+                if end == size && !has_later_data {
+                    ranges.pop();
+                    bytes_truncated += size - start;
+                    segment.limit_to(start);
+                }
+            }
+            if !ranges.is_empty() {
+                segment.skip_damaged(ranges, &options.config)?;
+            }
+            for txn in c.aborted {
+                segment.add_in_memory_aborted_txn(txn)?;
+            }
+        }
+        for d in &mut damage {
+            if d.action == DamageAction::Refused {
+                d.action = DamageAction::Skipped;
+            }
+        }
+        return Ok(Recovery {
+            bytes_truncated,
+            damage,
+        });
+    }
+
+    // 3. Kafka's recovery (`Truncate`, or `Error` with nothing worse than a torn tail): the log
+    //    ends at the first invalid batch; the segments after it go.
+    let cut = checked
+        .iter()
+        .find(|c| !c.scan.invalid.is_empty())
+        .map(|c| (c.base, c.scan.valid_prefix));
+    let mut removed = Vec::new();
+    if let Some((cut_base, position)) = cut {
+        let c = checked.iter().find(|c| c.base == cut_base).expect("cut");
+        let size = segments.get(cut_base).map_or(0, LogSegment::size);
+        let first = c.scan.invalid[0]
+            .last_offset_before
+            .map(|o| o + 1)
+            .or(c.expected_at_start);
+        let offsets = match (first, c.end_offset) {
+            (Some(a), Some(b)) if b > a => Some((a, b - 1)),
+            _ => None,
+        };
+        removed.push(DamagedRange {
+            file: log_path(cut_base),
+            position,
+            bytes: size - position,
+            offsets,
+            reason: format!(
+                "truncated at the first invalid batch, as Kafka's recovery does: {}",
+                c.scan.invalid[0].reason
+            ),
+            action: DamageAction::Removed,
+        });
+        for &base in bases.iter().filter(|b| **b > cut_base) {
+            let segment = segments.get(base).expect("listed segment");
+            if segment.size() == 0 {
+                continue;
+            }
+            let end = checked
+                .iter()
+                .find(|c| c.base == base)
+                .map_or_else(|| segment.read_next_offset().ok(), |c| c.end_offset);
+            removed.push(DamagedRange {
+                file: log_path(base),
+                position: 0,
+                bytes: segment.size(),
+                offsets: end.filter(|e| *e > base).map(|e| (base, e - 1)),
+                reason: "deleted: a segment after the damage, as Kafka's recovery does".into(),
+                action: DamageAction::Removed,
+            });
+        }
+    }
+    if writable {
+        for c in &checked {
+            if cut.is_some_and(|(cut_base, _)| c.base > cut_base) {
+                break;
+            }
+            let limit = match cut {
+                Some((cut_base, position)) if cut_base == c.base => position,
+                _ => u64::MAX,
+            };
+            let seg = segments.get_mut(c.base).expect("listed segment");
             let mut aborted = Vec::new();
-            let truncated = seg.recover(&mut |batch| {
+            bytes_truncated += seg.recover_to(limit, &mut |batch| {
                 if let Some((done, lso)) = producer_state.replay_batch(batch)? {
                     aborted.extend(done.to_aborted_txn(lso));
                 }
@@ -307,29 +754,24 @@ pub(crate) fn load(dir: &Path, options: LogOptions) -> Result<Log> {
             for txn in aborted {
                 seg.append_aborted_txn(txn)?;
             }
-            if truncated > 0 {
-                bytes_truncated += truncated;
-                drop_after = Some(base);
+        }
+    } else {
+        for c in checked {
+            if cut.is_some_and(|(cut_base, _)| c.base > cut_base) {
+                break;
             }
-        } else {
-            let (valid, aborted) = valid_prefix(seg, &mut producer_state)?;
-            for txn in aborted {
+            let seg = segments.get_mut(c.base).expect("listed segment");
+            for txn in c.aborted {
                 seg.add_in_memory_aborted_txn(txn)?;
             }
-            if valid < seg.size() {
-                bytes_truncated += seg.size() - valid;
-                seg.limit_to(valid);
-                drop_after = Some(base);
+            if let Some((_, position)) = cut.filter(|(b, _)| *b == c.base) {
+                bytes_truncated += seg.size() - position;
+                seg.limit_to(position);
             }
         }
     }
-    if let Some(last_good) = drop_after {
-        // Everything after a corrupt segment is unreachable garbage, as Kafka treats it.
-        for base in segments
-            .base_offsets()
-            .into_iter()
-            .filter(|b| *b > last_good)
-        {
+    if let Some((cut_base, _)) = cut {
+        for base in bases.iter().copied().filter(|b| *b > cut_base) {
             let seg = segments.remove(base).expect("listed segment");
             if writable {
                 let mut seg = seg;
@@ -338,7 +780,97 @@ pub(crate) fn load(dir: &Path, options: LogOptions) -> Result<Log> {
             }
         }
     }
+    if mode == OnCorruption::Truncate {
+        // What was removed, and the gaps Kafka keeps as they are.
+        damage.retain(|d| d.action == DamageAction::Missing);
+        damage.extend(removed);
+        damage.sort_by(|a, b| (&a.file, a.position).cmp(&(&b.file, b.position)));
+    }
+    Ok(Recovery {
+        bytes_truncated,
+        damage,
+    })
+}
 
+/// A gap at segment `i`'s boundary: offsets `from..base` missing, blamed on the emptied
+/// segments right before it, or on a segment file gone.
+fn gap(dir: &Path, bases: &[i64], sizes: &[u64], i: usize, from: i64, base: i64) -> DamagedRange {
+    let emptied = (0..i).rev().take_while(|&k| sizes[k] == 0).last();
+    let (file, reason) = match emptied {
+        Some(k) => (
+            segment_file(dir, bases[k], LOG_FILE_SUFFIX, ""),
+            format!(
+                "the segment is empty but later segments hold data: offsets {from}..{} are \
+                 missing",
+                base - 1
+            ),
+        ),
+        None => (
+            segment_file(dir, base, LOG_FILE_SUFFIX, ""),
+            format!(
+                "offsets {from}..{} are missing before this segment (a segment file deleted?), \
+                 a gap a log that is not compacted cannot have (pass cleanup.policy=compact in \
+                 config if the topic is compacted)",
+                base - 1
+            ),
+        ),
+    };
+    DamagedRange {
+        file,
+        position: 0,
+        bytes: 0,
+        offsets: Some((from, base - 1)),
+        reason,
+        action: DamageAction::Missing,
+    }
+}
+
+/// `Error::LogDamaged` for the damage found: the first range in full, how many more, and the
+/// options that open the log anyway.
+fn damaged_error(dir: &Path, mut damage: Vec<DamagedRange>, writable: bool) -> Error {
+    for d in &mut damage {
+        if d.action == DamageAction::Refused {
+            d.action = DamageAction::Missing;
+        }
+    }
+    let more = match damage.len() {
+        1 => String::new(),
+        n => format!(" (and {} more damaged ranges)", n - 1),
+    };
+    let how = if writable {
+        "open it read-only with on_corruption='skip' to read every valid batch, or writable \
+         with on_corruption='truncate' for Kafka's recovery, which deletes everything from the \
+         first invalid batch on"
+    } else {
+        "open it with on_corruption='skip' to read every valid batch around the damage, or \
+         on_corruption='truncate' to see it as Kafka's recovery would leave it"
+    };
+    Error::LogDamaged {
+        message: format!(
+            "log {} is damaged (not a torn tail a crash leaves): {}{more}; {how}",
+            dir.display(),
+            damage[0]
+        ),
+        damage,
+    }
+}
+
+/// The end of Kafka's `load`: log start and end offsets, the high watermark, leader epochs and
+/// producer state as the checkpoints and the recovered segments say.
+#[allow(clippy::too_many_arguments)]
+fn complete_load(
+    dir: &Path,
+    options: &LogOptions,
+    mut segments: LogSegments,
+    checkpoints: &Checkpoints,
+    producer_state: ProducerStateManager,
+    epoch_cache: LeaderEpochFileCache,
+    writer_lock: Option<std::fs::File>,
+    recovery: Recovery,
+    now: i64,
+) -> Result<Log> {
+    let writable = !options.read_only;
+    let config = &options.config;
     if writable {
         if let Some(active) = segments.active_mut() {
             // Recovery trims indexes; the active segment's need room for appends again (Kafka
@@ -347,7 +879,7 @@ pub(crate) fn load(dir: &Path, options: LogOptions) -> Result<Log> {
         }
     }
 
-    // An empty directory becomes an empty log at the checkpointed start offset.
+    // An empty directory (create=True) becomes an empty log at the checkpointed start offset.
     if segments.is_empty() && writable {
         let start = checkpoints.log_start_offset.unwrap_or(0).max(0);
         segments.add(LogSegment::open(dir, start, config, true, "", now)?);
@@ -405,49 +937,14 @@ pub(crate) fn load(dir: &Path, options: LogOptions) -> Result<Log> {
     }
     let hw = state.high_watermark.message_offset;
     state.producer_state.on_high_watermark_updated(hw);
-    let dir = dir.to_path_buf();
     Ok(Log::from_parts(
-        dir,
-        &options,
+        dir.to_path_buf(),
+        options,
         state,
-        bytes_truncated,
+        recovery.bytes_truncated,
+        recovery.damage,
         checkpoints.high_watermark,
     ))
-}
-
-/// A read-only segment's valid prefix: batches are validated (CRC, offsets) until the first bad
-/// one, and replayed into the producer state; the aborted transactions they complete are returned
-/// so the view can answer read_committed even where the `.txnindex` lost them.
-fn valid_prefix(
-    segment: &LogSegment,
-    producer_state: &mut ProducerStateManager,
-) -> Result<(u64, Vec<AbortedTxn>)> {
-    let mut aborted = Vec::new();
-    let log = segment.log();
-    let mut reader = log.batches(0, log.size_in_bytes(), segment.max_batch_size());
-    let mut valid = 0u64;
-    loop {
-        let next = match reader.next_batch() {
-            Ok(Some(x)) => x,
-            Ok(None) => break,
-            Err(Error::CorruptRecord { .. }) => break,
-            Err(e) => return Err(e),
-        };
-        let (position, bytes) = next;
-        let Ok(batch) = Batch::parse(bytes) else {
-            break;
-        };
-        if batch.ensure_valid().is_err()
-            || !segment.can_convert_to_relative_offset(batch.last_offset())
-        {
-            break;
-        }
-        if let Some((done, lso)) = producer_state.replay_batch(&batch)? {
-            aborted.extend(done.to_aborted_txn(lso));
-        }
-        valid = position + bytes.len() as u64;
-    }
-    Ok((valid, aborted))
 }
 
 /// Replays the batches in [from, to) into the producer state (Kafka's `rebuildProducerState`

@@ -42,6 +42,7 @@ impl FetchIsolation {
     }
 }
 
+pub use loader::{DamageAction, DamagedRange, OnCorruption};
 pub use producer_state::AppendOrigin;
 
 /// Kafka's `LogAppendInfo`, trimmed to what a caller of this library uses.
@@ -98,6 +99,8 @@ pub struct LogOptions {
     /// A lone leader's high watermark follows its log end offset, as Kafka's does with a
     /// replication factor of 1; turn off to drive the high watermark by hand.
     pub single_replica: bool,
+    /// What the open does with damage beyond a torn tail of the last segment (see `loader`).
+    pub on_corruption: OnCorruption,
     pub clock: Clock,
 }
 
@@ -108,6 +111,7 @@ impl Default for LogOptions {
             read_only: true,
             create: false,
             single_replica: true,
+            on_corruption: OnCorruption::Error,
             clock: system_clock(),
         }
     }
@@ -136,6 +140,12 @@ pub mod producer_state;
 #[cfg(test)]
 mod loader_tests;
 #[cfg(test)]
+mod damage_tests;
+#[cfg(test)]
+mod disk_full_tests;
+#[cfg(test)]
+mod every_byte_tests;
+#[cfg(test)]
 mod tests;
 #[cfg(test)]
 mod unified_log_tests;
@@ -150,6 +160,8 @@ pub struct Log {
     state: RwLock<LogState>,
     /// Bytes truncated from torn tails when the log was opened (recovery or the read-only view).
     recovered_bytes_truncated: u64,
+    /// Damage the open skipped, removed or found missing (`LogOptions::on_corruption`).
+    damaged_ranges: Vec<DamagedRange>,
     /// This partition's entry in the log dir's `replication-offset-checkpoint` when opened.
     checkpointed_high_watermark: Option<i64>,
 }
@@ -174,6 +186,7 @@ impl Log {
         options: &LogOptions,
         state: LogState,
         recovered_bytes_truncated: u64,
+        damaged_ranges: Vec<DamagedRange>,
         checkpointed_high_watermark: Option<i64>,
     ) -> Log {
         Log {
@@ -184,6 +197,7 @@ impl Log {
             clock: options.clock.clone(),
             state: RwLock::new(state),
             recovered_bytes_truncated,
+            damaged_ranges,
             checkpointed_high_watermark,
         }
     }
@@ -202,6 +216,11 @@ impl Log {
     }
     pub fn recovered_bytes_truncated(&self) -> u64 {
         self.recovered_bytes_truncated
+    }
+    /// What the open found beyond a torn tail and did about it: ranges skipped (`Skip`),
+    /// removed (`Truncate`), or offsets missing. Empty for an undamaged log.
+    pub fn damaged_ranges(&self) -> &[DamagedRange] {
+        &self.damaged_ranges
     }
     /// The high watermark the broker last checkpointed for this partition, if its log dir has
     /// one; `high_watermark` may be ahead of it (a lone replica's, see `LogOptions`).

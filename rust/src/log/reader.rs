@@ -119,10 +119,19 @@ impl Log {
         };
         let mut scratch = Vec::new();
         let mut finished = false;
+        let mut previous_last = i64::MIN;
         for segment in st.segments.from_offset(start) {
             if finished || segment.base_offset() >= end {
                 break;
             }
+            // A flushed segment is not validated on open: offsets rewritten outside the CRC
+            // (a base offset) show here, as a batch that does not fit where it lies.
+            let (floor, ceiling) = (
+                segment.base_offset(),
+                st.segments
+                    .higher(segment.base_offset())
+                    .map_or(i64::MAX, |s| s.base_offset()),
+            );
             let position = segment
                 .translate_offset(start, 0)?
                 .map_or(segment.size(), |p| p.position);
@@ -133,6 +142,19 @@ impl Log {
                 log.size_in_bytes(),
                 segment.max_batch_size(),
                 &mut |pos, batch, window| {
+                    let first = match batch {
+                        Batch::V2(b) => b.base_offset(),
+                        Batch::Legacy(_) => batch.last_offset(),
+                    };
+                    if first <= previous_last || first < floor || batch.last_offset() >= ceiling {
+                        return Err(Error::corrupt(format!(
+                            "batch of offsets {first}..{} is out of place: after offset \
+                             {previous_last}, in the segment of offsets {floor}..{}",
+                            batch.last_offset(),
+                            ceiling.saturating_sub(1)
+                        )));
+                    }
+                    previous_last = batch.last_offset();
                     if batch.last_offset() < start {
                         return Ok(true);
                     }

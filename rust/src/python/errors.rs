@@ -20,6 +20,14 @@ create_exception!(
 );
 create_exception!(
     kafkalog,
+    LogDamagedError,
+    CorruptRecordError,
+    "A log damaged beyond a torn tail (invalid batches with valid ones after them, a missing or \
+     emptied segment, offsets going backwards or missing); the message names file, position and \
+     offsets. Open with on_corruption='skip' or 'truncate' to read it anyway."
+);
+create_exception!(
+    kafkalog,
     CorruptIndexError,
     KafkaLogError,
     "An index file that breaks Kafka's invariants."
@@ -89,6 +97,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
     m.add("KafkaLogError", py.get_type::<KafkaLogError>())?;
     m.add("CorruptRecordError", py.get_type::<CorruptRecordError>())?;
+    m.add("LogDamagedError", py.get_type::<LogDamagedError>())?;
     m.add("CorruptIndexError", py.get_type::<CorruptIndexError>())?;
     m.add(
         "OffsetOutOfRangeError",
@@ -123,6 +132,7 @@ impl From<Error> for PyErr {
         let msg = e.to_string();
         match e {
             Error::CorruptRecord { .. } => CorruptRecordError::new_err(msg),
+            Error::LogDamaged { .. } => LogDamagedError::new_err(msg),
             Error::CorruptIndex { .. } => CorruptIndexError::new_err(msg),
             Error::OffsetOutOfRange { .. } => OffsetOutOfRangeError::new_err(msg),
             Error::InvalidOffset(_) | Error::OffsetOverflow(_) => InvalidOffsetError::new_err(msg),

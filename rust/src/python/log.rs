@@ -8,7 +8,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
 use crate::error::Result;
-use crate::log::{FetchIsolation, Log as RsLog, LogOptions};
+use crate::log::{FetchIsolation, Log as RsLog, LogOptions, OnCorruption};
 use crate::python::records::{
     batches_to_py, build_v2, decode_batch, extract_records, now_ms, record_to_py, DecodedBatch,
 };
@@ -33,8 +33,13 @@ pub struct Log {
 impl Log {
     /// Opens the log in `path`. `read_only=True` (the default) never changes a byte on disk.
     /// `config` takes Kafka topic configs (`segment.bytes`, `retention.ms`, ...).
+    /// `on_corruption`: what to do with damage beyond a torn tail of the last segment: "error"
+    /// (raise LogDamagedError, the default), "skip" (read-only: read every valid batch around
+    /// it) or "truncate" (Kafka's recovery: the log ends at the damage; writable opens delete
+    /// what follows). `damaged_ranges` reports what was skipped or removed.
     #[new]
-    #[pyo3(signature = (path, *, read_only = true, config = None, create = false, single_replica = true))]
+    #[pyo3(signature = (path, *, read_only = true, config = None, create = false, single_replica = true,
+        on_corruption = "error"))]
     fn new(
         py: Python<'_>,
         path: PathBuf,
@@ -42,12 +47,14 @@ impl Log {
         config: Option<&Bound<'_, PyDict>>,
         create: bool,
         single_replica: bool,
+        on_corruption: &str,
     ) -> PyResult<Self> {
         let options = LogOptions {
             config: config_from(config)?,
             read_only,
             create,
             single_replica,
+            on_corruption: OnCorruption::from_name(on_corruption)?,
             ..Default::default()
         };
         let log = py.allow_threads(|| RsLog::open(&path, options))?;
@@ -58,7 +65,8 @@ impl Log {
 
     /// Same as the constructor.
     #[staticmethod]
-    #[pyo3(signature = (path, *, read_only = true, config = None, create = false, single_replica = true))]
+    #[pyo3(signature = (path, *, read_only = true, config = None, create = false, single_replica = true,
+        on_corruption = "error"))]
     fn open(
         py: Python<'_>,
         path: PathBuf,
@@ -66,8 +74,17 @@ impl Log {
         config: Option<&Bound<'_, PyDict>>,
         create: bool,
         single_replica: bool,
+        on_corruption: &str,
     ) -> PyResult<Self> {
-        Self::new(py, path, read_only, config, create, single_replica)
+        Self::new(
+            py,
+            path,
+            read_only,
+            config,
+            create,
+            single_replica,
+            on_corruption,
+        )
     }
 
     #[getter]
@@ -149,6 +166,26 @@ impl Log {
     #[getter]
     fn recovered_bytes_truncated(&self) -> u64 {
         self.inner.recovered_bytes_truncated()
+    }
+    /// Damage found when the log was opened, one dict per range: file, position, bytes,
+    /// first_offset and last_offset (None when unknown), reason, and action ("skipped",
+    /// "removed" or "missing"). Empty for an undamaged log.
+    #[getter]
+    fn damaged_ranges<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let out = PyList::empty(py);
+        for d in self.inner.damaged_ranges() {
+            let item = PyDict::new(py);
+            item.set_item("file", &d.file)?;
+            item.set_item("position", d.position)?;
+            item.set_item("bytes", d.bytes)?;
+            item.set_item("first_offset", d.offsets.map(|o| o.0))?;
+            item.set_item("last_offset", d.offsets.map(|o| o.1))?;
+            item.set_item("reason", &d.reason)?;
+            item.set_item("action", d.action.name())?;
+            item.set_item("description", d.to_string())?;
+            out.append(item)?;
+        }
+        Ok(out)
     }
 
     /// Appends records as the leader: offsets are assigned, the batch is validated, the log rolls

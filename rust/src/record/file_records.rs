@@ -1,6 +1,7 @@
 //! A `.log` file of record batches (Kafka's `FileRecords` + `FileLogInputStream`): positional
 //! reads and appends, shallow batch scans that read only headers, and a chunked reader that hands
-//! out whole batches for decoding.
+//! out whole batches for decoding. A read-only view can be told to step over damaged byte ranges
+//! (`skip_ranges`), and `find_next_valid_batch` finds where valid batches resume after damage.
 
 use std::ops::Range;
 
@@ -50,6 +51,9 @@ pub struct FileRecords {
     file: File,
     size: u64,
     writable: bool,
+    /// Damaged `[start, end)` byte ranges every reader steps over (a read-only view that skips
+    /// damage); sorted, disjoint.
+    skipped: Vec<(u64, u64)>,
 }
 
 impl FileRecords {
@@ -72,7 +76,38 @@ impl FileRecords {
             file,
             size,
             writable,
+            skipped: Vec::new(),
         })
+    }
+
+    /// Makes every reader step over these damaged `[start, end)` ranges (read-only views only).
+    pub fn skip_ranges(&mut self, mut ranges: Vec<(u64, u64)>) {
+        ranges.retain(|(s, e)| e > s);
+        ranges.sort_unstable();
+        self.skipped = ranges;
+    }
+
+    pub fn skipped_ranges(&self) -> &[(u64, u64)] {
+        &self.skipped
+    }
+
+    /// `position` moved past any skipped range it falls in.
+    fn past_skipped(&self, mut position: u64) -> u64 {
+        for &(start, end) in &self.skipped {
+            if position >= start && position < end {
+                position = end;
+            }
+        }
+        position
+    }
+
+    /// The start of the first skipped range at or after `position` (where a raw read must stop).
+    fn next_skipped_start(&self, position: u64) -> u64 {
+        self.skipped
+            .iter()
+            .map(|&(start, _)| start)
+            .find(|&start| start >= position)
+            .unwrap_or(u64::MAX)
     }
 
     pub fn path(&self) -> &Path {
@@ -113,9 +148,12 @@ impl FileRecords {
                 self.size
             )));
         }
-        self.file
-            .write_all_at(data, self.size)
-            .map_err(|e| Error::io(&self.path, e))?;
+        if let Err(e) = self.file.write_all_at(data, self.size) {
+            // A full disk can take part of the batch: cut it off again, so nothing half-written
+            // stays past the end the log knows.
+            let _ = self.file.set_len(self.size);
+            return Err(Error::io(&self.path, e));
+        }
         self.size = new_size;
         Ok(data.len())
     }
@@ -160,9 +198,12 @@ impl FileRecords {
         }
     }
 
-    /// Reads `len` bytes at `position`, clamped to the end of the log.
+    /// Reads `len` bytes at `position`, clamped to the end of the log (and to the next skipped
+    /// range, so raw fetches never hand out damaged bytes).
     pub fn read_range(&self, position: u64, len: usize) -> Result<Vec<u8>> {
-        let end = (position.saturating_add(len as u64)).min(self.size);
+        let end = (position.saturating_add(len as u64))
+            .min(self.size)
+            .min(self.next_skipped_start(position));
         if position >= end {
             return Ok(Vec::new());
         }
@@ -176,6 +217,7 @@ impl FileRecords {
     /// Reads the header of the batch at `position`; `Ok(None)` at the end of the log. A batch
     /// whose length runs past the end is an error naming the file and position.
     pub fn read_header(&self, position: u64, max_batch_size: usize) -> Result<Option<BatchHeader>> {
+        let position = self.past_skipped(position);
         if position >= self.size {
             return Ok(None);
         }
@@ -338,6 +380,94 @@ impl FileRecords {
     }
 }
 
+impl FileRecords {
+    /// The position of the first valid batch at or after `from` whose offsets are at least
+    /// `min_offset`, or `None`. Kafka's recovery has no such scan (it stops at the first invalid
+    /// batch); it is what tells damage (valid batches after it) from a torn tail, and where a
+    /// view that skips damage resumes. Every byte is tried as a batch start: a cheap check of the
+    /// header fields, then the framing and CRC of the whole batch. Reads go through a window, so
+    /// a long zero-filled tail costs one pass, and a candidate's length is trusted only up to
+    /// the end of the file and `max_batch_size`.
+    pub fn find_next_valid_batch(
+        &self,
+        from: u64,
+        min_offset: i64,
+        max_batch_size: usize,
+    ) -> Result<Option<u64>> {
+        let mut window_start = from;
+        let mut buf = Vec::new();
+        while window_start + (HEADER_SIZE_UP_TO_MAGIC as u64) <= self.size {
+            let window_end = (window_start + (CHUNK + RECORD_BATCH_OVERHEAD) as u64).min(self.size);
+            buf.resize((window_end - window_start) as usize, 0);
+            self.file
+                .read_exact_at(&mut buf, window_start)
+                .map_err(|e| Error::io(&self.path, e))?;
+            let last_start = buf.len().min(CHUNK);
+            for off in 0..last_start {
+                let q = window_start + off as u64;
+                let Some(size) = plausible_batch(&buf[off..], self.size - q, min_offset) else {
+                    continue;
+                };
+                if size > max_batch_size {
+                    continue;
+                }
+                let owned;
+                let bytes = if off + size <= buf.len() {
+                    &buf[off..off + size]
+                } else {
+                    owned = self.read_range(q, size)?;
+                    &owned[..]
+                };
+                if bytes.len() != size {
+                    continue;
+                }
+                let ok = Batch::parse(bytes).and_then(|b| {
+                    b.ensure_valid()?;
+                    Ok(b.last_offset() >= min_offset)
+                });
+                if matches!(ok, Ok(true)) {
+                    return Ok(Some(q));
+                }
+            }
+            window_start += last_start as u64;
+        }
+        Ok(None)
+    }
+}
+
+/// The cheap part of `find_next_valid_batch`: the batch size if `buf` (what the window holds
+/// from a candidate start, `left` bytes to the end of the file) starts like a batch.
+fn plausible_batch(buf: &[u8], left: u64, min_offset: i64) -> Option<usize> {
+    if buf.len() < HEADER_SIZE_UP_TO_MAGIC {
+        return None;
+    }
+    let magic = buf[16];
+    if magic > MAGIC_V2 {
+        return None;
+    }
+    let length = i32::from_be_bytes(buf[8..12].try_into().unwrap());
+    let min = if magic == MAGIC_V2 {
+        RECORD_BATCH_OVERHEAD - 12
+    } else {
+        14
+    };
+    if length < min as i32 || length as u64 + 12 > left {
+        return None;
+    }
+    let offset = i64::from_be_bytes(buf[0..8].try_into().unwrap());
+    if offset < min_offset {
+        return None;
+    }
+    if magic == MAGIC_V2 && buf.len() >= RECORD_BATCH_OVERHEAD {
+        let attributes = u16::from_be_bytes(buf[21..23].try_into().unwrap());
+        let delta = i32::from_be_bytes(buf[23..27].try_into().unwrap());
+        if attributes & 0x7 > 4 || delta < 0 {
+            return None;
+        }
+    }
+    Some(length as usize + 12)
+}
+
 pub struct HeaderIter<'a> {
     records: &'a FileRecords,
     position: u64,
@@ -354,7 +484,7 @@ impl Iterator for HeaderIter<'_> {
         }
         match self.records.read_header(self.position, self.max_batch_size) {
             Ok(Some(h)) => {
-                self.position += h.size as u64;
+                self.position = h.position + h.size as u64;
                 Some(Ok(h))
             }
             Ok(None) => {
@@ -428,7 +558,7 @@ impl BatchReader<'_> {
 
     /// [`Self::next_batch`] as the batch's range in [`Self::window`].
     pub fn next_batch_range(&mut self) -> Result<Option<(u64, Range<usize>)>> {
-        let position = self.next;
+        let position = self.records.past_skipped(self.next);
         if position >= self.end {
             return Ok(None);
         }

@@ -1,0 +1,415 @@
+//! The loader's damage rules on logs this crate writes: a torn tail of the last segment is
+//! recovered silently; an invalid batch with valid ones after it, an emptied or deleted segment
+//! between others, offsets going backwards and gaps are refused by default, read around with
+//! `Skip`, recovered Kafka's way with `Truncate`; read-only opens change nothing.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use crate::config::LogConfig;
+use crate::error::Error;
+use crate::log::{DamageAction, FetchIsolation, Log, LogOptions, OnCorruption};
+use crate::record::builder::{BatchBuilder, BatchOptions};
+use crate::record::file_records::FileRecords;
+
+pub(crate) fn batch_of(count: i64, size: usize) -> Vec<u8> {
+    let mut b = BatchBuilder::new(BatchOptions::default());
+    for i in 0..count {
+        let v = vec![b'a' + (i % 26) as u8; size];
+        b.append(1_000 + i, None, Some(&v), &[]).unwrap();
+    }
+    b.build().unwrap()
+}
+
+fn config() -> LogConfig {
+    let mut config = LogConfig::default();
+    config.set("segment.bytes", "2600").unwrap();
+    config.set("index.interval.bytes", "256").unwrap();
+    config.set("file.delete.delay.ms", "0").unwrap();
+    config
+}
+
+fn options(read_only: bool, on_corruption: OnCorruption) -> LogOptions {
+    LogOptions {
+        config: config(),
+        read_only,
+        on_corruption,
+        ..Default::default()
+    }
+}
+
+/// A log of 4 segments in `root/t-0`, 4 records per batch, 10 batches per segment, as a copy of
+/// a partition folder has it: without the log dir's checkpoint files, so the open validates
+/// every segment.
+fn four_segments(root: &Path) -> PathBuf {
+    let dir = four_segments_with_checkpoints(root);
+    for name in [
+        crate::log::loader::RECOVERY_POINT_CHECKPOINT,
+        crate::log::loader::LOG_START_OFFSET_CHECKPOINT,
+        crate::log::loader::REPLICATION_OFFSET_CHECKPOINT,
+    ] {
+        std::fs::remove_file(root.join(name)).unwrap();
+    }
+    dir
+}
+
+fn four_segments_with_checkpoints(root: &Path) -> PathBuf {
+    let dir = root.join("t-0");
+    let log = Log::open(
+        &dir,
+        LogOptions {
+            create: true,
+            ..options(false, OnCorruption::Error)
+        },
+    )
+    .unwrap();
+    while log.number_of_segments() < 4 || log.log_end_offset() % 40 != 0 {
+        log.append_as_leader(&batch_of(4, 40), 0).unwrap();
+    }
+    log.close().unwrap();
+    assert_eq!(log.segment_base_offsets(), vec![0, 40, 80, 120]);
+    dir
+}
+
+fn seg(dir: &Path, base: i64) -> PathBuf {
+    dir.join(format!("{base:020}.log"))
+}
+
+/// (bytes, length, mtime) of every file under `root`.
+pub(crate) fn snapshot(root: &Path) -> BTreeMap<PathBuf, (Vec<u8>, u64, std::time::SystemTime)> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                let m = std::fs::metadata(&p).unwrap();
+                out.insert(
+                    p.clone(),
+                    (std::fs::read(&p).unwrap(), m.len(), m.modified().unwrap()),
+                );
+            }
+        }
+    }
+    out
+}
+
+/// Batch positions of a segment file.
+fn positions(path: &Path) -> Vec<u64> {
+    let f = FileRecords::open(path, false).unwrap();
+    f.headers_from(0, 1 << 20)
+        .map(|h| h.unwrap().position)
+        .collect()
+}
+
+fn offsets(log: &Log) -> Vec<i64> {
+    log.records(None, None, FetchIsolation::LogEnd)
+        .unwrap()
+        .iter()
+        .map(|r| r.offset)
+        .collect()
+}
+
+fn open_ro(dir: &Path, mode: OnCorruption) -> crate::error::Result<Log> {
+    let before = snapshot(dir.parent().unwrap());
+    let r = Log::open(dir, options(true, mode));
+    if let Ok(log) = &r {
+        let _ = log.records(None, None, FetchIsolation::LogEnd);
+    }
+    assert!(
+        snapshot(dir.parent().unwrap()) == before,
+        "a read-only open changed files"
+    );
+    r
+}
+
+fn damaged_message(r: crate::error::Result<Log>) -> String {
+    match r {
+        Err(Error::LogDamaged { message, damage }) => {
+            assert!(!damage.is_empty());
+            message
+        }
+        Err(e) => panic!("expected LogDamaged, got {e}"),
+        Ok(_) => panic!("expected LogDamaged, the open succeeded"),
+    }
+}
+
+#[test]
+fn flipped_bytes_in_a_middle_segment() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = four_segments(tmp.path());
+    let p = seg(&dir, 40);
+    let third = positions(&p)[2];
+    let mut bytes = std::fs::read(&p).unwrap();
+    for b in &mut bytes[third as usize + 70..third as usize + 80] {
+        *b ^= 0xff;
+    }
+    std::fs::write(&p, &bytes).unwrap();
+
+    let msg = damaged_message(open_ro(&dir, OnCorruption::Error));
+    assert!(msg.contains("00000000000000000040.log"), "{msg}");
+    assert!(msg.contains(&format!("at position {third}")), "{msg}");
+    assert!(msg.contains("offsets 48..51 lost"), "{msg}");
+
+    let log = open_ro(&dir, OnCorruption::Skip).unwrap();
+    let want: Vec<i64> = (0..160).filter(|o| !(48..52).contains(o)).collect();
+    assert_eq!(offsets(&log), want);
+    let d = log.damaged_ranges();
+    assert_eq!(d.len(), 1);
+    assert_eq!((d[0].position, d[0].offsets), (third, Some((48, 51))));
+    assert_eq!(d[0].action, DamageAction::Skipped);
+    // a fetch never hands out the damaged bytes
+    let fetched = log.read(44, 1 << 20, FetchIsolation::LogEnd, true).unwrap();
+    assert!(crate::record::file_records::headers_in(&fetched.records).all(|h| h.is_ok()));
+    assert_eq!(
+        log.read(48, 1 << 20, FetchIsolation::LogEnd, true)
+            .unwrap()
+            .fetch_offset_metadata
+            .relative_position_in_segment as u64,
+        positions(&p)[3]
+    );
+    drop(log);
+
+    let log = open_ro(&dir, OnCorruption::Truncate).unwrap();
+    assert_eq!(log.log_end_offset(), 48);
+    drop(log);
+
+    // writable: refused, nothing deleted; Kafka's recovery only when asked, and reported
+    damaged_message(Log::open(&dir, options(false, OnCorruption::Error)));
+    assert!(seg(&dir, 120).exists() && seg(&dir, 80).exists());
+    assert!(matches!(
+        Log::open(&dir, options(false, OnCorruption::Skip)),
+        Err(Error::InvalidArgument(_))
+    ));
+    let log = Log::open(&dir, options(false, OnCorruption::Truncate)).unwrap();
+    assert_eq!(log.log_end_offset(), 48);
+    let removed: Vec<_> = log
+        .damaged_ranges()
+        .iter()
+        .map(|d| (d.file.clone(), d.offsets, d.action))
+        .collect();
+    assert_eq!(
+        removed,
+        vec![
+            (seg(&dir, 40), Some((48, 79)), DamageAction::Removed),
+            (seg(&dir, 80), Some((80, 119)), DamageAction::Removed),
+            (seg(&dir, 120), Some((120, 159)), DamageAction::Removed),
+        ]
+    );
+    log.append_as_leader(&batch_of(2, 10), 0).unwrap();
+    log.close().unwrap();
+    drop(log);
+    assert!(!seg(&dir, 80).exists() && !seg(&dir, 120).exists());
+    let log = open_ro(&dir, OnCorruption::Error).unwrap();
+    assert_eq!(offsets(&log), (0..50).collect::<Vec<_>>());
+}
+
+#[test]
+fn damage_below_the_recovery_point_is_an_error_when_read() {
+    // Kafka validates only what was not flushed; a flushed segment's damage shows when read,
+    // naming file and position (a skipping open validates everything).
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = four_segments_with_checkpoints(tmp.path());
+    let p = seg(&dir, 40);
+    let third = positions(&p)[2];
+    let mut bytes = std::fs::read(&p).unwrap();
+    bytes[third as usize + 70] ^= 0xff;
+    std::fs::write(&p, &bytes).unwrap();
+    let log = open_ro(&dir, OnCorruption::Error).unwrap();
+    let e = log
+        .records(None, None, FetchIsolation::LogEnd)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("00000000000000000040.log") && e.contains(&format!("position {third}")),
+        "{e}"
+    );
+    drop(log);
+    let log = open_ro(&dir, OnCorruption::Skip).unwrap();
+    assert_eq!(log.damaged_ranges().len(), 1);
+    assert_eq!(offsets(&log).len(), 156);
+}
+
+#[test]
+fn emptied_and_deleted_middle_segments() {
+    for deleted in [false, true] {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = four_segments(tmp.path());
+        if deleted {
+            for ext in ["log", "index", "timeindex"] {
+                std::fs::remove_file(dir.join(format!("{:020}.{ext}", 80))).unwrap();
+            }
+        } else {
+            std::fs::write(seg(&dir, 80), b"").unwrap();
+        }
+        let msg = damaged_message(open_ro(&dir, OnCorruption::Error));
+        let named = if deleted {
+            seg(&dir, 120)
+        } else {
+            seg(&dir, 80)
+        };
+        assert!(msg.contains(&named.display().to_string()), "{msg}");
+        assert!(msg.contains("offsets 80..119"), "{msg}");
+        let log = open_ro(&dir, OnCorruption::Skip).unwrap();
+        let want: Vec<i64> = (0..160).filter(|o| !(80..120).contains(o)).collect();
+        assert_eq!(offsets(&log), want);
+        assert_eq!(log.damaged_ranges()[0].action, DamageAction::Missing);
+        drop(log);
+        damaged_message(Log::open(&dir, options(false, OnCorruption::Error)));
+        // Kafka keeps a gap as it is
+        let log = Log::open(&dir, options(false, OnCorruption::Truncate)).unwrap();
+        assert_eq!(log.log_end_offset(), 160);
+        assert_eq!(log.damaged_ranges().len(), 1);
+        drop(log);
+        // a compacted log may have gaps
+        let mut compact = options(true, OnCorruption::Error);
+        compact.config.set("cleanup.policy", "compact").unwrap();
+        let log = Log::open(&dir, compact).unwrap();
+        assert!(log.damaged_ranges().is_empty());
+        assert_eq!(offsets(&log).len(), 120);
+    }
+}
+
+#[test]
+fn corrupt_length_at_offset_zero_and_offsets_going_backwards() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = four_segments(tmp.path());
+    let mut bytes = std::fs::read(seg(&dir, 0)).unwrap();
+    bytes[8..12].copy_from_slice(&0x7fff_ff00i32.to_be_bytes());
+    std::fs::write(seg(&dir, 0), &bytes).unwrap();
+    let msg = damaged_message(open_ro(&dir, OnCorruption::Error));
+    assert!(
+        msg.contains("00000000000000000000.log at position 0"),
+        "{msg}"
+    );
+    assert!(msg.contains("offsets 0..3 lost"), "{msg}");
+    let log = open_ro(&dir, OnCorruption::Skip).unwrap();
+    assert_eq!(offsets(&log), (4..160).collect::<Vec<_>>());
+    drop(log);
+
+    // A base offset (outside the CRC) rewritten below the previous batch's.
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = four_segments(tmp.path());
+    let p = seg(&dir, 80);
+    let fifth = positions(&p)[5] as usize;
+    let mut bytes = std::fs::read(&p).unwrap();
+    bytes[fifth..fifth + 8].copy_from_slice(&84i64.to_be_bytes());
+    std::fs::write(&p, &bytes).unwrap();
+    let msg = damaged_message(open_ro(&dir, OnCorruption::Error));
+    assert!(msg.contains("offsets going backwards"), "{msg}");
+    assert!(msg.contains(&format!("at position {fifth}")), "{msg}");
+    let log = open_ro(&dir, OnCorruption::Skip).unwrap();
+    assert_eq!(log.damaged_ranges()[0].offsets, Some((100, 103)));
+    assert_eq!(offsets(&log).len(), 156);
+    drop(log);
+    damaged_message(Log::open(&dir, options(false, OnCorruption::Error)));
+    let log = Log::open(&dir, options(false, OnCorruption::Truncate)).unwrap();
+    assert_eq!(log.log_end_offset(), 100);
+}
+
+#[test]
+fn torn_tails_stay_silent() {
+    // the last segment cut mid-batch, then a zero-filled tail as a crashed page cache leaves it
+    for zeros in [false, true] {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = four_segments(tmp.path());
+        let p = seg(&dir, 120);
+        let last = *positions(&p).last().unwrap();
+        let mut bytes = std::fs::read(&p).unwrap();
+        if zeros {
+            bytes.truncate(last as usize + 30);
+            bytes.resize(bytes.len() + 4096, 0);
+        } else {
+            bytes.truncate(last as usize + 30);
+        }
+        std::fs::write(&p, &bytes).unwrap();
+        let log = open_ro(&dir, OnCorruption::Error).unwrap();
+        assert_eq!(log.log_end_offset(), 156);
+        assert!(log.damaged_ranges().is_empty());
+        drop(log);
+        let log = Log::open(&dir, options(false, OnCorruption::Error)).unwrap();
+        assert_eq!(log.log_end_offset(), 156);
+        assert_eq!(std::fs::metadata(&p).unwrap().len(), last);
+    }
+    // a crash right after a roll: the segment before an empty active one is torn
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = four_segments(tmp.path());
+    let p = seg(&dir, 120);
+    let last = *positions(&p).last().unwrap();
+    let f = std::fs::OpenOptions::new().write(true).open(&p).unwrap();
+    f.set_len(last + 20).unwrap();
+    for ext in ["log", "index", "timeindex"] {
+        std::fs::write(dir.join(format!("{:020}.{ext}", 160)), b"").unwrap();
+    }
+    let log = open_ro(&dir, OnCorruption::Error).unwrap();
+    assert_eq!(log.log_end_offset(), 156);
+    drop(log);
+    let log = Log::open(&dir, options(false, OnCorruption::Error)).unwrap();
+    assert_eq!(log.log_end_offset(), 156);
+    assert!(log.damaged_ranges().is_empty());
+}
+
+#[test]
+fn not_a_partition_folder() {
+    let tmp = tempfile::tempdir().unwrap();
+    let empty = tmp.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    for read_only in [true, false] {
+        let e = Log::open(&empty, options(read_only, OnCorruption::Error)).unwrap_err();
+        assert!(e.to_string().contains("no Kafka segment files"), "{e}");
+    }
+    assert_eq!(std::fs::read_dir(&empty).unwrap().count(), 0);
+    four_segments(tmp.path());
+    for create in [false, true] {
+        let e = Log::open(
+            tmp.path(),
+            LogOptions {
+                create,
+                ..options(false, OnCorruption::Error)
+            },
+        )
+        .unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("data dir holding 1 partition folders (t-0)"),
+            "{e}"
+        );
+    }
+    let e = Log::open(
+        seg(&tmp.path().join("t-0"), 0),
+        options(true, OnCorruption::Error),
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("a segment file"), "{e}");
+    let log = Log::open(
+        &empty,
+        LogOptions {
+            create: true,
+            ..options(false, OnCorruption::Error)
+        },
+    )
+    .unwrap();
+    assert_eq!(log.log_end_offset(), 0);
+}
+
+#[test]
+fn resync_finds_the_next_valid_batch() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = four_segments(tmp.path());
+    let p = seg(&dir, 0);
+    let pos = positions(&p);
+    let f = FileRecords::open(&p, false).unwrap();
+    assert_eq!(f.find_next_valid_batch(0, 0, 1 << 20).unwrap(), Some(0));
+    assert_eq!(
+        f.find_next_valid_batch(1, 0, 1 << 20).unwrap(),
+        Some(pos[1])
+    );
+    assert_eq!(
+        f.find_next_valid_batch(pos[9] + 1, 0, 1 << 20).unwrap(),
+        None
+    );
+    // offsets below the segment's base are not a resync point
+    assert_eq!(f.find_next_valid_batch(1, 100, 1 << 20).unwrap(), None);
+}

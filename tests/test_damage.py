@@ -1,0 +1,169 @@
+"""Damage is reported, never silently hidden: the issue's scenarios on copies of the broker-written
+example partition (4 segments: 0, 60, 144, 232; log end 302), read-only and writable, through
+Log(on_corruption=...) and `kafkalog records`. A torn tail of the last segment stays silent."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import kafkalog
+
+DEMO = Path(kafkalog.__file__).parent / "examples" / "demo-0"
+
+
+def seg(d: Path, base: int) -> Path:
+    return d / f"{base:020d}.log"
+
+
+def snapshot(d: Path):
+    return {p.name: (p.read_bytes(), p.stat().st_size, p.stat().st_mtime_ns) for p in d.iterdir()}
+
+
+def flip10(d):
+    p = seg(d, 60)
+    b = bytearray(p.read_bytes())
+    for i in range(2000, 2010):
+        b[i] ^= 0xFF
+    p.write_bytes(bytes(b))
+
+
+def empty_middle(d):
+    seg(d, 144).write_bytes(b"")
+
+
+def length_at_zero(d):
+    p = seg(d, 0)
+    b = bytearray(p.read_bytes())
+    b[8:12] = (0x7FFFFF00).to_bytes(4, "big")
+    p.write_bytes(bytes(b))
+
+
+def backwards(d):
+    p = seg(d, 144)
+    b = bytearray(p.read_bytes())
+    pos = kafkalog.decode_batches(bytes(b))[3].position
+    b[pos:pos + 8] = (150).to_bytes(8, "big")  # below the batch before it, outside the CRC
+    p.write_bytes(bytes(b))
+
+
+def delete_middle(d):
+    for f in d.glob(f"{144:020d}.*"):
+        f.unlink()
+
+
+# name: (damage, file named, lost offsets in the message, records read with skip)
+SCENARIOS = {
+    "10 flipped bytes in the 2nd segment": (flip10, 60, "offsets 78..83 lost", 294),
+    "an emptied middle segment": (empty_middle, 144, "offsets 144..231", 212),
+    "a corrupt length at offset 0": (length_at_zero, 0, "offsets 0..5 lost", 294),
+    "offsets going backwards": (backwards, 144, "offsets going backwards", None),
+    "a deleted middle segment": (delete_middle, 232, "offsets 144..231", 212),
+}
+
+
+@pytest.fixture
+def copy(tmp_path):
+    def make(name="demo-0"):
+        d = tmp_path / name / "demo-0"
+        shutil.copytree(DEMO, d)
+        return d
+    return make
+
+
+def n_records(log):
+    return sum(1 for _ in log.records(isolation="log_end"))
+
+
+@pytest.mark.parametrize("name", list(SCENARIOS))
+def test_damage_is_reported(copy, name):
+    damage, named, lost, n_skip = SCENARIOS[name]
+    d = copy()
+    damage(d)
+    before = snapshot(d)
+    with pytest.raises(kafkalog.LogDamagedError) as ei:
+        kafkalog.Log(d)
+    msg = str(ei.value)
+    assert seg(d, named).name in msg and "position" in msg and lost in msg, msg
+    assert isinstance(ei.value, kafkalog.CorruptRecordError)
+
+    # skip: every valid batch read, the damage listed
+    log = kafkalog.Log(d, on_corruption="skip")
+    ranges = log.damaged_ranges
+    assert len(ranges) == 1 and Path(ranges[0]["file"]).name == seg(d, named).name, ranges
+    assert ranges[0]["action"] in ("skipped", "missing")
+    if n_skip is not None:
+        assert n_records(log) == n_skip
+    assert log.log_end_offset == 302
+    log.close()
+    assert snapshot(d) == before, "a read-only open changed files"
+
+    # writable: refused and unchanged unless Kafka's recovery is asked for
+    with pytest.raises(kafkalog.LogDamagedError):
+        kafkalog.Log(d, read_only=False)
+    assert {n: v[:2] for n, v in snapshot(d).items() if n.endswith(".log")} == \
+        {n: v[:2] for n, v in before.items() if n.endswith(".log")}
+    with pytest.raises(ValueError, match="read-only"):
+        kafkalog.Log(d, read_only=False, on_corruption="skip")
+    log = kafkalog.Log(d, read_only=False, on_corruption="truncate")
+    leo = log.log_end_offset
+    removed = log.damaged_ranges
+    assert removed, "what the recovery removed is reported"
+    log.append([{"value": b"after"}])
+    log.close()
+    # Kafka's recovery removes invalid bytes; a gap it keeps, so that log stays one to report.
+    gap_only = all(r["action"] == "missing" for r in removed)
+    log = kafkalog.Log(d, on_corruption="truncate" if gap_only else "error")
+    assert log.log_end_offset == leo + 1
+    log.close()
+
+
+def test_torn_tail_of_the_last_segment_stays_silent(copy):
+    d = copy()
+    p = seg(d, 232)
+    last = kafkalog.decode_batches(p.read_bytes())[-1]
+    os.truncate(p, last.position + 25)
+    with open(p, "ab") as f:
+        f.write(bytes(4096))  # and a zero-filled tail, as a crashed page cache leaves it
+    log = kafkalog.Log(d)
+    assert log.damaged_ranges == [] and log.log_end_offset == last.base_offset
+    log.close()
+
+
+def test_not_a_partition_folder(tmp_path, copy):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    for read_only in (True, False):
+        with pytest.raises(ValueError, match="no Kafka segment files"):
+            kafkalog.Log(empty, read_only=read_only)
+    copy("data")
+    with pytest.raises(ValueError, match=r"data dir holding 1 partition folders \(demo-0\)"):
+        kafkalog.Log(tmp_path / "data", read_only=False, create=True)
+    with pytest.raises(OSError, match="a segment file.*open its folder"):
+        kafkalog.Log(seg(DEMO, 0))
+
+
+def run_cli(*args):
+    return subprocess.run([sys.executable, "-m", "kafkalog", *map(str, args)], capture_output=True,
+                          text=True, timeout=120)
+
+
+def test_cli_records_reports_damage(copy):
+    d = copy()
+    flip10(d)
+    proc = run_cli("records", d)
+    assert proc.returncode == 1 and proc.stdout == ""
+    assert "00000000000000000060.log at position 1810" in proc.stderr, proc.stderr
+    proc = run_cli("records", d, "--on-corruption", "skip")
+    assert proc.returncode == 0, proc.stderr
+    assert len(proc.stdout.splitlines()) == 294  # 302 offsets less 6 lost and 2 markers
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 1 and "damaged (skipped)" in lines[0] and "offsets 78..83 lost" in lines[0]
+    proc = run_cli("records", d, "--on-corruption", "truncate")
+    assert proc.returncode == 1 and len(proc.stdout.splitlines()) == 78
+    assert len(proc.stderr.splitlines()) == 3  # the truncated segment and two later ones

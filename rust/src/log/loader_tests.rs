@@ -159,7 +159,7 @@ fn a_torn_tail_is_truncated_on_recovery() {
 }
 
 #[test]
-fn a_corrupt_batch_in_the_middle_truncates_from_there() {
+fn a_corrupt_batch_in_the_middle_is_refused_or_truncated_from_there_on_request() {
     let root = tempfile::tempdir().unwrap();
     let dir = crashed_copy(root.path());
     let last_log = files(&dir, ".log").pop().unwrap();
@@ -179,7 +179,20 @@ fn a_corrupt_batch_in_the_middle_truncates_from_there() {
         .unwrap();
     bytes[first.size - 1] ^= 0xff;
     fs::write(&last_log, &bytes).unwrap();
-    let log = open(&dir);
+    // Valid batches follow the damaged one, so this is damage, not a torn tail: refused unless
+    // Kafka's recovery is asked for.
+    match Log::open(&dir, options(false)) {
+        Err(crate::error::Error::LogDamaged { damage, .. }) => assert!(!damage.is_empty()),
+        other => panic!("expected LogDamaged, got {:?}", other.map(|_| ())),
+    }
+    let log = Log::open(
+        &dir,
+        LogOptions {
+            on_corruption: crate::log::loader::OnCorruption::Truncate,
+            ..options(false)
+        },
+    )
+    .unwrap();
     assert_eq!(log.recovered_bytes_truncated(), n as u64);
     assert_eq!(log.log_end_offset(), base);
 }

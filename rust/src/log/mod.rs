@@ -138,13 +138,13 @@ pub mod epoch;
 pub mod producer_state;
 
 #[cfg(test)]
-mod loader_tests;
-#[cfg(test)]
 mod damage_tests;
 #[cfg(test)]
 mod disk_full_tests;
 #[cfg(test)]
 mod every_byte_tests;
+#[cfg(test)]
+mod loader_tests;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]

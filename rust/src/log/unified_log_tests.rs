@@ -28,6 +28,7 @@ fn options(settings: &[(&str, &str)], single_replica: bool, clock: Arc<AtomicI64
         create: true,
         single_replica,
         clock: Arc::new(move || clock.load(Ordering::SeqCst)),
+        ..LogOptions::default()
     }
 }
 

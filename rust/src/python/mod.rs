@@ -3,8 +3,8 @@
 
 mod arrow;
 mod errors;
-mod internal_topics;
 mod groups;
+mod internal_topics;
 mod log;
 mod records;
 mod segment;

@@ -89,7 +89,7 @@ def group_offsets(data_dir: str, group_id: str) -> Dict[Tuple[str, int], int]:
         if found is not None:
             return dict(found)
     raise KafkaLogOptionError(
-        f"startingOffsetsFromGroup: '{group_id}' is neither a kafkalog group of {data_dir} nor a group "
+        f"startingOffsetsFromGroup: '{group_id}' is not a kafkalog group of {data_dir}, nor a group "
         "with offsets in its __consumer_offsets partitions"
     )
 

@@ -18,7 +18,7 @@ fuzz_target!(|data: &[u8]| {
     let path = dir.path().join("00000000000000000000.txnindex");
     std::fs::write(&path, &data[16..]).unwrap();
     for writable in [false, true] {
-        let Ok(mut idx) = TransactionIndex::open(start, &path, writable) else {
+        let Ok(mut idx) = TransactionIndex::open(&path, start, writable) else {
             continue;
         };
         let _ = idx.sanity_check();

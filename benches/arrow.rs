@@ -69,13 +69,15 @@ fn main() {
         g.bench_function("decode_only", |b| {
             b.iter(|| {
                 let mut total = 0usize;
-                log.for_each_batch(
+                // The loop the Arrow reader runs, records decoded as they are pulled.
+                log.for_each_batch_lazy(
                     None,
                     None,
                     FetchIsolation::HighWatermark,
                     false,
-                    &mut |_, _, records, range| {
-                        for r in &records[range] {
+                    &mut |_, _, records, _, _| {
+                        for r in records {
+                            let r = r?;
                             total += r.key.map_or(0, <[u8]>::len) + r.value.map_or(0, <[u8]>::len);
                         }
                         Ok(true)

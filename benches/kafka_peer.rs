@@ -64,7 +64,9 @@ fn deep_iteration(
     let mut sum = 0u64;
     records
         .for_each_batch(0, records.size_in_bytes(), MAX_BATCH, &mut |_, batch| {
-            for r in batch.records(scratch, MAX_BATCH)? {
+            // Records decoded as they are pulled, as Kafka's deep iteration does.
+            for r in batch.record_iter(scratch, MAX_BATCH)? {
+                let r = r?;
                 sum += (r.key.map_or(0, <[u8]>::len)
                     + r.value.map_or(0, <[u8]>::len)
                     + r.headers.len()) as u64;

@@ -6,17 +6,20 @@
 use std::sync::Arc;
 
 use arrow_array::builder::{
-    BinaryBuilder, BinaryViewBuilder, Int32Builder, Int64Builder, ListBuilder, StringBuilder,
-    StructBuilder, TimestampMicrosecondBuilder,
+    BinaryBuilder, BinaryViewBuilder, ListBuilder, StringBuilder, StructBuilder,
 };
 use arrow_array::cast::AsArray;
 use arrow_array::types::{
     Int32Type, Int64Type, TimestampMicrosecondType, TimestampMillisecondType,
     TimestampNanosecondType, TimestampSecondType,
 };
-use arrow_array::{Array, ArrayRef, Int32Array, RecordBatch, RecordBatchReader, StringArray};
-use arrow_buffer::Buffer;
+use arrow_array::{
+    Array, ArrayRef, BinaryArray, Int32Array, Int64Array, RecordBatch, RecordBatchReader,
+    StringArray, TimestampMicrosecondArray,
+};
+use arrow_buffer::{Buffer, NullBufferBuilder, OffsetBuffer, ScalarBuffer};
 use arrow_schema::{ArrowError, DataType, Field, Fields, Schema, SchemaRef, TimeUnit};
+use std::ops::Range;
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
@@ -27,12 +30,22 @@ use crate::error::{Error, Result};
 use crate::log::{FetchIsolation, Log};
 use crate::producer::partitioner::DEFAULT_BATCH_SIZE;
 use crate::producer::{partition_for_key, StickyPartitioner};
+use crate::record::batch::BatchRecordIter;
 use crate::record::builder::{BatchBuilder, BatchOptions};
 use crate::record::codec::Compression;
 use crate::record::record::Record;
 
 /// Rows per Arrow batch unless the caller says otherwise.
 pub const DEFAULT_BATCH_ROWS: usize = 64 * 1024;
+
+/// Key, value and header bytes per Arrow batch unless the caller says otherwise: 64K rows of
+/// 1 MiB values would be 64 GiB in one batch; this keeps a stream's memory bounded by bytes too.
+pub const DEFAULT_BATCH_BYTES: usize = 64 << 20;
+
+/// The most bytes an Arrow batch's key or value column takes (a Kafka batch past the budget
+/// ends the Arrow batch before it): `binary` offsets are 32-bit, and a Kafka batch holds at
+/// most 256 MiB decompressed (`DEFAULT_MAX_DECOMPRESSED_BYTES`).
+pub const MAX_BATCH_BYTES: usize = 1 << 30;
 
 /// `struct<key: string, value: binary>`, one Kafka header.
 pub fn header_fields() -> Fields {
@@ -86,11 +99,60 @@ pub fn kafka_source_schema_with(include_headers: bool, zero_copy: bool) -> Schem
     Arc::new(Schema::new(fields))
 }
 
+/// Keys or values copied into one `binary` column: Arrow's offsets, values and validity
+/// buffers written directly (a record's bytes are one `extend_from_slice`), sized up front from
+/// the Kafka batches' payloads so they are never regrown while a batch is added.
+struct CopiedBytes {
+    offsets: Vec<i32>,
+    values: Vec<u8>,
+    nulls: NullBufferBuilder,
+}
+
+impl CopiedBytes {
+    fn with_capacity(rows: usize, bytes: usize) -> Self {
+        let mut offsets = Vec::with_capacity(rows + 1);
+        offsets.push(0);
+        CopiedBytes {
+            offsets,
+            values: Vec::with_capacity(bytes),
+            nulls: NullBufferBuilder::new(rows),
+        }
+    }
+
+    #[inline(always)]
+    fn append(&mut self, value: Option<&[u8]>) {
+        match value {
+            Some(v) => {
+                self.values.extend_from_slice(v);
+                self.nulls.append_non_null();
+            }
+            None => self.nulls.append_null(),
+        }
+        // The reader cuts Arrow batches well below 2 GiB of bytes (MAX_BATCH_BYTES).
+        self.offsets.push(self.values.len() as i32);
+    }
+
+    fn finish(&mut self) -> BinaryArray {
+        // The next batch gets room for as much as this one took.
+        let fresh = CopiedBytes::with_capacity(self.offsets.len(), self.values.len());
+        let CopiedBytes {
+            offsets,
+            values,
+            mut nulls,
+        } = std::mem::replace(self, fresh);
+        BinaryArray::new(
+            OffsetBuffer::new(ScalarBuffer::from(offsets)),
+            Buffer::from_vec(values),
+            nulls.finish(),
+        )
+    }
+}
+
 /// A key or value column: bytes copied into a `binary` column, or `binary_view` views into
 /// the read windows (zero-copy; values of compressed batches, which live in a decompression
 /// buffer, are copied into the view builder's own blocks).
 enum BytesColumn {
-    Copied(BinaryBuilder),
+    Copied(CopiedBytes),
     Views {
         builder: BinaryViewBuilder,
         /// The window last added as a block: (address, length, block index). A window added as
@@ -107,14 +169,22 @@ impl BytesColumn {
                 window: None,
             }
         } else {
-            BytesColumn::Copied(BinaryBuilder::with_capacity(rows, bytes))
+            BytesColumn::Copied(CopiedBytes::with_capacity(rows, bytes))
         }
     }
 
-    #[inline]
+    /// Room for `rows` more rows of at most `bytes` bytes in all.
+    fn reserve(&mut self, rows: usize, bytes: usize) {
+        if let BytesColumn::Copied(c) = self {
+            c.offsets.reserve(rows);
+            c.values.reserve(bytes);
+        }
+    }
+
+    #[inline(always)]
     fn append(&mut self, value: Option<&[u8]>, window: Option<&Buffer>) {
         match self {
-            BytesColumn::Copied(b) => b.append_option(value),
+            BytesColumn::Copied(c) => c.append(value),
             BytesColumn::Views {
                 builder,
                 window: held,
@@ -150,7 +220,7 @@ impl BytesColumn {
 
     fn finish(&mut self) -> ArrayRef {
         match self {
-            BytesColumn::Copied(b) => Arc::new(b.finish()),
+            BytesColumn::Copied(c) => Arc::new(c.finish()),
             BytesColumn::Views { builder, window } => {
                 *window = None;
                 Arc::new(builder.finish())
@@ -167,11 +237,12 @@ pub struct KafkaRecordBatchBuilder {
     zero_copy: bool,
     key: BytesColumn,
     value: BytesColumn,
-    offset: Int64Builder,
-    timestamp: TimestampMicrosecondBuilder,
-    timestamp_type: Int32Builder,
+    offset: Vec<i64>,
+    timestamp: Vec<i64>,
+    timestamp_type: Vec<i32>,
     headers: Option<ListBuilder<StructBuilder>>,
-    rows: usize,
+    /// Key, value and header bytes taken so far (an upper bound: whole Kafka payloads).
+    bytes: usize,
 }
 
 impl KafkaRecordBatchBuilder {
@@ -209,11 +280,11 @@ impl KafkaRecordBatchBuilder {
             zero_copy,
             key: BytesColumn::new(zero_copy, 0, 0),
             value: BytesColumn::new(zero_copy, 0, 0),
-            offset: Int64Builder::new(),
-            timestamp: TimestampMicrosecondBuilder::new().with_timezone("UTC"),
-            timestamp_type: Int32Builder::new(),
+            offset: Vec::new(),
+            timestamp: Vec::new(),
+            timestamp_type: Vec::new(),
             headers,
-            rows: 0,
+            bytes: 0,
         }
     }
 
@@ -222,15 +293,21 @@ impl KafkaRecordBatchBuilder {
     }
 
     pub fn len(&self) -> usize {
-        self.rows
+        self.offset.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.rows == 0
+        self.offset.is_empty()
+    }
+
+    /// Key, value and header bytes added so far, counted as whole Kafka record payloads (an
+    /// upper bound): what a reader cuts Arrow batches by.
+    pub fn bytes(&self) -> usize {
+        self.bytes
     }
 
     /// Adds the records of one Kafka batch as rows, the way Spark's Kafka source converts each
-    /// ConsumerRecord; columns that are the same for the whole batch are filled in bulk.
+    /// ConsumerRecord.
     pub fn append_batch(&mut self, records: &[Record<'_>]) {
         self.append_batch_in_window(records, None)
     }
@@ -238,22 +315,66 @@ impl KafkaRecordBatchBuilder {
     /// [`Self::append_batch`] for records that may borrow from `window` (the read window of
     /// `Log::for_each_batch_in_window`): zero-copy columns keep views into it.
     pub fn append_batch_in_window(&mut self, records: &[Record<'_>], window: Option<&Buffer>) {
-        let Some(first) = records.first() else { return };
-        // One batch has one timestamp type (CreateTime or LogAppendTime, or none for v0).
-        self.timestamp_type
-            .append_value_n(i32::from(first.timestamp_type.id()), records.len());
+        let bytes = records
+            .iter()
+            .map(|r| r.key.map_or(0, <[u8]>::len) + r.value.map_or(0, <[u8]>::len))
+            .sum();
+        self.reserve(records.len(), bytes);
         for record in records {
-            self.key.append(record.key, window);
-            self.value.append(record.value, window);
-            self.offset.append_value(record.offset);
-            // Kafka's milliseconds as Spark's microseconds; exact, since 1000 divides them back.
-            self.timestamp
-                .append_value(record.timestamp.saturating_mul(1000));
-            if let Some(headers) = &mut self.headers {
-                Self::append_headers(headers, record);
+            self.push(record, window);
+        }
+    }
+
+    /// Adds the records of one Kafka batch whose offsets lie in `offsets`, decoding each
+    /// straight into the columns (`Log::for_each_batch_lazy`): no list of records is kept.
+    pub fn append_records(
+        &mut self,
+        records: BatchRecordIter<'_>,
+        offsets: Range<i64>,
+        window: Option<&Buffer>,
+    ) -> Result<()> {
+        let payload = records.payload_len();
+        if self.bytes + payload > i32::MAX as usize {
+            return Err(Error::InvalidArgument(format!(
+                "a Kafka batch of {payload} bytes does not fit in an Arrow batch holding {} \
+                 (binary columns take at most 2 GiB)",
+                self.bytes
+            )));
+        }
+        self.reserve(records.count_hint(), payload);
+        for record in records {
+            let record = record?;
+            // Every record is decoded (and checked), those outside the range are not rows.
+            if offsets.contains(&record.offset) {
+                self.push(&record, window);
             }
         }
-        self.rows += records.len();
+        Ok(())
+    }
+
+    fn reserve(&mut self, rows: usize, bytes: usize) {
+        // Keys and values share the payload's bytes; each column gets room for all of them,
+        // so neither regrows (and copies) while the batch is added.
+        self.key.reserve(rows, bytes);
+        self.value.reserve(rows, bytes);
+        self.offset.reserve(rows);
+        self.timestamp.reserve(rows);
+        self.timestamp_type.reserve(rows);
+        self.bytes += bytes;
+    }
+
+    #[inline(always)]
+    fn push(&mut self, record: &Record<'_>, window: Option<&Buffer>) {
+        self.key.append(record.key, window);
+        self.value.append(record.value, window);
+        self.offset.push(record.offset);
+        // Kafka's milliseconds as Spark's microseconds; exact, since 1000 divides them back.
+        self.timestamp.push(record.timestamp.saturating_mul(1000));
+        self.timestamp_type
+            .push(i32::from(record.timestamp_type.id()));
+        if let Some(headers) = &mut self.headers {
+            Self::append_headers(headers, record);
+        }
     }
 
     /// Adds one record as a row.
@@ -282,9 +403,10 @@ impl KafkaRecordBatchBuilder {
         headers.append(true);
     }
 
-    /// The rows added so far as one batch; the builder starts empty again.
+    /// The rows added so far as one batch; the builder starts empty again, with room for as
+    /// many rows as this one had, so the next batch's columns are written once, not regrown.
     pub fn finish(&mut self) -> RecordBatch {
-        let rows = self.rows;
+        let rows = self.len();
         // The same topic and partition on every row: built once per Arrow batch.
         let topic: ArrayRef = match &self.topic {
             Some(t) => Arc::new(StringArray::from_iter_values(std::iter::repeat_n(t, rows))),
@@ -294,28 +416,37 @@ impl KafkaRecordBatchBuilder {
             Some(p) => Arc::new(Int32Array::from_value(p, rows)),
             None => Arc::new(Int32Array::new_null(rows)),
         };
+        let taken = |v: &mut Vec<i64>| std::mem::replace(v, Vec::with_capacity(rows));
+        let timestamp =
+            TimestampMicrosecondArray::new(ScalarBuffer::from(taken(&mut self.timestamp)), None)
+                .with_timezone("UTC");
+        let timestamp_type = Int32Array::new(
+            ScalarBuffer::from(std::mem::replace(
+                &mut self.timestamp_type,
+                Vec::with_capacity(rows),
+            )),
+            None,
+        );
         let mut columns: Vec<ArrayRef> = vec![
             self.key.finish(),
             self.value.finish(),
             topic,
             partition,
-            Arc::new(self.offset.finish()),
-            Arc::new(self.timestamp.finish()),
-            Arc::new(self.timestamp_type.finish()),
+            Arc::new(Int64Array::new(
+                ScalarBuffer::from(taken(&mut self.offset)),
+                None,
+            )),
+            Arc::new(timestamp),
+            Arc::new(timestamp_type),
         ];
         if let Some(headers) = &mut self.headers {
             columns.push(Arc::new(headers.finish()));
         }
-        // finish() leaves empty buffers; size the next batch's like this one's so they are
-        // written once, not regrown (and copied) from nothing every batch.
-        let value_bytes_of = |c: &ArrayRef| c.to_data().buffers().get(1).map_or(0, |b| b.len());
-        let (key_bytes, value_bytes) = (value_bytes_of(&columns[0]), value_bytes_of(&columns[1]));
-        self.key = BytesColumn::new(self.zero_copy, rows, key_bytes);
-        self.value = BytesColumn::new(self.zero_copy, rows, value_bytes);
-        self.offset = Int64Builder::with_capacity(rows);
-        self.timestamp = TimestampMicrosecondBuilder::with_capacity(rows).with_timezone("UTC");
-        self.timestamp_type = Int32Builder::with_capacity(rows);
-        self.rows = 0;
+        if self.zero_copy {
+            self.key = BytesColumn::new(true, rows, 0);
+            self.value = BytesColumn::new(true, rows, 0);
+        }
+        self.bytes = 0;
         RecordBatch::try_new(self.schema.clone(), columns)
             .expect("columns built to the schema they are checked against")
     }
@@ -344,6 +475,7 @@ pub struct LogArrowReader {
     end: i64,
     isolation: FetchIsolation,
     batch_rows: usize,
+    batch_bytes: usize,
     done: bool,
 }
 
@@ -383,6 +515,7 @@ impl LogArrowReader {
             end,
             isolation,
             batch_rows,
+            batch_bytes: DEFAULT_BATCH_BYTES,
             done: false,
         })
     }
@@ -400,6 +533,14 @@ impl LogArrowReader {
         self
     }
 
+    /// Cuts Arrow batches at about `bytes` of keys, values and headers (counted as whole Kafka
+    /// payloads; a Kafka batch is never split, so one batch may be larger), at most
+    /// [`MAX_BATCH_BYTES`] so a `binary` column's 32-bit offsets never overflow.
+    pub fn batch_bytes(mut self, bytes: usize) -> Self {
+        self.batch_bytes = bytes.clamp(1, MAX_BATCH_BYTES);
+        self
+    }
+
     /// The offset the next Arrow batch starts at (the end once the reader is done).
     pub fn position(&self) -> i64 {
         self.next
@@ -411,16 +552,22 @@ impl LogArrowReader {
             self.done = true;
             return Ok(None);
         }
-        let (builder, next, limit) = (&mut self.builder, &mut self.next, self.batch_rows);
-        self.log.for_each_batch_in_window(
+        let (builder, next) = (&mut self.builder, &mut self.next);
+        let (limit, byte_limit) = (self.batch_rows, self.batch_bytes);
+        self.log.for_each_batch_lazy(
             Some(*next),
             Some(self.end),
             self.isolation,
             false,
-            &mut |_position, batch, records, in_range, window| {
-                builder.append_batch_in_window(&records[in_range], Some(window));
+            &mut |_position, batch, records, offsets, window| {
+                // A Kafka batch is never split: one that would take the Arrow batch past its
+                // byte budget starts the next one instead.
+                if !builder.is_empty() && builder.bytes() + records.payload_len() > byte_limit {
+                    return Ok(false);
+                }
+                builder.append_records(records, offsets, Some(window))?;
                 *next = batch.last_offset() + 1;
-                Ok(builder.len() < limit)
+                Ok(builder.len() < limit && builder.bytes() < byte_limit)
             },
         )?;
         if self.builder.is_empty() {
@@ -1027,6 +1174,56 @@ mod tests {
             .flat_map(|b| b.column(4).as_primitive::<Int64Type>().values().to_vec())
             .collect();
         assert_eq!(offsets, (3..20).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn batches_are_cut_by_bytes_without_splitting_a_kafka_batch() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = Log::open(
+            dir.path().join("big-0"),
+            LogOptions {
+                read_only: false,
+                create: true,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        // 10 Kafka batches of 3 records of 1000 bytes (a little over 3 KB of payload each).
+        let value = vec![b'v'; 1000];
+        for batch in 0..10 {
+            let mut b = BatchBuilder::new(BatchOptions::default());
+            for i in 0..3 {
+                let key = format!("k{}", batch * 3 + i);
+                b.append(1_700_000_000_000, Some(key.as_bytes()), Some(&value), &[])
+                    .unwrap();
+            }
+            log.append_as_leader(&b.build().unwrap(), 0).unwrap();
+        }
+        let reader = LogArrowReader::new(
+            Arc::new(log),
+            Some(1),
+            None,
+            FetchIsolation::HighWatermark,
+            false,
+            DEFAULT_BATCH_ROWS,
+        )
+        .unwrap()
+        .batch_bytes(7_000);
+        let batches: Vec<_> = reader.map(|b| b.unwrap()).collect();
+        // Two Kafka batches (about 6.1 KB) fit under 7,000 bytes, a third does not; the first
+        // Arrow batch starts at offset 1, inside the first Kafka batch.
+        let rows: Vec<usize> = batches.iter().map(|b| b.num_rows()).collect();
+        assert_eq!(rows, vec![5, 6, 6, 6, 6]);
+        let offsets: Vec<i64> = batches
+            .iter()
+            .flat_map(|b| b.column(4).as_primitive::<Int64Type>().values().to_vec())
+            .collect();
+        assert_eq!(offsets, (1..30).collect::<Vec<_>>());
+        let values: usize = batches
+            .iter()
+            .map(|b| b.column(1).as_binary::<i32>().value_data().len())
+            .sum();
+        assert_eq!(values, 29 * 1000);
     }
 
     #[test]

@@ -9,7 +9,7 @@ use std::collections::{BinaryHeap, HashSet};
 use crate::error::{Error, Result};
 use crate::index::txn::AbortedTxn;
 use crate::log::{FetchIsolation, Log};
-use crate::record::batch::Batch;
+use crate::record::batch::{Batch, BatchRecordIter};
 use crate::record::control::ControlRecordType;
 use crate::record::record::{OwnedRecord, Record};
 use std::ops::Range;
@@ -65,6 +65,12 @@ pub type BatchVisitor<'v> =
 pub type WindowBatchVisitor<'v> =
     dyn FnMut(u64, &Batch<'_>, &[Record<'_>], Range<usize>, &Buffer) -> Result<bool> + 'v;
 
+/// [`WindowBatchVisitor`] given the batch's records undecoded: an iterator that decodes each
+/// as it is pulled, and the offsets [start, end) a consumer sees (records outside them are
+/// the caller's to pass over).
+pub type LazyBatchVisitor<'v> =
+    dyn FnMut(u64, &Batch<'_>, BatchRecordIter<'_>, Range<i64>, &Buffer) -> Result<bool> + 'v;
+
 impl Log {
     /// Calls `visit(position, batch, records, in_range)` (it returns whether to go on) for each
     /// batch a consumer with `isolation` sees in [start, end) up to the isolation's bound:
@@ -97,6 +103,36 @@ impl Log {
         isolation: FetchIsolation,
         include_control: bool,
         visit: &mut WindowBatchVisitor<'_>,
+    ) -> Result<()> {
+        self.for_each_batch_lazy(
+            start,
+            end,
+            isolation,
+            include_control,
+            &mut |pos, batch, iter, offsets, window| {
+                let mut records = Vec::with_capacity(iter.count_hint());
+                for record in iter {
+                    records.push(record?);
+                }
+                // Records are in offset order, so those in range are one run.
+                let first = records.partition_point(|r| r.offset < offsets.start);
+                let last = records.partition_point(|r| r.offset < offsets.end);
+                let go_on = first >= last || visit(pos, batch, &records, first..last, window)?;
+                // A legacy wrapper's records may reach the end before its header says.
+                Ok(go_on && records.last().is_none_or(|r| r.offset < offsets.end - 1))
+            },
+        )
+    }
+
+    /// The one loop under [`Self::for_each_batch`]: each batch a consumer with `isolation`
+    /// sees in [start, end), with its records still to decode ([`LazyBatchVisitor`]).
+    pub fn for_each_batch_lazy(
+        &self,
+        start: Option<i64>,
+        end: Option<i64>,
+        isolation: FetchIsolation,
+        include_control: bool,
+        visit: &mut LazyBatchVisitor<'_>,
     ) -> Result<()> {
         let st = self.readable_state()?;
         let start = start.unwrap_or(st.log_start_offset);
@@ -162,20 +198,12 @@ impl Log {
                         Some(f) => f.skip(batch)?,
                         None => batch.is_control() && !include_control,
                     };
-                    let done = batch.last_offset() >= end - 1;
+                    finished = batch.last_offset() >= end - 1;
                     if !skip || (include_control && batch.is_control()) {
-                        let records = batch.records(&mut scratch, max_decompressed)?;
-                        let done = done || records.last().is_some_and(|r| r.offset >= end - 1);
-                        // Records are in offset order, so those in range are one run.
-                        let first = records.partition_point(|r| r.offset < start);
-                        let last = records.partition_point(|r| r.offset < end);
-                        if first < last && !visit(pos, batch, &records, first..last, window)? {
+                        let records = batch.record_iter(&mut scratch, max_decompressed)?;
+                        if !visit(pos, batch, records, start..end, window)? {
                             finished = true;
-                            return Ok(false);
                         }
-                        finished = done;
-                    } else {
-                        finished = done;
                     }
                     Ok(!finished)
                 },

@@ -311,6 +311,12 @@ pub struct RecordIter<'s> {
 impl<'s> Iterator for RecordIter<'s> {
     type Item = Result<Record<'s>>;
 
+    /// At most the header's count, and an error after the last record.
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (0, Some(self.remaining as usize + 1))
+    }
+
+    #[inline]
     fn next(&mut self) -> Option<Self::Item> {
         if self.remaining == 0 {
             if self.pos != self.buf.len() {
@@ -337,6 +343,68 @@ impl<'s> Iterator for RecordIter<'s> {
                 self.pos = self.buf.len();
                 Some(Err(e))
             }
+        }
+    }
+}
+
+impl RecordIter<'_> {
+    /// How many records are left by the header's count, bounded by the payload there (a record
+    /// takes at least 7 bytes): a capacity never trusted from the count alone.
+    pub fn count_hint(&self) -> usize {
+        (self.remaining as usize).min((self.buf.len() - self.pos) / 7)
+    }
+
+    /// Bytes of the (decompressed) records section: what the records' keys, values and headers
+    /// take at most.
+    pub fn payload_len(&self) -> usize {
+        self.buf.len()
+    }
+}
+
+/// The records of one batch of any magic, decoded as they are pulled ([`Batch::record_iter`]):
+/// v2 records straight from the payload; legacy ones (decoded together with their wrapper).
+pub enum BatchRecordIter<'s> {
+    V2(RecordIter<'s>),
+    Legacy(std::vec::IntoIter<Record<'s>>),
+}
+
+impl BatchRecordIter<'_> {
+    /// How many records are left, bounded by the payload there.
+    pub fn count_hint(&self) -> usize {
+        match self {
+            BatchRecordIter::V2(it) => it.count_hint(),
+            BatchRecordIter::Legacy(it) => it.len(),
+        }
+    }
+
+    /// An upper bound of the bytes the records' keys, values and headers take.
+    pub fn payload_len(&self) -> usize {
+        match self {
+            BatchRecordIter::V2(it) => it.payload_len(),
+            BatchRecordIter::Legacy(it) => it
+                .as_slice()
+                .iter()
+                .map(|r| r.key.map_or(0, <[u8]>::len) + r.value.map_or(0, <[u8]>::len))
+                .sum(),
+        }
+    }
+}
+
+impl<'s> Iterator for BatchRecordIter<'s> {
+    type Item = Result<Record<'s>>;
+
+    #[inline]
+    fn next(&mut self) -> Option<Self::Item> {
+        match self {
+            BatchRecordIter::V2(it) => it.next(),
+            BatchRecordIter::Legacy(it) => it.next().map(Ok),
+        }
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        match self {
+            BatchRecordIter::V2(it) => it.size_hint(),
+            BatchRecordIter::Legacy(it) => it.size_hint(),
         }
     }
 }
@@ -432,20 +500,35 @@ impl<'a> Batch<'a> {
     where
         'a: 's,
     {
+        let iter = self.record_iter(scratch, max_decompressed)?;
+        // Sized once from the header's count (a `collect` through `Result` starts at 4 and
+        // regrows, copying every record so far each time); the iterator bounds the count by
+        // the payload actually there.
+        let mut records = Vec::with_capacity(iter.count_hint());
+        for record in iter {
+            records.push(record?);
+        }
+        Ok(records)
+    }
+
+    /// The records of [`Self::records`] decoded one at a time as they are pulled, so a reader
+    /// that consumes each record at once (the Arrow builder) keeps no list of them.
+    pub fn record_iter<'s>(
+        &self,
+        scratch: &'s mut Vec<u8>,
+        max_decompressed: usize,
+    ) -> Result<BatchRecordIter<'s>>
+    where
+        'a: 's,
+    {
         match self {
             Batch::V2(b) => {
                 let payload = b.records_payload(scratch, max_decompressed)?;
-                // Sized once from the header's count (a `collect` through `Result` starts at 4
-                // and regrows, copying every record so far each time); a record takes at least
-                // 7 bytes, which bounds the count by the payload actually there.
-                let count = (b.records_count().max(0) as usize).min(payload.len() / 7);
-                let mut records = Vec::with_capacity(count);
-                for record in b.records_in(payload) {
-                    records.push(record?);
-                }
-                Ok(records)
+                Ok(BatchRecordIter::V2(b.records_in(payload)))
             }
-            Batch::Legacy(e) => legacy::deep_records(e, scratch, max_decompressed),
+            Batch::Legacy(e) => Ok(BatchRecordIter::Legacy(
+                legacy::deep_records(e, scratch, max_decompressed)?.into_iter(),
+            )),
         }
     }
 

@@ -75,34 +75,80 @@ impl Record<'_> {
     }
 }
 
+/// What can be wrong with a record's framing; turned into its message only on the cold error
+/// path, so the decoding loop carries no formatting code.
+#[derive(Clone, Copy)]
+enum RecordDamage {
+    NegativeSize(i32),
+    PastBatchEnd(i32),
+    Empty,
+    InvalidLength(&'static str, i32),
+    PastRecordEnd(&'static str, usize, usize),
+    NegativeHeaderCount(i32),
+    TooManyHeaders(i32, usize),
+    NegativeHeaderKey(i32),
+    HeaderKeyPastRecord,
+    HeaderKeyNotUtf8,
+    SizeMismatch(i32, usize),
+}
+
+#[cold]
+#[inline(never)]
+fn damaged(start: usize, damage: RecordDamage) -> Error {
+    use RecordDamage::*;
+    Error::corrupt(match damage {
+        NegativeSize(size) => format!("record at {start} has negative size {size}"),
+        PastBatchEnd(size) => {
+            format!("record at {start} of size {size} runs past the end of the batch")
+        }
+        Empty => format!("record at {start} is empty"),
+        InvalidLength(what, len) => format!("{what} has invalid length {len}"),
+        PastRecordEnd(what, len, left) => {
+            format!("{what} length {len} runs past the end of the record ({left} bytes left)")
+        }
+        NegativeHeaderCount(n) => format!("record at {start} has negative header count {n}"),
+        TooManyHeaders(n, left) => {
+            format!("record at {start} claims {n} headers in {left} bytes")
+        }
+        NegativeHeaderKey(len) => {
+            format!("record at {start} has a header key of length {len}")
+        }
+        HeaderKeyPastRecord => format!("header key of record at {start} runs past the record"),
+        HeaderKeyNotUtf8 => format!("header key of record at {start} is not UTF-8"),
+        SizeMismatch(size, took) => {
+            format!("record at {start} declares {size} bytes but its fields take {took}")
+        }
+    })
+}
+
 /// Reads a varint length followed by that many bytes; -1 means null. The length is checked against
 /// what is left of `buf`, never used to allocate.
 #[inline(always)]
-fn read_nullable_bytes<'a>(buf: &'a [u8], pos: &mut usize, what: &str) -> Result<Option<&'a [u8]>> {
+fn read_nullable_bytes<'a>(
+    buf: &'a [u8],
+    pos: &mut usize,
+    start: usize,
+    what: &'static str,
+) -> Result<Option<&'a [u8]>> {
     let len = read_varint(buf, pos)?;
     if len < 0 {
         if len != -1 {
-            return Err(Error::corrupt(format!("{what} has invalid length {len}")));
+            return Err(damaged(start, RecordDamage::InvalidLength(what, len)));
         }
         return Ok(None);
     }
     let len = len as usize;
-    let end = pos
-        .checked_add(len)
-        .filter(|&e| e <= buf.len())
-        .ok_or_else(|| {
-            Error::corrupt(format!(
-                "{what} length {len} runs past the end of the record ({} bytes left)",
-                buf.len() - *pos
-            ))
-        })?;
-    let out = &buf[*pos..end];
-    *pos = end;
+    let Some(out) = buf.get(*pos..).and_then(|rest| rest.get(..len)) else {
+        let left = buf.len().saturating_sub(*pos);
+        return Err(damaged(start, RecordDamage::PastRecordEnd(what, len, left)));
+    };
+    *pos += len;
     Ok(Some(out))
 }
 
 /// Decodes one `DefaultRecord` starting at `buf[*pos]` (its varint length first) and advances
 /// `pos` past it. `base_offset`/`base_timestamp` come from the batch header.
+#[inline]
 pub fn read_default_record<'a>(
     buf: &'a [u8],
     pos: &mut usize,
@@ -110,77 +156,41 @@ pub fn read_default_record<'a>(
     base_timestamp: i64,
     log_append_time: Option<i64>,
 ) -> Result<Record<'a>> {
+    use RecordDamage::*;
     let start = *pos;
     let size_in_bytes = read_varint(buf, pos)?;
     if size_in_bytes < 0 {
-        return Err(Error::corrupt(format!(
-            "record at {start} has negative size {size_in_bytes}"
-        )));
+        return Err(damaged(start, NegativeSize(size_in_bytes)));
     }
     let body_start = *pos;
-    let body_end = body_start
+    let Some(body_end) = body_start
         .checked_add(size_in_bytes as usize)
         .filter(|&e| e <= buf.len())
-        .ok_or_else(|| {
-            Error::corrupt(format!(
-                "record at {start} of size {size_in_bytes} runs past the end of the batch"
-            ))
-        })?;
+    else {
+        return Err(damaged(start, PastBatchEnd(size_in_bytes)));
+    };
     let body = &buf[..body_end];
     if *pos >= body_end {
-        return Err(Error::corrupt(format!("record at {start} is empty")));
+        return Err(damaged(start, Empty));
     }
     let _attributes = body[*pos];
     *pos += 1;
     let timestamp_delta = read_varlong(body, pos)?;
     let offset_delta = read_varint(body, pos)?;
-    let key = read_nullable_bytes(body, pos, "record key")?;
-    let value = read_nullable_bytes(body, pos, "record value")?;
+    let key = read_nullable_bytes(body, pos, start, "record key")?;
+    let value = read_nullable_bytes(body, pos, start, "record value")?;
     let header_count = read_varint(body, pos)?;
-    if header_count < 0 {
-        return Err(Error::corrupt(format!(
-            "record at {start} has negative header count {header_count}"
-        )));
-    }
-    // Each header takes at least two bytes, which bounds the allocation by the record's size.
-    if header_count as usize > (body_end - *pos) / 2 {
-        return Err(Error::corrupt(format!(
-            "record at {start} claims {header_count} headers in {} bytes",
-            body_end - *pos
-        )));
-    }
-    // Most records have no headers; skip the allocator call entirely for them.
-    let mut headers = if header_count == 0 {
+    // Most records have no headers; no allocator call for them.
+    let headers = if header_count == 0 {
         Vec::new()
     } else {
-        Vec::with_capacity(header_count as usize)
+        read_headers(body, pos, start, header_count)?
     };
-    for _ in 0..header_count {
-        let key_len = read_varint(body, pos)?;
-        if key_len < 0 {
-            return Err(Error::corrupt(format!(
-                "record at {start} has a header key of length {key_len}"
-            )));
-        }
-        let key_end = pos
-            .checked_add(key_len as usize)
-            .filter(|&e| e <= body_end)
-            .ok_or_else(|| {
-                Error::corrupt(format!(
-                    "header key of record at {start} runs past the record"
-                ))
-            })?;
-        let key = std::str::from_utf8(&body[*pos..key_end])
-            .map_err(|_| Error::corrupt(format!("header key of record at {start} is not UTF-8")))?;
-        *pos = key_end;
-        let value = read_nullable_bytes(body, pos, "header value")?;
-        headers.push(Header { key, value });
-    }
     if *pos != body_end {
-        return Err(Error::corrupt(format!(
-            "record at {start} declares {size_in_bytes} bytes but its fields take {}",
-            *pos - body_start
-        )));
+        return Err(damaged(
+            start,
+            SizeMismatch(size_in_bytes, *pos - body_start),
+        ));
     }
     let (timestamp, timestamp_type) = match log_append_time {
         Some(t) => (t, TimestampType::LogAppendTime),
@@ -197,4 +207,42 @@ pub fn read_default_record<'a>(
         value,
         headers,
     })
+}
+
+/// A record's `header_count` headers, which end at `body.len()`.
+#[inline(never)]
+fn read_headers<'a>(
+    body: &'a [u8],
+    pos: &mut usize,
+    start: usize,
+    header_count: i32,
+) -> Result<Vec<Header<'a>>> {
+    use RecordDamage::*;
+    let body_end = body.len();
+    if header_count < 0 {
+        return Err(damaged(start, NegativeHeaderCount(header_count)));
+    }
+    // Each header takes at least two bytes, which bounds the allocation by the record's size.
+    if header_count as usize > (body_end - *pos) / 2 {
+        return Err(damaged(
+            start,
+            TooManyHeaders(header_count, body_end - *pos),
+        ));
+    }
+    let mut headers = Vec::with_capacity(header_count as usize);
+    for _ in 0..header_count {
+        let key_len = read_varint(body, pos)?;
+        if key_len < 0 {
+            return Err(damaged(start, NegativeHeaderKey(key_len)));
+        }
+        let Some(key_end) = pos.checked_add(key_len as usize).filter(|&e| e <= body_end) else {
+            return Err(damaged(start, HeaderKeyPastRecord));
+        };
+        let key = std::str::from_utf8(&body[*pos..key_end])
+            .map_err(|_| damaged(start, HeaderKeyNotUtf8))?;
+        *pos = key_end;
+        let value = read_nullable_bytes(body, pos, start, "header value")?;
+        headers.push(Header { key, value });
+    }
+    Ok(headers)
 }

@@ -48,7 +48,7 @@ TS0 = 1_700_000_000_000
 SIZES = {
     "full": dict(py_bytes=16 << 20, py_max_records=200_000, repeat=3, java_records=400_000,
                  jmh=["-f", "1", "-wi", "3", "-w", "1s", "-i", "5", "-r", "1s"], rust_secs="2",
-                 spark_records=600_000, spark_repeat=3, cores=[1, 2], rss_batch_rows=16384,
+                 spark_records=2_000_000, spark_repeat=3, cores=[1, 2], rss_batch_rows=16384,
                  rss_batches=12, profile="bench"),
     "tiny": dict(py_bytes=64 << 10, py_max_records=600, repeat=1, java_records=3000,
                  jmh=["-f", "0", "-wi", "0", "-i", "1", "-r", "100ms"], rust_secs="0.02",

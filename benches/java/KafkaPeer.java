@@ -121,6 +121,26 @@ public class KafkaPeer {
         return sum;
     }
 
+    /**
+     * Deep iteration as Kafka's consumer runs it by default ({@code check.crcs=true}: the fetcher
+     * calls {@code ensureValid()} on each batch before reading its records), the same work as
+     * kafkalog's, which checks every batch's CRC32C.
+     */
+    @Benchmark
+    public long deepIterationCheckingCrcs() {
+        long sum = 0;
+        for (FileChannelRecordBatch batch : records.batches()) {
+            batch.ensureValid();
+            for (Record r : batch) {
+                ByteBuffer k = r.key();
+                ByteBuffer v = r.value();
+                Header[] h = r.headers();
+                sum += (k == null ? 0 : k.remaining()) + (v == null ? 0 : v.remaining()) + h.length;
+            }
+        }
+        return sum;
+    }
+
     @Benchmark
     public long offsetIndexLookup() {
         long sum = 0;

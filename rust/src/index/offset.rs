@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use super::{be_i32, IndexEntry, IndexSearchType, MmapIndex, SlotObserver};
+use super::{be_i32, IndexEntry, IndexSearchType, MmapIndex};
 use crate::error::{Error, Result};
 
 /// An offset and the byte position of its batch in the log file (Kafka's `OffsetPosition`).
@@ -76,29 +76,7 @@ impl OffsetIndex {
     /// where to start scanning the log for `target`.
     #[inline]
     pub fn lookup(&self, target_offset: i64) -> OffsetPosition {
-        self.lookup_observed(target_offset, &mut ())
-    }
-
-    /// [`Self::lookup`], reporting every slot read to `observer`.
-    #[inline]
-    pub fn lookup_observed<O: SlotObserver>(
-        &self,
-        target_offset: i64,
-        observer: &mut O,
-    ) -> OffsetPosition {
-        let slot = self.index.search_slot(
-            target_offset,
-            IndexSearchType::Key,
-            super::SearchBound::LargestLowerBound,
-            observer,
-        );
-        match slot {
-            None => OffsetPosition {
-                offset: self.index.base_offset(),
-                position: 0,
-            },
-            Some(n) => self.index.read_slot(n, &mut ()),
-        }
+        self.index.lookup_floor(target_offset, &mut ())
     }
 
     /// Entry `n`; `InvalidArgument` past the last entry.
@@ -125,19 +103,7 @@ impl OffsetIndex {
     /// (`InvalidOffset`) and fit relative to the base offset (`OffsetOverflow`); a full index
     /// answers `InvalidArgument`; a read-only one `ReadOnly`.
     pub fn append(&mut self, offset: i64, position: i32) -> Result<()> {
-        if !self.index.is_writable() {
-            return Err(Error::ReadOnly(format!(
-                "cannot append to offset index {}: opened read-only",
-                self.index.file().display()
-            )));
-        }
-        if self.index.is_full() {
-            return Err(Error::InvalidArgument(format!(
-                "attempt to append to a full offset index {} (size = {})",
-                self.index.file().display(),
-                self.index.entries()
-            )));
-        }
+        self.index.check_appendable("offset index", false)?;
         if self.index.entries() != 0 && offset <= self.last_offset() {
             return Err(Error::InvalidOffset(format!(
                 "attempt to append an offset {offset} to position {} no larger than the last offset appended ({}) to {}",
@@ -178,13 +144,7 @@ mod tests {
     use std::collections::BTreeSet;
 
     fn new_index(dir: &tempfile::TempDir, base: i64, max_size: usize) -> OffsetIndex {
-        OffsetIndex::open(
-            dir.path().join(format!("{base:020}.index")),
-            base,
-            max_size,
-            true,
-        )
-        .unwrap()
+        OffsetIndex::open(index_file(dir, base, "index"), base, max_size, true).unwrap()
     }
 
     /// Found by `cargo fuzz` (target offset_index: base offset, lookup target, then the file): a
@@ -193,17 +153,13 @@ mod tests {
     #[test]
     fn fuzz_extreme_base_offset_wraps_like_java() {
         let input = include_bytes!("../../testdata/fuzz/offset_index-base-offset-overflow.bin");
-        let base = i64::from_le_bytes(input[0..8].try_into().unwrap());
-        let target = i64::from_le_bytes(input[8..16].try_into().unwrap());
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("00000000000000000000.index");
-        std::fs::write(&path, &input[16..]).unwrap();
-        let idx = OffsetIndex::open(&path, base, 4096, false).unwrap();
+        let case = fuzz_case(input, "00000000000000000000.index");
+        let idx = OffsetIndex::open(&case.path, case.base, 4096, false).unwrap();
         let first = idx.entry(0).unwrap();
         let rel = i32::from_be_bytes(input[16..20].try_into().unwrap());
-        assert_eq!(first.offset, base.wrapping_add(rel as i64));
-        let _ = idx.lookup(target);
-        let _ = idx.lookup(base);
+        assert_eq!(first.offset, case.base.wrapping_add(rel as i64));
+        let _ = idx.lookup(case.target);
+        let _ = idx.lookup(case.base);
         let _ = idx.sanity_check();
     }
 
@@ -510,7 +466,7 @@ mod tests {
 
         let mut slots = Vec::new();
         for t in (last - 2000)..=(last + 10) {
-            let found = idx.lookup_observed(t, &mut slots);
+            let found = idx.lookup_floor(t, &mut slots);
             assert_eq!(found, idx.lookup(t));
         }
         let touched: BTreeSet<usize> = slots.iter().flat_map(|&s| pages_of(s, 8)).collect();

@@ -450,7 +450,7 @@ impl<E: IndexEntry> MmapIndex<E> {
     /// The entry with the largest key `<=` target, or `E::empty(base_offset)` when there is none:
     /// what `OffsetIndex.lookup` and `TimeIndex.lookup` answer. Every slot read goes to `observer`.
     #[inline]
-    pub fn lookup_floor<O: SlotObserver>(&self, target: i64, observer: &mut O) -> E {
+    pub fn lookup_observed<O: SlotObserver>(&self, target: i64, observer: &mut O) -> E {
         match self.search_slot(
             target,
             IndexSearchType::Key,

@@ -76,7 +76,7 @@ impl OffsetIndex {
     /// where to start scanning the log for `target`.
     #[inline]
     pub fn lookup(&self, target_offset: i64) -> OffsetPosition {
-        self.index.lookup_floor(target_offset, &mut ())
+        self.index.lookup_observed(target_offset, &mut ())
     }
 
     /// Entry `n`; `InvalidArgument` past the last entry.
@@ -466,7 +466,7 @@ mod tests {
 
         let mut slots = Vec::new();
         for t in (last - 2000)..=(last + 10) {
-            let found = idx.lookup_floor(t, &mut slots);
+            let found = idx.lookup_observed(t, &mut slots);
             assert_eq!(found, idx.lookup(t));
         }
         let touched: BTreeSet<usize> = slots.iter().flat_map(|&s| pages_of(s, 8)).collect();

@@ -82,7 +82,7 @@ impl TimeIndex {
     /// timestamp is larger (or the index is empty).
     #[inline]
     pub fn lookup(&self, target_timestamp: i64) -> TimestampOffset {
-        self.index.lookup_floor(target_timestamp, &mut ())
+        self.index.lookup_observed(target_timestamp, &mut ())
     }
 
     /// Entry `n`; `InvalidArgument` past the last entry.
@@ -461,7 +461,7 @@ mod tests {
         assert!(warm_pages.len() <= 3);
         let mut slots = Vec::new();
         for t in (last_ts - 5000)..=(last_ts + 100) {
-            idx.lookup_floor(t, &mut slots);
+            idx.lookup_observed(t, &mut slots);
         }
         let touched: BTreeSet<usize> = slots.iter().flat_map(|&s| pages_of(s, 12)).collect();
         assert!(

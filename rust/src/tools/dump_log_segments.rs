@@ -411,47 +411,34 @@ impl Reports {
         // key replaces the earlier one.
         for (file, pairs) in &mut self.index_mismatches.0 {
             sort_unique_by_key(pairs, true);
-            writeln!(err, "Mismatches in :{file}")?;
-            for (index_offset, log_offset) in pairs.iter() {
-                writeln!(
-                    err,
-                    "  Index offset: {index_offset}, log offset: {log_offset}"
-                )?;
-            }
+            write_report(
+                err,
+                &format!("Mismatches in :{file}"),
+                pairs,
+                |index, log| format!("  Index offset: {index}, log offset: {log}"),
+            )?;
         }
         for (file, pairs) in &self.time_mismatches.0 {
-            writeln!(err, "Found timestamp mismatch in :{file}")?;
-            for (index_ts, log_ts) in pairs {
-                writeln!(
-                    err,
-                    "  Index timestamp: {index_ts}, log timestamp: {log_ts}"
-                )?;
-            }
+            let heading = format!("Found timestamp mismatch in :{file}");
+            write_report(err, &heading, pairs, |index, log| {
+                format!("  Index timestamp: {index}, log timestamp: {log}")
+            })?;
         }
         for (file, pairs) in &self.time_out_of_order.0 {
-            writeln!(err, "Found out of order timestamp in :{file}")?;
-            for (index_ts, prev) in pairs {
-                writeln!(
-                    err,
-                    "  Index timestamp: {index_ts}, Previously indexed timestamp: {prev}"
-                )?;
-            }
+            let heading = format!("Found out of order timestamp in :{file}");
+            write_report(err, &heading, pairs, |index, prev| {
+                format!("  Index timestamp: {index}, Previously indexed timestamp: {prev}")
+            })?;
         }
         for (file, pairs) in &self.time_not_found.0 {
-            if kafka_major >= 4 {
-                writeln!(
-                    err,
-                    "The following indexed offsets are not found in :{file}"
-                )?;
+            let heading = if kafka_major >= 4 {
+                format!("The following indexed offsets are not found in :{file}")
             } else {
-                writeln!(
-                    err,
-                    "The following indexed offsets are not found in the log."
-                )?;
-            }
-            for (indexed, found) in pairs {
-                writeln!(err, "Indexed offset: {indexed}, found log offset: {found}")?;
-            }
+                "The following indexed offsets are not found in the log.".to_string()
+            };
+            write_report(err, &heading, pairs, |indexed, found| {
+                format!("Indexed offset: {indexed}, found log offset: {found}")
+            })?;
         }
         for (file, pairs) in &mut self.non_consecutive.0 {
             if kafka_major >= 4 {
@@ -460,12 +447,62 @@ impl Reports {
                 // The 3.x tool prepends to a list: latest first.
                 pairs.reverse();
             }
-            writeln!(err, "Non-consecutive offsets in {file}")?;
-            for (first, second) in pairs.iter() {
-                writeln!(err, "  {first} is followed by {second}")?;
-            }
+            let heading = format!("Non-consecutive offsets in {file}");
+            write_report(err, &heading, pairs, |first, second| {
+                format!("  {first} is followed by {second}")
+            })?;
         }
         Ok(())
+    }
+}
+
+/// One of the verification reports: its heading, then a line per pair.
+fn write_report(
+    err: &mut dyn Write,
+    heading: &str,
+    pairs: &[(i64, i64)],
+    line: impl Fn(i64, i64) -> String,
+) -> Result<()> {
+    writeln!(err, "{heading}")?;
+    for &(a, b) in pairs {
+        writeln!(err, "{}", line(a, b))?;
+    }
+    Ok(())
+}
+
+/// A record's ` key: K payload: V` as Kafka's tool prints it after the record's metadata (`| `
+/// first when the metadata is skipped). Each part is written as soon as it is decoded, so a part
+/// that fails to decode leaves what came before it.
+struct KeyAndPayload {
+    prefix: &'static str,
+    kafka_major: u8,
+}
+
+impl KeyAndPayload {
+    fn new(opts: &DumpOptions) -> Self {
+        KeyAndPayload {
+            prefix: if opts.skip_record_metadata { "| " } else { " " },
+            kafka_major: opts.kafka_major,
+        }
+    }
+
+    fn key(&mut self, out: &mut Vec<u8>, key: &str) {
+        self.write(out, "key: ", key);
+        self.prefix = " ";
+    }
+
+    fn payload(&mut self, out: &mut Vec<u8>, payload: &str) {
+        // The 3.x tool always puts a plain space before the payload.
+        if self.kafka_major < 4 {
+            self.prefix = " ";
+        }
+        self.write(out, "payload: ", payload);
+    }
+
+    fn write(&self, out: &mut Vec<u8>, label: &str, text: &str) {
+        out.extend_from_slice(self.prefix.as_bytes());
+        out.extend_from_slice(label.as_bytes());
+        out.extend_from_slice(text.as_bytes());
     }
 }
 
@@ -986,38 +1023,20 @@ impl FileDump<'_> {
         }
         if opts.prints_data() && !is_control && opts.parser != MessageParser::Decoders {
             let parsed = opts.parser.parse(r, opts.kafka_major)?;
-            let mut prefix = if opts.skip_record_metadata { "| " } else { " " };
+            let mut fields = KeyAndPayload::new(opts);
             if let Some(k) = &parsed.key {
-                out.extend_from_slice(prefix.as_bytes());
-                out.extend_from_slice(b"key: ");
-                out.extend_from_slice(k.as_bytes());
-                prefix = " ";
-            }
-            if opts.kafka_major < 4 {
-                prefix = " ";
+                fields.key(out, k);
             }
             if let Some(p) = &parsed.payload {
-                out.extend_from_slice(prefix.as_bytes());
-                out.extend_from_slice(b"payload: ");
-                out.extend_from_slice(p.as_bytes());
+                fields.payload(out, p);
             }
         } else if opts.print_data_log && !is_control {
-            let mut prefix = if opts.skip_record_metadata { "| " } else { " " };
+            let mut fields = KeyAndPayload::new(opts);
             if let Some(k) = r.key {
-                let k = opts.key_decoder.decode(k, "key", r.offset)?;
-                out.extend_from_slice(prefix.as_bytes());
-                out.extend_from_slice(b"key: ");
-                out.extend_from_slice(k.as_bytes());
-                prefix = " ";
-            }
-            if opts.kafka_major < 4 {
-                prefix = " ";
+                fields.key(out, &opts.key_decoder.decode(k, "key", r.offset)?);
             }
             if let Some(v) = r.value {
-                let v = opts.value_decoder.decode(v, "value", r.offset)?;
-                out.extend_from_slice(prefix.as_bytes());
-                out.extend_from_slice(b"payload: ");
-                out.extend_from_slice(v.as_bytes());
+                fields.payload(out, &opts.value_decoder.decode(v, "value", r.offset)?);
             }
         }
         out.push(b'\n');
@@ -1078,6 +1097,14 @@ impl FileDump<'_> {
         json_line(self.out, &fields)
     }
 
+    /// `--index-sanity-check`: Kafka's tool runs the index's sanity check alone and says so when
+    /// it passes; a failure is this file's error.
+    fn passed_sanity_check(&mut self, check: Result<()>) -> Result<()> {
+        check?;
+        writeln!(self.out, "{} passed sanity check.", self.shown)?;
+        Ok(())
+    }
+
     fn dump_index(&mut self) -> Result<()> {
         let opts = self.opts;
         let base = base_offset_of(self.path, self.name)?;
@@ -1090,9 +1117,7 @@ impl FileDump<'_> {
             return Ok(());
         }
         if opts.index_sanity_check {
-            index.sanity_check(self.path, bytes.len())?;
-            writeln!(self.out, "{} passed sanity check.", self.shown)?;
-            return Ok(());
+            return self.passed_sanity_check(index.sanity_check(self.path, bytes.len()));
         }
         let log_size = log.metadata().map_err(io_err(&log_path))?.len();
         let abs = java_absolute_path(self.shown);
@@ -1141,9 +1166,7 @@ impl FileDump<'_> {
         let bytes = std::fs::read(self.path).map_err(io_err(self.path))?;
         let time_index = RawTimeIndex::new(base, &bytes);
         if opts.index_sanity_check {
-            time_index.sanity_check(self.path, bytes.len())?;
-            writeln!(self.out, "{} passed sanity check.", self.shown)?;
-            return Ok(());
+            return self.passed_sanity_check(time_index.sanity_check(self.path, bytes.len()));
         }
         let log_size = log.metadata().map_err(io_err(&log_path))?.len();
         let abs = java_absolute_path(self.shown);

@@ -365,6 +365,38 @@ pub fn uuid_string(bytes: &[u8]) -> String {
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
 }
 
+/// A coordinator record as `DumpLogSegments`' `OffsetsMessageParser` and
+/// `TransactionLogMessageParser` print it: the key as `{"type", "data"}`, the payload as
+/// `{"version", "data"}`, or `<DELETE>` for a tombstone.
+pub(crate) fn coordinator_record_for_dump(
+    record_type: i16,
+    key: Value,
+    value: Option<(i16, Value)>,
+) -> super::ParsedRecord {
+    let key_json = serde_json::json!({"type": record_type.to_string(), "data": key});
+    let payload_json = match value {
+        Some((version, v)) => serde_json::json!({"version": version.to_string(), "data": v}),
+        None => Value::Null,
+    };
+    super::ParsedRecord {
+        key: Some(to_jackson_string(&key_json)),
+        payload: Some(if payload_json.is_null() {
+            "<DELETE>".to_string()
+        } else {
+            to_jackson_string(&payload_json)
+        }),
+        key_json,
+        payload_json,
+    }
+}
+
+/// What both coordinator parsers stop with on a record without a key.
+pub(crate) fn missing_key_error(offset: i64) -> Error {
+    Error::corrupt(format!(
+        "Failed to decode message at offset {offset} using the specified decoder (message had a missing key)"
+    ))
+}
+
 /// `JsonNode.toString()` as Jackson writes it: compact, non-ASCII as is, control characters as
 /// `\u00XX` with upper-case hex, doubles as Java's `Double.toString`.
 pub fn to_jackson_string(value: &Value) -> String {

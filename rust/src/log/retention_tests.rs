@@ -4,14 +4,13 @@
 //! (leader epochs, producer snapshots).
 
 use std::path::Path;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::AtomicI64;
 use std::sync::Arc;
 
-use crate::config::LogConfig;
 use crate::error::Error;
 use crate::log::epoch::EpochEntry;
-use crate::log::{Log, LogOptions};
-use crate::testutil::batch_at;
+use crate::log::Log;
+use crate::testutil::{batch_at, writable_options};
 
 const NOW: i64 = 1_700_000_000_000;
 const RECORDS: usize = 15;
@@ -25,23 +24,15 @@ fn singleton(timestamp: i64) -> Vec<u8> {
 /// Kafka's `createLog(segmentBytes = 5 * set.sizeInBytes, ...)`: five batches per segment.
 fn create_log(dir: &Path, settings: &[(&str, String)], single_replica: bool) -> Log {
     let segment_bytes = (5 * singleton(0).len()).to_string();
-    let mut config = LogConfig::default();
-    config.set("segment.bytes", &segment_bytes).unwrap();
-    config.set("file.delete.delay.ms", "0").unwrap();
-    for (k, v) in settings {
-        config.set(k, v).unwrap();
-    }
+    let mut all = vec![
+        ("segment.bytes", segment_bytes.as_str()),
+        ("file.delete.delay.ms", "0"),
+    ];
+    all.extend(settings.iter().map(|(k, v)| (*k, v.as_str())));
     let clock = Arc::new(AtomicI64::new(NOW));
     Log::open(
         dir.join("t-0"),
-        LogOptions {
-            config,
-            read_only: false,
-            create: true,
-            single_replica,
-            clock: Arc::new(move || clock.load(Ordering::SeqCst)),
-            ..LogOptions::default()
-        },
+        writable_options(&all, single_replica, clock),
     )
     .unwrap()
 }

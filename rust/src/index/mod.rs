@@ -883,6 +883,14 @@ pub(crate) mod test_util {
         }
     }
 
+    /// Makes `path` read-only and snapshots it, after a pause long enough that a later touch, if
+    /// any happened, shows up as a different mtime.
+    pub fn protect_and_snapshot(path: &Path) -> (Vec<u8>, u64, std::time::SystemTime) {
+        make_read_only(path);
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        snapshot(path)
+    }
+
     pub fn make_read_only(path: &Path) {
         let mut perms = std::fs::metadata(path).unwrap().permissions();
         perms.set_readonly(true);

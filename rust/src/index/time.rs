@@ -419,9 +419,7 @@ mod tests {
         }
         let path = idx.file().to_path_buf();
         idx.close().unwrap();
-        make_read_only(&path);
-        std::thread::sleep(std::time::Duration::from_millis(20));
-        let before = snapshot(&path);
+        let before = protect_and_snapshot(&path);
         {
             let mut ro = TimeIndex::open(&path, 0, 1 << 16, false).unwrap();
             assert_eq!(ro.entries(), 2000);

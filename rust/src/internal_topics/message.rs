@@ -145,6 +145,40 @@ impl<'b> Reader<'b> {
         }
         Err(Error::corrupt("unsigned varint longer than 5 bytes"))
     }
+    pub fn u16(&mut self) -> Result<u16> {
+        self.array().map(u16::from_be_bytes)
+    }
+    /// A compact array's length (the varint holds length + 1; a null array reads as empty).
+    /// Every element takes at least one byte, so a length past the bytes left is corruption,
+    /// never an allocation.
+    pub fn compact_len(&mut self) -> Result<usize> {
+        let len = self.unsigned_varint()?.saturating_sub(1) as usize;
+        if len > self.remaining() {
+            return Err(Error::corrupt(format!(
+                "array of {len} elements in a message of {} bytes",
+                self.buf.len()
+            )));
+        }
+        Ok(len)
+    }
+    /// A compact string, invalid UTF-8 replaced (a null string reads as empty).
+    pub fn compact_string(&mut self) -> Result<String> {
+        let len = self.unsigned_varint()?.saturating_sub(1) as usize;
+        Ok(String::from_utf8_lossy(self.take(len)?).into_owned())
+    }
+    /// A UUID as Kafka's `Uuid.toString` prints it.
+    pub fn uuid(&mut self) -> Result<String> {
+        Ok(uuid_string(self.take(16)?))
+    }
+    /// Skips a tagged-fields section (count, then tag, size and bytes of each).
+    pub fn skip_tagged_fields(&mut self) -> Result<()> {
+        for _ in 0..self.unsigned_varint()? {
+            self.unsigned_varint()?;
+            let size = self.unsigned_varint()? as usize;
+            self.take(size)?;
+        }
+        Ok(())
+    }
     /// A length (or -1 for null) in the flexible (`len + 1` varint) or classic encoding.
     fn length(&mut self, flexible: bool, classic_i32: bool) -> Result<i64> {
         Ok(if flexible {

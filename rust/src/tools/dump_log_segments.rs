@@ -25,6 +25,7 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
+use crate::internal_topics::message::Reader;
 use crate::internal_topics::{cluster_metadata, group_metadata, transaction_log, ParsedRecord};
 use crate::log::producer_state::read_snapshot;
 use crate::record::batch::{
@@ -1618,7 +1619,7 @@ fn control_message_json(control_type: ControlRecordType, value: Option<&[u8]>) -
             control_type.name()
         ))
     })?;
-    let mut r = MessageReader { buf: value, pos: 0 };
+    let mut r = Reader::new(value);
     let version = r.i16()?;
     let mut j = String::new();
     j.push_str(&format!("{{\"version\":{version}"));
@@ -1690,97 +1691,6 @@ fn control_message_json(control_type: ControlRecordType, value: Option<&[u8]>) -
     r.skip_tagged_fields()?;
     j.push('}');
     Ok(j)
-}
-
-/// Reads Kafka's flexible-version message encoding (compact arrays and strings, tagged fields).
-struct MessageReader<'b> {
-    buf: &'b [u8],
-    pos: usize,
-}
-
-impl MessageReader<'_> {
-    fn take(&mut self, n: usize) -> Result<&[u8]> {
-        let end = self.pos.checked_add(n).filter(|&e| e <= self.buf.len());
-        let end = end.ok_or_else(|| {
-            Error::corrupt(format!(
-                "control record value ends at byte {}, {n} more bytes needed",
-                self.buf.len()
-            ))
-        })?;
-        let s = &self.buf[self.pos..end];
-        self.pos = end;
-        Ok(s)
-    }
-    fn i16(&mut self) -> Result<i16> {
-        Ok(i16::from_be_bytes(self.take(2)?.try_into().unwrap()))
-    }
-    fn u16(&mut self) -> Result<u16> {
-        Ok(u16::from_be_bytes(self.take(2)?.try_into().unwrap()))
-    }
-    fn i32(&mut self) -> Result<i32> {
-        Ok(i32::from_be_bytes(self.take(4)?.try_into().unwrap()))
-    }
-    fn i64(&mut self) -> Result<i64> {
-        Ok(i64::from_be_bytes(self.take(8)?.try_into().unwrap()))
-    }
-    fn unsigned_varint(&mut self) -> Result<u32> {
-        let mut value = 0u32;
-        for shift in (0..35).step_by(7) {
-            let b = self.take(1)?[0];
-            value |= u32::from(b & 0x7f) << shift;
-            if b & 0x80 == 0 {
-                return Ok(value);
-            }
-        }
-        Err(Error::corrupt("unsigned varint longer than 5 bytes"))
-    }
-    /// A compact array's length (the varint holds length + 1; a null array reads as empty).
-    fn compact_len(&mut self) -> Result<usize> {
-        let n = self.unsigned_varint()?;
-        let len = n.saturating_sub(1) as usize;
-        // Every element takes at least one byte: a length past the bytes left is corruption,
-        // not an allocation.
-        if len > self.buf.len() - self.pos {
-            return Err(Error::corrupt(format!(
-                "array of {len} elements in a control record of {} bytes",
-                self.buf.len()
-            )));
-        }
-        Ok(len)
-    }
-    fn compact_string(&mut self) -> Result<String> {
-        let n = self.unsigned_varint()?;
-        let len = n.saturating_sub(1) as usize;
-        Ok(String::from_utf8_lossy(self.take(len)?).into_owned())
-    }
-    /// A UUID as Kafka's `Uuid.toString` prints it: URL-safe base64 of its 16 bytes, no padding.
-    fn uuid(&mut self) -> Result<String> {
-        Ok(base64_url_no_pad(self.take(16)?))
-    }
-    fn skip_tagged_fields(&mut self) -> Result<()> {
-        let n = self.unsigned_varint()?;
-        for _ in 0..n {
-            self.unsigned_varint()?;
-            let size = self.unsigned_varint()? as usize;
-            self.take(size)?;
-        }
-        Ok(())
-    }
-}
-
-fn base64_url_no_pad(bytes: &[u8]) -> String {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-    let mut s = String::with_capacity(bytes.len().div_ceil(3) * 4);
-    for chunk in bytes.chunks(3) {
-        let n = (u32::from(chunk[0]) << 16)
-            | (u32::from(*chunk.get(1).unwrap_or(&0)) << 8)
-            | u32::from(*chunk.get(2).unwrap_or(&0));
-        let chars = chunk.len() + 1;
-        for i in 0..chars {
-            s.push(ALPHABET[((n >> (18 - 6 * i)) & 63) as usize] as char);
-        }
-    }
-    s
 }
 
 // ---- JSON lines ----
@@ -1927,8 +1837,14 @@ mod tests {
 
     #[test]
     fn uuid_is_url_safe_base64() {
-        assert_eq!(base64_url_no_pad(&[0u8; 16]), "AAAAAAAAAAAAAAAAAAAAAA");
-        assert_eq!(base64_url_no_pad(&[0xfb, 0xff]), "-_8");
+        assert_eq!(
+            crate::internal_topics::message::uuid_string(&[0u8; 16]),
+            "AAAAAAAAAAAAAAAAAAAAAA"
+        );
+        assert_eq!(
+            crate::internal_topics::message::uuid_string(&[0xfb, 0xff]),
+            "-_8"
+        );
     }
 
     fn write_log(dir: &Path, base: i64, batches: &[Vec<u8>]) -> PathBuf {

@@ -136,10 +136,8 @@ pub fn parse_for_dump(
     offset: i64,
     kafka_major: u8,
 ) -> crate::error::Result<ParsedRecord> {
-    let Some(key) = key else {
-        // Kafka's tool stops with this exception.
-        return Err(missing_key_error(offset));
-    };
+    // Kafka's tool stops with this exception.
+    let key = key.ok_or_else(|| missing_key_error(offset))?;
     Ok(match decode(key, value, kafka_major) {
         Ok(r) => coordinator_record_for_dump(r.record_type, r.key, r.value),
         Err(e) => error_record(e, offset),

@@ -89,10 +89,8 @@ pub fn parse_for_dump(
     offset: i64,
     kafka_major: u8,
 ) -> crate::error::Result<ParsedRecord> {
-    let Some(key) = key else {
-        // Kafka's tool stops with this exception.
-        return Err(missing_key_error(offset));
-    };
+    // Kafka's tool stops with this exception.
+    let key = key.ok_or_else(|| missing_key_error(offset))?;
     if kafka_major < 4 {
         return parse_3x(key, value);
     }

@@ -766,6 +766,20 @@ impl<E: IndexEntry> MmapIndex<E> {
     }
 
     /// Corruption checks shared by the offset and time indexes: the length must be whole entries.
+    /// The checks `OffsetIndex.sanityCheck` and `TimeIndex.sanityCheck` share: a non-empty
+    /// index's last offset (`last_offset`) is not below the base offset, and the file holds whole
+    /// entries. `kind` ("offset index", "time index") names the index in the errors.
+    fn check_last_offset_and_length(&self, kind: &str, last_offset: i64) -> Result<()> {
+        if self.entries != 0 && last_offset < self.base_offset {
+            return Err(Error::corrupt_index(format!(
+                "corrupt {kind}: non-zero size but the last offset is {last_offset} which is less than the base offset {}",
+                self.base_offset
+            ))
+            .in_file(&self.file));
+        }
+        self.check_length(kind)
+    }
+
     fn check_length(&self, kind: &str) -> Result<()> {
         if !self.length.is_multiple_of(E::SIZE as u64) {
             return Err(Error::corrupt_index(format!(

@@ -122,15 +122,8 @@ impl OffsetIndex {
     /// Kafka's checks: a non-empty index's last offset is not below the base offset, and the file
     /// holds whole entries.
     pub fn sanity_check(&self) -> Result<()> {
-        if self.index.entries() != 0 && self.last_offset() < self.index.base_offset() {
-            return Err(Error::corrupt_index(format!(
-                "corrupt offset index: non-zero size but the last offset is {} which is less than the base offset {}",
-                self.last_offset(),
-                self.index.base_offset()
-            ))
-            .in_file(self.index.file()));
-        }
-        self.index.check_length("offset index")
+        self.index
+            .check_last_offset_and_length("offset index", self.last_offset())
     }
 }
 

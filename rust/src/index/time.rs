@@ -143,16 +143,9 @@ impl TimeIndex {
                 ))
                 .in_file(self.index.file()));
             }
-            if self.last_entry().offset < self.index.base_offset() {
-                return Err(Error::corrupt_index(format!(
-                    "corrupt time index: non-zero size but the last offset is {} which is less than the base offset {}",
-                    self.last_entry().offset,
-                    self.index.base_offset()
-                ))
-                .in_file(self.index.file()));
-            }
         }
-        self.index.check_length("time index")
+        self.index
+            .check_last_offset_and_length("time index", self.last_entry().offset)
     }
 }
 

@@ -827,6 +827,12 @@ fn reserve(f: &File, len: u64) -> std::io::Result<()> {
 pub(crate) mod test_util {
     use super::*;
 
+    // What every index class's tests use.
+    pub use super::SearchBound;
+    pub use rand::rngs::StdRng;
+    pub use rand::{Rng, SeedableRng};
+    pub use std::collections::BTreeSet;
+
     /// Kafka's search before KAFKA-6432: one binary search over all entries. Kept to compare results
     /// and the pages touched against the warm/cold search.
     pub fn plain_search_slot<E: IndexEntry, O: SlotObserver>(

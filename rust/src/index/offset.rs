@@ -130,11 +130,7 @@ impl OffsetIndex {
 #[cfg(test)]
 mod tests {
     use super::super::test_util::*;
-    use super::super::SearchBound;
     use super::*;
-    use rand::rngs::StdRng;
-    use rand::{Rng, SeedableRng};
-    use std::collections::BTreeSet;
 
     fn new_index(dir: &tempfile::TempDir, base: i64, max_size: usize) -> OffsetIndex {
         OffsetIndex::open(index_file(dir, base, "index"), base, max_size, true).unwrap()

@@ -152,11 +152,7 @@ impl TimeIndex {
 #[cfg(test)]
 mod tests {
     use super::super::test_util::*;
-    use super::super::SearchBound;
     use super::*;
-    use rand::rngs::StdRng;
-    use rand::{Rng, SeedableRng};
-    use std::collections::BTreeSet;
 
     fn new_index(dir: &tempfile::TempDir, base: i64, max_size: usize) -> TimeIndex {
         TimeIndex::open(index_file(dir, base, "timeindex"), base, max_size, true).unwrap()

@@ -4,23 +4,14 @@
 #![no_main]
 use kafkalog::index::offset::{OffsetIndex, OffsetPosition};
 use libfuzzer_sys::fuzz_target;
-use std::sync::OnceLock;
-
-static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
 
 fuzz_target!(|data: &[u8]| {
-    if data.len() < 16 {
+    let Some(input) = kafkalog_fuzz::index_input(data, "00000000000000000000.index") else {
         return;
-    }
-    let base = i64::from_le_bytes(data[0..8].try_into().unwrap());
-    let target = i64::from_le_bytes(data[8..16].try_into().unwrap());
-    let dir = DIR.get_or_init(kafkalog_fuzz::scratch_dir);
-    let path = dir.path().join("00000000000000000000.index");
-    std::fs::write(&path, &data[16..]).unwrap();
-    for writable in [false, true] {
-        let Ok(mut idx) = OffsetIndex::open(&path, base, 4096, writable) else {
-            continue;
-        };
+    };
+    let (base, target) = (input.base, input.target);
+    let open = |writable| OffsetIndex::open(&input.path, base, 4096, writable);
+    kafkalog_fuzz::open_both_ways(open, |idx, writable| {
         let _ = idx.sanity_check();
         let found = idx.lookup(target);
         let _ = idx.lookup(base);
@@ -44,5 +35,5 @@ fuzz_target!(|data: &[u8]| {
             let _ = idx.trim_to_valid_size();
             let _ = idx.close();
         }
-    }
+    });
 });

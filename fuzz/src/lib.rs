@@ -3,7 +3,8 @@
 //! walk over a buffer of batches through the crate's own batch and record decoders.
 
 use kafkalog::record::batch::{Batch, DefaultBatch};
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
 /// Small enough that a decompression bomb costs milliseconds, large enough for real batches.
 pub const MAX_DECOMPRESSED: usize = 1 << 20;
@@ -163,4 +164,37 @@ pub fn scratch_dir() -> tempfile::TempDir {
         }
     }
     tempfile::tempdir().expect("a temporary directory")
+}
+
+/// The input of the `.index` / `.timeindex` targets: base offset (i64 LE), a lookup target
+/// (i64 LE), then the file's bytes, written to `path` (named `name`) in the process's scratch
+/// folder.
+pub struct IndexInput {
+    pub base: i64,
+    pub target: i64,
+    pub path: PathBuf,
+}
+
+/// Splits and writes an index target's input; `None` when it is too short to hold the two
+/// numbers.
+pub fn index_input(data: &[u8], name: &str) -> Option<IndexInput> {
+    static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
+    let base = i64::from_le_bytes(data.get(0..8)?.try_into().ok()?);
+    let target = i64::from_le_bytes(data.get(8..16)?.try_into().ok()?);
+    let path = DIR.get_or_init(scratch_dir).path().join(name);
+    std::fs::write(&path, &data[16..]).unwrap();
+    Some(IndexInput { base, target, path })
+}
+
+/// Opens the index read-only, then writable, and hands each open that succeeds to `exercise`
+/// with whether it is writable.
+pub fn open_both_ways<I, E>(
+    open: impl Fn(bool) -> Result<I, E>,
+    mut exercise: impl FnMut(&mut I, bool),
+) {
+    for writable in [false, true] {
+        if let Ok(mut index) = open(writable) {
+            exercise(&mut index, writable);
+        }
+    }
 }

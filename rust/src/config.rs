@@ -165,3 +165,7 @@ impl LogConfig {
         Ok(())
     }
 }
+
+#[cfg(test)]
+#[path = "config_tests.rs"]
+mod log_config_test;

@@ -223,18 +223,27 @@ fn create_partitions(
     config: &crate::config::LogConfig,
 ) -> Result<()> {
     for p in from..to {
-        let log = Log::open(
-            data_dir.join(format!("{topic}-{p}")),
-            LogOptions {
-                read_only: false,
-                create: true,
-                config: config.clone(),
-                ..Default::default()
-            },
-        )?;
-        log.close()?;
+        open_partition(data_dir, topic, p, config)?.close()?;
     }
     Ok(())
+}
+
+/// The writable log of `<topic>-<partition>` under `data_dir`, created when it is missing.
+fn open_partition(
+    data_dir: &Path,
+    topic: &str,
+    partition: i32,
+    config: &crate::config::LogConfig,
+) -> Result<Log> {
+    Log::open(
+        data_dir.join(format!("{topic}-{partition}")),
+        LogOptions {
+            read_only: false,
+            create: true,
+            config: config.clone(),
+            ..Default::default()
+        },
+    )
 }
 
 /// Kafka's CreatePartitions: grows a topic to `total` partitions (never shrinks it).
@@ -288,15 +297,7 @@ pub fn commit_staged(
     let mut written = Vec::new();
     let result = (|| -> Result<()> {
         for ((topic, partition), files) in &by_partition {
-            let log = Log::open(
-                data_dir.join(format!("{topic}-{partition}")),
-                LogOptions {
-                    read_only: false,
-                    create: true,
-                    config: config.clone(),
-                    ..Default::default()
-                },
-            )?;
+            let log = open_partition(data_dir, topic, *partition, config)?;
             let before = log.log_end_offset();
             appended.push((log, before));
             let log = &appended.last().expect("just pushed").0;

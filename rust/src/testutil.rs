@@ -1,5 +1,10 @@
 //! Batches for the crate's unit tests (what Kafka's tests build with `MemoryRecords.withRecords`).
 
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Arc;
+
+use crate::config::LogConfig;
+use crate::log::LogOptions;
 use crate::record::batch::BatchIter;
 use crate::record::builder::{BatchBuilder, BatchOptions};
 use crate::record::file_records::headers_in;
@@ -47,4 +52,25 @@ pub fn values_of(bytes: &[u8]) -> Vec<String> {
         }
     }
     out
+}
+
+/// Options for a writable log that creates its folder: `settings` by their Kafka names over
+/// `LogConfig`'s defaults, the clock read from `clock` (which the test moves).
+pub fn writable_options(
+    settings: &[(&str, &str)],
+    single_replica: bool,
+    clock: Arc<AtomicI64>,
+) -> LogOptions {
+    let mut config = LogConfig::default();
+    for (k, v) in settings {
+        config.set(k, v).unwrap();
+    }
+    LogOptions {
+        config,
+        read_only: false,
+        create: true,
+        single_replica,
+        clock: Arc::new(move || clock.load(Ordering::SeqCst)),
+        ..LogOptions::default()
+    }
 }

@@ -86,6 +86,9 @@ fn partition_path(data_dir: &Path, tp: &TopicPartition) -> PathBuf {
     data_dir.join(format!("{}-{}", tp.0, tp.1))
 }
 
+/// A partition to read this turn: itself, its log, its position and its fetch upper bound.
+type Readable<'t> = (&'t TopicPartition, Arc<Log>, i64, i64);
+
 impl GroupConsumer {
     /// Joins `group_id` as a new member subscribed to `topics`.
     pub fn join(
@@ -255,6 +258,20 @@ impl GroupConsumer {
         Ok(self.owned[tp].log.clone().expect("just set"))
     }
 
+    /// The `i`-th owned partition of this turn (round robin from `next_index`) with its fresh log,
+    /// position and fetch upper bound; `None` when nothing is there to read at the isolation level.
+    fn readable_partition<'t>(
+        &mut self,
+        tps: &'t [TopicPartition],
+        i: usize,
+    ) -> Result<Option<Readable<'t>>> {
+        let tp = &tps[(self.next_index + i) % tps.len()];
+        let log = self.fresh_log(tp)?;
+        let start = self.checked_position(tp, &log)?;
+        let bound = log.fetch_upper_bound(self.options.isolation);
+        Ok((start < bound).then_some((tp, log, start, bound)))
+    }
+
     /// A position outside the log (retention moved its start, or a seek past its end) is reset
     /// with `auto_offset_reset`, as Kafka's fetcher does on OFFSET_OUT_OF_RANGE.
     fn checked_position(&mut self, tp: &TopicPartition, log: &Log) -> Result<i64> {
@@ -293,13 +310,9 @@ impl GroupConsumer {
             if out.len() >= max_records {
                 break;
             }
-            let tp = &tps[(self.next_index + i) % tps.len()];
-            let log = self.fresh_log(tp)?;
-            let start = self.checked_position(tp, &log)?;
-            let bound = log.fetch_upper_bound(isolation);
-            if start >= bound {
+            let Some((tp, log, start, bound)) = self.readable_partition(&tps, i)? else {
                 continue;
-            }
+            };
             let want = max_records - out.len();
             let mut got = 0usize;
             let mut next = start;
@@ -345,13 +358,9 @@ impl GroupConsumer {
         let tps: Vec<TopicPartition> = self.owned.keys().cloned().collect();
         let isolation = self.options.isolation;
         for i in 0..tps.len() {
-            let tp = &tps[(self.next_index + i) % tps.len()];
-            let log = self.fresh_log(tp)?;
-            let start = self.checked_position(tp, &log)?;
-            let bound = log.fetch_upper_bound(isolation);
-            if start >= bound {
+            let Some((tp, log, start, bound)) = self.readable_partition(&tps, i)? else {
                 continue;
-            }
+            };
             let mut reader = LogArrowReader::new(
                 log,
                 Some(start),

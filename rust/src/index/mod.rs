@@ -447,6 +447,21 @@ impl<E: IndexEntry> MmapIndex<E> {
         self.search_slot(target, by, SearchBound::LargestLowerBound, &mut ())
     }
 
+    /// The entry with the largest key `<=` target, or `E::empty(base_offset)` when there is none:
+    /// what `OffsetIndex.lookup` and `TimeIndex.lookup` answer. Every slot read goes to `observer`.
+    #[inline]
+    pub fn lookup_observed<O: SlotObserver>(&self, target: i64, observer: &mut O) -> E {
+        match self.search_slot(
+            target,
+            IndexSearchType::Key,
+            SearchBound::LargestLowerBound,
+            observer,
+        ) {
+            None => E::empty(self.base_offset),
+            Some(n) => self.read_slot(n, &mut ()),
+        }
+    }
+
     /// The slot of the smallest entry `>=` target, `None` when every entry is smaller
     /// (Kafka's `smallestUpperBoundSlotFor`).
     #[inline]
@@ -485,17 +500,27 @@ impl<E: IndexEntry> MmapIndex<E> {
             return self.binary_search(target, by, bound, first_warm, entries - 1, observer);
         }
         let first = self.read_slot(0, observer);
-        match Self::compare(&first, target, by) {
-            Ordering::Greater => {
-                return match bound {
-                    SearchBound::LargestLowerBound => None,
-                    SearchBound::SmallestUpperBound => Some(0),
-                }
-            }
-            Ordering::Equal if bound == SearchBound::SmallestUpperBound => return Some(0),
-            _ => {}
+        if let Some(answer) = Self::answer_from_first_slot(&first, target, by, bound) {
+            return answer;
         }
         self.binary_search(target, by, bound, 0, first_warm, observer)
+    }
+
+    /// The search's answer when the first entry already decides it (the target is below it, or
+    /// equal to it for a ceiling); `None` when the search must go on.
+    #[inline(always)]
+    fn answer_from_first_slot(
+        first: &E,
+        target: i64,
+        by: IndexSearchType,
+        bound: SearchBound,
+    ) -> Option<Option<usize>> {
+        match (Self::compare(first, target, by), bound) {
+            (Ordering::Greater, SearchBound::LargestLowerBound) => Some(None),
+            (Ordering::Greater, SearchBound::SmallestUpperBound)
+            | (Ordering::Equal, SearchBound::SmallestUpperBound) => Some(Some(0)),
+            _ => None,
+        }
     }
 
     /// Binary search over `[begin, end]`, given `entry[begin] <= target` (strictly `<` for the
@@ -531,6 +556,26 @@ impl<E: IndexEntry> MmapIndex<E> {
                 }
             }
         }
+    }
+
+    /// What `OffsetIndex.append` and `TimeIndex.maybeAppend` check before their own ordering
+    /// rules: writable, and not full unless `skip_full_check`. `kind` ("offset index", "time
+    /// index") names the index in the errors.
+    fn check_appendable(&self, kind: &str, skip_full_check: bool) -> Result<()> {
+        if !self.writable {
+            return Err(Error::ReadOnly(format!(
+                "cannot append to {kind} {}: opened read-only",
+                self.file.display()
+            )));
+        }
+        if !skip_full_check && self.is_full() {
+            return Err(Error::InvalidArgument(format!(
+                "attempt to append to a full {kind} {} (size = {})",
+                self.file.display(),
+                self.entries
+            )));
+        }
+        Ok(())
     }
 
     fn check_writable(&self, what: &str) -> Result<()> {
@@ -721,6 +766,20 @@ impl<E: IndexEntry> MmapIndex<E> {
     }
 
     /// Corruption checks shared by the offset and time indexes: the length must be whole entries.
+    /// The checks `OffsetIndex.sanityCheck` and `TimeIndex.sanityCheck` share: a non-empty
+    /// index's last offset (`last_offset`) is not below the base offset, and the file holds whole
+    /// entries. `kind` ("offset index", "time index") names the index in the errors.
+    fn check_last_offset_and_length(&self, kind: &str, last_offset: i64) -> Result<()> {
+        if self.entries != 0 && last_offset < self.base_offset {
+            return Err(Error::corrupt_index(format!(
+                "corrupt {kind}: non-zero size but the last offset is {last_offset} which is less than the base offset {}",
+                self.base_offset
+            ))
+            .in_file(&self.file));
+        }
+        self.check_length(kind)
+    }
+
     fn check_length(&self, kind: &str) -> Result<()> {
         if !self.length.is_multiple_of(E::SIZE as u64) {
             return Err(Error::corrupt_index(format!(
@@ -768,6 +827,12 @@ fn reserve(f: &File, len: u64) -> std::io::Result<()> {
 pub(crate) mod test_util {
     use super::*;
 
+    // What every index class's tests use.
+    pub use super::SearchBound;
+    pub use rand::rngs::StdRng;
+    pub use rand::{Rng, SeedableRng};
+    pub use std::collections::BTreeSet;
+
     /// Kafka's search before KAFKA-6432: one binary search over all entries. Kept to compare results
     /// and the pages touched against the warm/cold search.
     pub fn plain_search_slot<E: IndexEntry, O: SlotObserver>(
@@ -781,15 +846,9 @@ pub(crate) mod test_util {
         if n == 0 {
             return None;
         }
-        match MmapIndex::<E>::compare(&idx.read_slot(0, observer), target, by) {
-            Ordering::Greater => {
-                return match bound {
-                    SearchBound::LargestLowerBound => None,
-                    SearchBound::SmallestUpperBound => Some(0),
-                }
-            }
-            Ordering::Equal if bound == SearchBound::SmallestUpperBound => return Some(0),
-            _ => {}
+        let first = idx.read_slot(0, observer);
+        if let Some(answer) = MmapIndex::answer_from_first_slot(&first, target, by, bound) {
+            return answer;
         }
         idx.binary_search(target, by, bound, 0, n - 1, observer)
     }
@@ -816,6 +875,40 @@ pub(crate) mod test_util {
             meta.len(),
             meta.modified().unwrap(),
         )
+    }
+
+    /// `<base offset, 20 digits>.<suffix>` in `dir`, as a segment names its index files.
+    pub fn index_file(dir: &tempfile::TempDir, base: i64, suffix: &str) -> std::path::PathBuf {
+        dir.path().join(format!("{base:020}.{suffix}"))
+    }
+
+    /// An input of the index fuzz targets, replayed: base offset and target (i64 LE each), then
+    /// the file's bytes, written to `name` in a fresh folder.
+    pub struct FuzzCase {
+        pub _dir: tempfile::TempDir,
+        pub path: std::path::PathBuf,
+        pub base: i64,
+        pub target: i64,
+    }
+
+    pub fn fuzz_case(input: &[u8], name: &str) -> FuzzCase {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(name);
+        std::fs::write(&path, &input[16..]).unwrap();
+        FuzzCase {
+            _dir: dir,
+            path,
+            base: i64::from_le_bytes(input[0..8].try_into().unwrap()),
+            target: i64::from_le_bytes(input[8..16].try_into().unwrap()),
+        }
+    }
+
+    /// Makes `path` read-only and snapshots it, after a pause long enough that a later touch, if
+    /// any happened, shows up as a different mtime.
+    pub fn protect_and_snapshot(path: &Path) -> (Vec<u8>, u64, std::time::SystemTime) {
+        make_read_only(path);
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        snapshot(path)
     }
 
     pub fn make_read_only(path: &Path) {

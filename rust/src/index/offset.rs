@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use super::{be_i32, IndexEntry, IndexSearchType, MmapIndex, SlotObserver};
+use super::{be_i32, IndexEntry, IndexSearchType, MmapIndex};
 use crate::error::{Error, Result};
 
 /// An offset and the byte position of its batch in the log file (Kafka's `OffsetPosition`).
@@ -76,29 +76,7 @@ impl OffsetIndex {
     /// where to start scanning the log for `target`.
     #[inline]
     pub fn lookup(&self, target_offset: i64) -> OffsetPosition {
-        self.lookup_observed(target_offset, &mut ())
-    }
-
-    /// [`Self::lookup`], reporting every slot read to `observer`.
-    #[inline]
-    pub fn lookup_observed<O: SlotObserver>(
-        &self,
-        target_offset: i64,
-        observer: &mut O,
-    ) -> OffsetPosition {
-        let slot = self.index.search_slot(
-            target_offset,
-            IndexSearchType::Key,
-            super::SearchBound::LargestLowerBound,
-            observer,
-        );
-        match slot {
-            None => OffsetPosition {
-                offset: self.index.base_offset(),
-                position: 0,
-            },
-            Some(n) => self.index.read_slot(n, &mut ()),
-        }
+        self.index.lookup_observed(target_offset, &mut ())
     }
 
     /// Entry `n`; `InvalidArgument` past the last entry.
@@ -125,19 +103,7 @@ impl OffsetIndex {
     /// (`InvalidOffset`) and fit relative to the base offset (`OffsetOverflow`); a full index
     /// answers `InvalidArgument`; a read-only one `ReadOnly`.
     pub fn append(&mut self, offset: i64, position: i32) -> Result<()> {
-        if !self.index.is_writable() {
-            return Err(Error::ReadOnly(format!(
-                "cannot append to offset index {}: opened read-only",
-                self.index.file().display()
-            )));
-        }
-        if self.index.is_full() {
-            return Err(Error::InvalidArgument(format!(
-                "attempt to append to a full offset index {} (size = {})",
-                self.index.file().display(),
-                self.index.entries()
-            )));
-        }
+        self.index.check_appendable("offset index", false)?;
         if self.index.entries() != 0 && offset <= self.last_offset() {
             return Err(Error::InvalidOffset(format!(
                 "attempt to append an offset {offset} to position {} no larger than the last offset appended ({}) to {}",
@@ -156,35 +122,18 @@ impl OffsetIndex {
     /// Kafka's checks: a non-empty index's last offset is not below the base offset, and the file
     /// holds whole entries.
     pub fn sanity_check(&self) -> Result<()> {
-        if self.index.entries() != 0 && self.last_offset() < self.index.base_offset() {
-            return Err(Error::corrupt_index(format!(
-                "corrupt offset index: non-zero size but the last offset is {} which is less than the base offset {}",
-                self.last_offset(),
-                self.index.base_offset()
-            ))
-            .in_file(self.index.file()));
-        }
-        self.index.check_length("offset index")
+        self.index
+            .check_last_offset_and_length("offset index", self.last_offset())
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::super::test_util::*;
-    use super::super::SearchBound;
     use super::*;
-    use rand::rngs::StdRng;
-    use rand::{Rng, SeedableRng};
-    use std::collections::BTreeSet;
 
     fn new_index(dir: &tempfile::TempDir, base: i64, max_size: usize) -> OffsetIndex {
-        OffsetIndex::open(
-            dir.path().join(format!("{base:020}.index")),
-            base,
-            max_size,
-            true,
-        )
-        .unwrap()
+        OffsetIndex::open(index_file(dir, base, "index"), base, max_size, true).unwrap()
     }
 
     /// Found by `cargo fuzz` (target offset_index: base offset, lookup target, then the file): a
@@ -193,17 +142,13 @@ mod tests {
     #[test]
     fn fuzz_extreme_base_offset_wraps_like_java() {
         let input = include_bytes!("../../testdata/fuzz/offset_index-base-offset-overflow.bin");
-        let base = i64::from_le_bytes(input[0..8].try_into().unwrap());
-        let target = i64::from_le_bytes(input[8..16].try_into().unwrap());
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("00000000000000000000.index");
-        std::fs::write(&path, &input[16..]).unwrap();
-        let idx = OffsetIndex::open(&path, base, 4096, false).unwrap();
+        let case = fuzz_case(input, "00000000000000000000.index");
+        let idx = OffsetIndex::open(&case.path, case.base, 4096, false).unwrap();
         let first = idx.entry(0).unwrap();
         let rel = i32::from_be_bytes(input[16..20].try_into().unwrap());
-        assert_eq!(first.offset, base.wrapping_add(rel as i64));
-        let _ = idx.lookup(target);
-        let _ = idx.lookup(base);
+        assert_eq!(first.offset, case.base.wrapping_add(rel as i64));
+        let _ = idx.lookup(case.target);
+        let _ = idx.lookup(case.base);
         let _ = idx.sanity_check();
     }
 
@@ -445,10 +390,7 @@ mod tests {
         }
         let path = idx.file().to_path_buf();
         idx.close().unwrap();
-        make_read_only(&path);
-        // Let a touch, if any happened, show up as a different mtime.
-        std::thread::sleep(std::time::Duration::from_millis(20));
-        let before = snapshot(&path);
+        let before = protect_and_snapshot(&path);
 
         {
             let mut ro = OffsetIndex::open(&path, 0, 1 << 20, false).unwrap();

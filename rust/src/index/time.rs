@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use super::{be_i32, be_i64, IndexEntry, IndexSearchType, MmapIndex, SearchBound, SlotObserver};
+use super::{be_i32, be_i64, IndexEntry, IndexSearchType, MmapIndex};
 use crate::error::{Error, Result};
 
 /// Kafka's `RecordBatch.NO_TIMESTAMP`.
@@ -82,28 +82,7 @@ impl TimeIndex {
     /// timestamp is larger (or the index is empty).
     #[inline]
     pub fn lookup(&self, target_timestamp: i64) -> TimestampOffset {
-        self.lookup_observed(target_timestamp, &mut ())
-    }
-
-    /// [`Self::lookup`], reporting every slot read to `observer`.
-    #[inline]
-    pub fn lookup_observed<O: SlotObserver>(
-        &self,
-        target_timestamp: i64,
-        observer: &mut O,
-    ) -> TimestampOffset {
-        match self.index.search_slot(
-            target_timestamp,
-            IndexSearchType::Key,
-            SearchBound::LargestLowerBound,
-            observer,
-        ) {
-            None => TimestampOffset {
-                timestamp: NO_TIMESTAMP,
-                offset: self.index.base_offset(),
-            },
-            Some(n) => self.index.read_slot(n, &mut ()),
-        }
+        self.index.lookup_observed(target_timestamp, &mut ())
     }
 
     /// Entry `n`; `InvalidArgument` past the last entry.
@@ -126,19 +105,7 @@ impl TimeIndex {
         offset: i64,
         skip_full_check: bool,
     ) -> Result<()> {
-        if !self.index.is_writable() {
-            return Err(Error::ReadOnly(format!(
-                "cannot append to time index {}: opened read-only",
-                self.index.file().display()
-            )));
-        }
-        if !skip_full_check && self.index.is_full() {
-            return Err(Error::InvalidArgument(format!(
-                "attempt to append to a full time index {} (size = {})",
-                self.index.file().display(),
-                self.index.entries()
-            )));
-        }
+        self.index.check_appendable("time index", skip_full_check)?;
         let entries = self.index.entries();
         if entries != 0 && offset < self.last_entry().offset {
             return Err(Error::InvalidOffset(format!(
@@ -176,16 +143,9 @@ impl TimeIndex {
                 ))
                 .in_file(self.index.file()));
             }
-            if self.last_entry().offset < self.index.base_offset() {
-                return Err(Error::corrupt_index(format!(
-                    "corrupt time index: non-zero size but the last offset is {} which is less than the base offset {}",
-                    self.last_entry().offset,
-                    self.index.base_offset()
-                ))
-                .in_file(self.index.file()));
-            }
         }
-        self.index.check_length("time index")
+        self.index
+            .check_last_offset_and_length("time index", self.last_entry().offset)
     }
 }
 
@@ -193,18 +153,9 @@ impl TimeIndex {
 mod tests {
     use super::super::test_util::*;
     use super::*;
-    use rand::rngs::StdRng;
-    use rand::{Rng, SeedableRng};
-    use std::collections::BTreeSet;
 
     fn new_index(dir: &tempfile::TempDir, base: i64, max_size: usize) -> TimeIndex {
-        TimeIndex::open(
-            dir.path().join(format!("{base:020}.timeindex")),
-            base,
-            max_size,
-            true,
-        )
-        .unwrap()
+        TimeIndex::open(index_file(dir, base, "timeindex"), base, max_size, true).unwrap()
     }
 
     /// Found by `cargo fuzz` (target time_index: base offset, target timestamp, then the file): a
@@ -213,15 +164,12 @@ mod tests {
     #[test]
     fn fuzz_extreme_base_offset_wraps_like_java() {
         let input = include_bytes!("../../testdata/fuzz/time_index-base-offset-overflow.bin");
-        let base = i64::from_le_bytes(input[0..8].try_into().unwrap());
-        let target = i64::from_le_bytes(input[8..16].try_into().unwrap());
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("00000000000000000000.timeindex");
-        std::fs::write(&path, &input[16..]).unwrap();
-        let idx = TimeIndex::open(&path, base, 4096, false).unwrap();
+        let case = fuzz_case(input, "00000000000000000000.timeindex");
+        let idx = TimeIndex::open(&case.path, case.base, 4096, false).unwrap();
         let rel = i32::from_be_bytes(input[24..28].try_into().unwrap());
-        assert_eq!(idx.entry(0).unwrap().offset, base.wrapping_add(rel as i64));
-        let _ = idx.lookup(target);
+        let first = idx.entry(0).unwrap();
+        assert_eq!(first.offset, case.base.wrapping_add(rel as i64));
+        let _ = idx.lookup(case.target);
         let _ = idx.last_entry();
         let _ = idx.sanity_check();
     }
@@ -460,9 +408,7 @@ mod tests {
         }
         let path = idx.file().to_path_buf();
         idx.close().unwrap();
-        make_read_only(&path);
-        std::thread::sleep(std::time::Duration::from_millis(20));
-        let before = snapshot(&path);
+        let before = protect_and_snapshot(&path);
         {
             let mut ro = TimeIndex::open(&path, 0, 1 << 16, false).unwrap();
             assert_eq!(ro.entries(), 2000);

@@ -5,7 +5,10 @@
 
 use serde_json::{json, Value};
 
-use super::message::{find, find_by_name, read_message, to_jackson_string, Family, Kind, Reader};
+use super::message::{
+    coordinator_record_for_dump, find, find_by_name, missing_key_error, read_message, Family, Kind,
+    Reader,
+};
 use super::{DecodeError, ParsedRecord};
 
 /// The group coordinator's record types (`CoordinatorRecordType`).
@@ -133,30 +136,10 @@ pub fn parse_for_dump(
     offset: i64,
     kafka_major: u8,
 ) -> crate::error::Result<ParsedRecord> {
-    let Some(key) = key else {
-        // Kafka's tool stops with this exception.
-        return Err(crate::error::Error::corrupt(format!(
-            "Failed to decode message at offset {offset} using the specified decoder (message had a missing key)"
-        )));
-    };
+    // Kafka's tool stops with this exception.
+    let key = key.ok_or_else(|| missing_key_error(offset))?;
     Ok(match decode(key, value, kafka_major) {
-        Ok(r) => {
-            let key_json = json!({"type": r.record_type.to_string(), "data": r.key});
-            let payload_json = match r.value {
-                Some((version, v)) => json!({"version": version.to_string(), "data": v}),
-                None => Value::Null,
-            };
-            ParsedRecord {
-                key: Some(to_jackson_string(&key_json)),
-                payload: Some(if payload_json.is_null() {
-                    "<DELETE>".to_string()
-                } else {
-                    to_jackson_string(&payload_json)
-                }),
-                key_json,
-                payload_json,
-            }
-        }
+        Ok(r) => coordinator_record_for_dump(r.record_type, r.key, r.value),
         Err(e) => error_record(e, offset),
     })
 }

@@ -145,6 +145,40 @@ impl<'b> Reader<'b> {
         }
         Err(Error::corrupt("unsigned varint longer than 5 bytes"))
     }
+    pub fn u16(&mut self) -> Result<u16> {
+        self.array().map(u16::from_be_bytes)
+    }
+    /// A compact array's length (the varint holds length + 1; a null array reads as empty).
+    /// Every element takes at least one byte, so a length past the bytes left is corruption,
+    /// never an allocation.
+    pub fn compact_len(&mut self) -> Result<usize> {
+        let len = self.unsigned_varint()?.saturating_sub(1) as usize;
+        if len > self.remaining() {
+            return Err(Error::corrupt(format!(
+                "array of {len} elements in a message of {} bytes",
+                self.buf.len()
+            )));
+        }
+        Ok(len)
+    }
+    /// A compact string, invalid UTF-8 replaced (a null string reads as empty).
+    pub fn compact_string(&mut self) -> Result<String> {
+        let len = self.unsigned_varint()?.saturating_sub(1) as usize;
+        Ok(String::from_utf8_lossy(self.take(len)?).into_owned())
+    }
+    /// A UUID as Kafka's `Uuid.toString` prints it.
+    pub fn uuid(&mut self) -> Result<String> {
+        Ok(uuid_string(self.take(16)?))
+    }
+    /// Skips a tagged-fields section (count, then tag, size and bytes of each).
+    pub fn skip_tagged_fields(&mut self) -> Result<()> {
+        for _ in 0..self.unsigned_varint()? {
+            self.unsigned_varint()?;
+            let size = self.unsigned_varint()? as usize;
+            self.take(size)?;
+        }
+        Ok(())
+    }
     /// A length (or -1 for null) in the flexible (`len + 1` varint) or classic encoding.
     fn length(&mut self, flexible: bool, classic_i32: bool) -> Result<i64> {
         Ok(if flexible {
@@ -363,6 +397,38 @@ fn default_value(f: &FieldSpec) -> Value {
 pub fn uuid_string(bytes: &[u8]) -> String {
     use base64::Engine;
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
+}
+
+/// A coordinator record as `DumpLogSegments`' `OffsetsMessageParser` and
+/// `TransactionLogMessageParser` print it: the key as `{"type", "data"}`, the payload as
+/// `{"version", "data"}`, or `<DELETE>` for a tombstone.
+pub(crate) fn coordinator_record_for_dump(
+    record_type: i16,
+    key: Value,
+    value: Option<(i16, Value)>,
+) -> super::ParsedRecord {
+    let key_json = serde_json::json!({"type": record_type.to_string(), "data": key});
+    let payload_json = match value {
+        Some((version, v)) => serde_json::json!({"version": version.to_string(), "data": v}),
+        None => Value::Null,
+    };
+    super::ParsedRecord {
+        key: Some(to_jackson_string(&key_json)),
+        payload: Some(if payload_json.is_null() {
+            "<DELETE>".to_string()
+        } else {
+            to_jackson_string(&payload_json)
+        }),
+        key_json,
+        payload_json,
+    }
+}
+
+/// What both coordinator parsers stop with on a record without a key.
+pub(crate) fn missing_key_error(offset: i64) -> Error {
+    Error::corrupt(format!(
+        "Failed to decode message at offset {offset} using the specified decoder (message had a missing key)"
+    ))
 }
 
 /// `JsonNode.toString()` as Jackson writes it: compact, non-ASCII as is, control characters as

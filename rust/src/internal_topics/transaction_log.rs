@@ -6,7 +6,9 @@
 use serde_json::{json, Value};
 
 use super::group_metadata::error_record;
-use super::message::{find, read_message, to_jackson_string, Family, Kind, Reader};
+use super::message::{
+    coordinator_record_for_dump, find, missing_key_error, read_message, Family, Kind, Reader,
+};
 use super::{DecodeError, ParsedRecord};
 
 /// One decoded `__transaction_state` record.
@@ -87,32 +89,13 @@ pub fn parse_for_dump(
     offset: i64,
     kafka_major: u8,
 ) -> crate::error::Result<ParsedRecord> {
-    let Some(key) = key else {
-        return Err(crate::error::Error::corrupt(format!(
-            "Failed to decode message at offset {offset} using the specified decoder (message had a missing key)"
-        )));
-    };
+    // Kafka's tool stops with this exception.
+    let key = key.ok_or_else(|| missing_key_error(offset))?;
     if kafka_major < 4 {
         return parse_3x(key, value);
     }
     Ok(match decode(key, value) {
-        Ok(r) => {
-            let key_json = json!({"type": r.record_type.to_string(), "data": r.key});
-            let payload_json = match r.value {
-                Some((version, v)) => json!({"version": version.to_string(), "data": v}),
-                None => Value::Null,
-            };
-            ParsedRecord {
-                key: Some(to_jackson_string(&key_json)),
-                payload: Some(if payload_json.is_null() {
-                    "<DELETE>".into()
-                } else {
-                    to_jackson_string(&payload_json)
-                }),
-                key_json,
-                payload_json,
-            }
-        }
+        Ok(r) => coordinator_record_for_dump(r.record_type, r.key, r.value),
         Err(e) => error_record(e, offset),
     })
 }

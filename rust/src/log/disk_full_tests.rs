@@ -54,6 +54,18 @@ fn options(create: bool) -> LogOptions {
     }
 }
 
+/// The log opened read-only, as a reader after the disk filled up.
+fn open_read_only(dir: &Path) -> Log {
+    Log::open(
+        dir,
+        LogOptions {
+            read_only: true,
+            ..options(false)
+        },
+    )
+    .unwrap()
+}
+
 fn is_disk_full(e: &Error) -> bool {
     matches!(e, Error::Io { path: Some(_), source } if source.raw_os_error() == Some(libc::ENOSPC))
 }
@@ -125,14 +137,7 @@ fn a_full_disk_loses_nothing_acknowledged() {
     drop(log);
 
     // The disk full, the log still opens (read-only and writable) with everything acknowledged.
-    let ro = Log::open(
-        &dir,
-        LogOptions {
-            read_only: true,
-            ..options(false)
-        },
-    )
-    .unwrap();
+    let ro = open_read_only(&dir);
     assert_eq!(values(&ro), acked);
     drop(ro);
     if let Ok(log) = Log::open(&dir, options(false)) {
@@ -172,13 +177,6 @@ fn a_full_disk_loses_nothing_acknowledged() {
         }
     }
     drop(log);
-    let ro = Log::open(
-        &dir,
-        LogOptions {
-            read_only: true,
-            ..options(false)
-        },
-    )
-    .unwrap();
+    let ro = open_read_only(&dir);
     assert_eq!(values(&ro), acked);
 }

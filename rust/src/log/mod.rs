@@ -146,6 +146,8 @@ mod every_byte_tests;
 #[cfg(test)]
 mod loader_tests;
 #[cfg(test)]
+mod retention_tests;
+#[cfg(test)]
 mod tests;
 #[cfg(test)]
 mod unified_log_tests;

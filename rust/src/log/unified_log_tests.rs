@@ -5,32 +5,14 @@ use std::path::Path;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 
-use crate::config::LogConfig;
 use crate::error::Error;
-use crate::log::{
-    FetchIsolation, Log, LogOptions, EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP,
-};
+use crate::log::{FetchIsolation, Log, EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP};
 use crate::record::builder::{end_txn_marker_batch, BatchOptions};
 use crate::record::control::{ControlRecordType, EndTransactionMarker};
 use crate::record::record::TimestampType;
-use crate::testutil::{batch_at, batch_with, offsets_of, values_of};
+use crate::testutil::{batch_at, batch_with, offsets_of, values_of, writable_options as options};
 
 const NOW: i64 = 1_700_000_000_000;
-
-fn options(settings: &[(&str, &str)], single_replica: bool, clock: Arc<AtomicI64>) -> LogOptions {
-    let mut config = LogConfig::default();
-    for (k, v) in settings {
-        config.set(k, v).unwrap();
-    }
-    LogOptions {
-        config,
-        read_only: false,
-        create: true,
-        single_replica,
-        clock: Arc::new(move || clock.load(Ordering::SeqCst)),
-        ..LogOptions::default()
-    }
-}
 
 fn open(dir: &Path, settings: &[(&str, &str)]) -> Log {
     Log::open(

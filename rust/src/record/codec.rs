@@ -309,158 +309,257 @@ fn lz4_kafka_compress(data: &[u8], broken_checksum: bool) -> Vec<u8> {
 /// checksum is not checked, as in `KafkaLZ4BlockInputStream`: Kafka's v0 writers computed it
 /// over the magic bytes too. Bytes after the end mark are ignored, as Kafka does.
 fn lz4_decompress(data: &[u8], max_size: usize, magic: u8) -> Result<Vec<u8>> {
-    let bad = |msg: String| Error::corrupt(format!("invalid lz4 frame: {msg}"));
-    if data.len() < 7 {
-        return Err(bad(format!(
-            "{} bytes is shorter than a frame header",
-            data.len()
-        )));
+    let mut frame = Lz4FrameReader::read_header(data, max_size, magic)?;
+    while frame.read_block()? {}
+    frame.verify_content()?;
+    Ok(frame.out)
+}
+
+/// An error in the frame itself (as opposed to output past the budget).
+fn lz4_bad(msg: String) -> Error {
+    Error::corrupt(format!("invalid lz4 frame: {msg}"))
+}
+
+/// The frame descriptor's fields that the blocks and the end of the frame depend on.
+struct Lz4FrameDescriptor {
+    flg: u8,
+    max_block: usize,
+    content_size: Option<u64>,
+}
+
+impl Lz4FrameDescriptor {
+    /// Blocks may reference the previous output (FLG's block independence bit clear).
+    fn linked(&self) -> bool {
+        self.flg & LZ4_FLG_INDEPENDENT == 0
     }
-    let frame_magic = u32::from_le_bytes(data[0..4].try_into().unwrap());
-    if frame_magic != LZ4_FRAME_MAGIC {
-        return Err(bad(format!(
-            "magic number {frame_magic:#010x}, expected {LZ4_FRAME_MAGIC:#010x}"
-        )));
+
+    fn block_checksums(&self) -> bool {
+        self.flg & LZ4_FLG_BLOCK_CHECKSUM != 0
     }
-    let (flg, bd) = (data[4], data[5]);
-    if flg & LZ4_FLG_VERSION_MASK != LZ4_FLG_VERSION_01 {
-        return Err(bad(format!("unsupported version bits in FLG {flg:#04x}")));
+
+    fn content_checksum(&self) -> bool {
+        self.flg & LZ4_FLG_CONTENT_CHECKSUM != 0
     }
-    if flg & LZ4_FLG_RESERVED != 0 || bd & LZ4_BD_RESERVED != 0 {
-        return Err(bad(format!(
-            "reserved bits set in FLG {flg:#04x} / BD {bd:#04x}"
-        )));
-    }
-    if flg & LZ4_FLG_DICT_ID != 0 {
-        return Err(Error::Unsupported("lz4 frames with a dictionary id".into()));
-    }
-    let block_size_code = (bd >> 4) & 0x7;
-    if block_size_code < 4 {
-        return Err(bad(format!(
-            "invalid block size code {block_size_code} in BD"
-        )));
-    }
-    let max_block = 1usize << (2 * block_size_code as usize + 8);
-    let mut pos = 6;
-    let content_size = if flg & LZ4_FLG_CONTENT_SIZE != 0 {
-        let bytes = data
-            .get(6..14)
-            .ok_or_else(|| bad("truncated in the content size".into()))?;
-        pos = 14;
-        Some(u64::from_le_bytes(bytes.try_into().unwrap()))
-    } else {
-        None
-    };
-    let stored_hc = *data
-        .get(pos)
-        .ok_or_else(|| bad("truncated before the header checksum".into()))?;
-    if magic != 0 {
-        let computed = lz4_header_checksum(&data[4..pos]);
-        if stored_hc != computed {
-            let hint = if stored_hc == lz4_header_checksum(&data[0..pos]) {
-                " (Kafka's broken v0 checksum, only valid in magic v0 messages)"
-            } else {
-                ""
-            };
-            return Err(bad(format!(
-                "header checksum {stored_hc:#04x}, computed {computed:#04x}{hint}"
+}
+
+/// One frame read from memory, the steps of `KafkaLZ4BlockInputStream`: `read_header`, then
+/// `read_block` until the end mark, then the frame's trailing checks (`verify_content`).
+struct Lz4FrameReader<'a> {
+    data: &'a [u8],
+    /// Where the next unread byte of `data` is.
+    pos: usize,
+    max_size: usize,
+    descriptor: Lz4FrameDescriptor,
+    out: Vec<u8>,
+}
+
+impl<'a> Lz4FrameReader<'a> {
+    /// Magic, FLG, BD, the optional content size and the header checksum (`readHeader`).
+    fn read_header(data: &'a [u8], max_size: usize, magic: u8) -> Result<Self> {
+        if data.len() < 7 {
+            return Err(lz4_bad(format!(
+                "{} bytes is shorter than a frame header",
+                data.len()
             )));
         }
-    }
-    pos += 1;
-
-    let linked = flg & LZ4_FLG_INDEPENDENT == 0;
-    let block_checksums = flg & LZ4_FLG_BLOCK_CHECKSUM != 0;
-    let mut out: Vec<u8> = Vec::new();
-    loop {
-        let word = data
-            .get(pos..pos + 4)
-            .map(|b| u32::from_le_bytes(b.try_into().unwrap()))
-            .ok_or_else(|| bad(format!("truncated at byte {pos}, before the end mark")))?;
-        pos += 4;
-        if word == 0 {
-            break;
+        let frame_magic = u32::from_le_bytes(data[0..4].try_into().unwrap());
+        if frame_magic != LZ4_FRAME_MAGIC {
+            return Err(lz4_bad(format!(
+                "magic number {frame_magic:#010x}, expected {LZ4_FRAME_MAGIC:#010x}"
+            )));
         }
+        let (flg, bd) = (data[4], data[5]);
+        let max_block = Self::check_flg_bd(flg, bd)?;
+        let mut pos = 6;
+        let content_size = if flg & LZ4_FLG_CONTENT_SIZE != 0 {
+            let bytes = data
+                .get(6..14)
+                .ok_or_else(|| lz4_bad("truncated in the content size".into()))?;
+            pos = 14;
+            Some(u64::from_le_bytes(bytes.try_into().unwrap()))
+        } else {
+            None
+        };
+        let stored_hc = *data
+            .get(pos)
+            .ok_or_else(|| lz4_bad("truncated before the header checksum".into()))?;
+        if magic != 0 {
+            Self::verify_header_checksum(data, pos, stored_hc)?;
+        }
+        Ok(Lz4FrameReader {
+            data,
+            pos: pos + 1,
+            max_size,
+            descriptor: Lz4FrameDescriptor {
+                flg,
+                max_block,
+                content_size,
+            },
+            out: Vec::new(),
+        })
+    }
+
+    /// The FLG and BD bytes as this reader supports them; returns the maximum block size.
+    fn check_flg_bd(flg: u8, bd: u8) -> Result<usize> {
+        if flg & LZ4_FLG_VERSION_MASK != LZ4_FLG_VERSION_01 {
+            return Err(lz4_bad(format!(
+                "unsupported version bits in FLG {flg:#04x}"
+            )));
+        }
+        if flg & LZ4_FLG_RESERVED != 0 || bd & LZ4_BD_RESERVED != 0 {
+            return Err(lz4_bad(format!(
+                "reserved bits set in FLG {flg:#04x} / BD {bd:#04x}"
+            )));
+        }
+        if flg & LZ4_FLG_DICT_ID != 0 {
+            return Err(Error::Unsupported("lz4 frames with a dictionary id".into()));
+        }
+        let block_size_code = (bd >> 4) & 0x7;
+        if block_size_code < 4 {
+            return Err(lz4_bad(format!(
+                "invalid block size code {block_size_code} in BD"
+            )));
+        }
+        Ok(1usize << (2 * block_size_code as usize + 8))
+    }
+
+    /// The descriptor's checksum (`data[4..hc_at]`), stored at `hc_at`. A mismatch that matches
+    /// Kafka's broken v0 checksum (which also covers the magic) says so.
+    fn verify_header_checksum(data: &[u8], hc_at: usize, stored: u8) -> Result<()> {
+        let computed = lz4_header_checksum(&data[4..hc_at]);
+        if stored == computed {
+            return Ok(());
+        }
+        let hint = if stored == lz4_header_checksum(&data[0..hc_at]) {
+            " (Kafka's broken v0 checksum, only valid in magic v0 messages)"
+        } else {
+            ""
+        };
+        Err(lz4_bad(format!(
+            "header checksum {stored:#04x}, computed {computed:#04x}{hint}"
+        )))
+    }
+
+    /// One block into `out` (`readBlock`); false at the end mark.
+    fn read_block(&mut self) -> Result<bool> {
+        let word_at = self.pos;
+        let word = self
+            .data
+            .get(word_at..word_at + 4)
+            .map(|b| u32::from_le_bytes(b.try_into().unwrap()))
+            .ok_or_else(|| lz4_bad(format!("truncated at byte {word_at}, before the end mark")))?;
+        if word == 0 {
+            self.pos = word_at + 4;
+            return Ok(false);
+        }
+        let max_block = self.descriptor.max_block;
         let len = (word & !LZ4_STORED_BLOCK_BIT) as usize;
         if len > max_block {
-            return Err(bad(format!(
+            return Err(lz4_bad(format!(
                 "block of {len} bytes exceeds the frame's maximum block size {max_block}"
             )));
         }
-        let block_end = pos + len;
-        let needed = block_end + if block_checksums { 4 } else { 0 };
-        if needed > data.len() {
-            return Err(bad(format!(
-                "block of {len} bytes at byte {} runs past the end of the data",
-                pos - 4
+        let block_start = word_at + 4;
+        let block_end = block_start + len;
+        let checksum_len = if self.descriptor.block_checksums() {
+            4
+        } else {
+            0
+        };
+        let next = block_end + checksum_len;
+        if next > self.data.len() {
+            return Err(lz4_bad(format!(
+                "block of {len} bytes at byte {word_at} runs past the end of the data"
             )));
         }
-        let block = &data[pos..block_end];
-        if block_checksums {
-            let stored = u32::from_le_bytes(data[block_end..needed].try_into().unwrap());
-            let computed = xxhash_rust::xxh32::xxh32(block, 0);
-            if stored != computed {
-                return Err(bad(format!(
-                    "block checksum {stored:#010x}, computed {computed:#010x}"
-                )));
-            }
+        let block = &self.data[block_start..block_end];
+        if checksum_len != 0 {
+            verify_xxh32("block", &self.data[block_end..next], block)?;
         }
-        pos = needed;
-        let start = out.len();
+        self.pos = next;
         if word & LZ4_STORED_BLOCK_BIT != 0 {
-            if len > max_size - start {
-                return Err(exceeds(Compression::Lz4, max_size));
-            }
-            out.extend_from_slice(block);
-            continue;
+            self.append_stored(block)?;
+        } else {
+            self.decompress_block(block, word_at)?;
         }
+        Ok(true)
+    }
+
+    /// A block the writer stored uncompressed (its length word's high bit set).
+    fn append_stored(&mut self, block: &[u8]) -> Result<()> {
+        if block.len() > self.max_size - self.out.len() {
+            return Err(exceeds(Compression::Lz4, self.max_size));
+        }
+        self.out.extend_from_slice(block);
+        Ok(())
+    }
+
+    /// An LZ4 block, decoded with the previous 64 KiB of output as its dictionary when blocks are
+    /// linked. `word_at` (where the block's length word is) names it in errors.
+    fn decompress_block(&mut self, block: &[u8], word_at: usize) -> Result<()> {
+        let max_block = self.descriptor.max_block;
+        let start = self.out.len();
         // Room for a full block, but never more than one byte past the budget: a block that
         // needs more than the budget fails as "output too small", reported as oversize.
-        let budget = max_size - start;
+        let budget = self.max_size - start;
         let room = max_block.min(budget.saturating_add(1));
-        out.resize(start + room, 0);
-        let (prev, dst) = out.split_at_mut(start);
-        let result = if linked {
+        self.out.resize(start + room, 0);
+        let (prev, dst) = self.out.split_at_mut(start);
+        let result = if self.descriptor.linked() {
             let dict = &prev[prev.len().saturating_sub(LZ4_WINDOW)..];
             lz4_flex::block::decompress_into_with_dict(block, dst, dict)
         } else {
             lz4_flex::block::decompress_into(block, dst)
         };
         match result {
-            Ok(n) if n > budget => return Err(exceeds(Compression::Lz4, max_size)),
-            Ok(n) => out.truncate(start + n),
+            Ok(n) if n > budget => Err(exceeds(Compression::Lz4, self.max_size)),
+            Ok(n) => {
+                self.out.truncate(start + n);
+                Ok(())
+            }
             Err(lz4_flex::block::DecompressError::OutputTooSmall { .. }) if room <= budget => {
-                return Err(bad(format!(
+                Err(lz4_bad(format!(
                     "block decompresses past the maximum block size {max_block}"
                 )))
             }
             Err(lz4_flex::block::DecompressError::OutputTooSmall { .. }) => {
-                return Err(exceeds(Compression::Lz4, max_size))
+                Err(exceeds(Compression::Lz4, self.max_size))
             }
-            Err(e) => return Err(bad(format!("block at byte {}: {e}", pos - len - 4))),
+            Err(e) => Err(lz4_bad(format!("block at byte {word_at}: {e}"))),
         }
     }
-    if flg & LZ4_FLG_CONTENT_CHECKSUM != 0 {
-        let stored = data
-            .get(pos..pos + 4)
-            .map(|b| u32::from_le_bytes(b.try_into().unwrap()))
-            .ok_or_else(|| bad("truncated in the content checksum".into()))?;
-        let computed = xxhash_rust::xxh32::xxh32(&out, 0);
-        if stored != computed {
-            return Err(bad(format!(
-                "content checksum {stored:#010x}, computed {computed:#010x}"
-            )));
+
+    /// After the end mark: the optional content checksum and the declared content size.
+    fn verify_content(&self) -> Result<()> {
+        if self.descriptor.content_checksum() {
+            let stored = self
+                .data
+                .get(self.pos..self.pos + 4)
+                .ok_or_else(|| lz4_bad("truncated in the content checksum".into()))?;
+            verify_xxh32("content", stored, &self.out)?;
         }
-    }
-    if let Some(expected) = content_size {
-        if expected != out.len() as u64 {
-            return Err(bad(format!(
-                "header declares {expected} bytes of content, blocks hold {}",
-                out.len()
-            )));
+        if let Some(expected) = self.descriptor.content_size {
+            if expected != self.out.len() as u64 {
+                return Err(lz4_bad(format!(
+                    "header declares {expected} bytes of content, blocks hold {}",
+                    self.out.len()
+                )));
+            }
         }
+        Ok(())
     }
-    Ok(out)
+}
+
+/// A block or content checksum: xxh32 (seed 0) of `bytes`, stored little-endian in `stored`.
+fn verify_xxh32(what: &str, stored: &[u8], bytes: &[u8]) -> Result<()> {
+    let stored = u32::from_le_bytes(stored.try_into().unwrap());
+    let computed = xxhash_rust::xxh32::xxh32(bytes, 0);
+    if stored != computed {
+        return Err(lz4_bad(format!(
+            "{what} checksum {stored:#010x}, computed {computed:#010x}"
+        )));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

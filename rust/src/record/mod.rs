@@ -12,3 +12,8 @@ pub mod record;
 pub mod varint;
 
 pub use codec::Compression;
+
+#[cfg(test)]
+mod batch_tests;
+#[cfg(test)]
+mod file_records_tests;

@@ -25,6 +25,7 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
+use crate::internal_topics::message::Reader;
 use crate::internal_topics::{cluster_metadata, group_metadata, transaction_log, ParsedRecord};
 use crate::log::producer_state::read_snapshot;
 use crate::record::batch::{
@@ -411,47 +412,34 @@ impl Reports {
         // key replaces the earlier one.
         for (file, pairs) in &mut self.index_mismatches.0 {
             sort_unique_by_key(pairs, true);
-            writeln!(err, "Mismatches in :{file}")?;
-            for (index_offset, log_offset) in pairs.iter() {
-                writeln!(
-                    err,
-                    "  Index offset: {index_offset}, log offset: {log_offset}"
-                )?;
-            }
+            write_report(
+                err,
+                &format!("Mismatches in :{file}"),
+                pairs,
+                |index, log| format!("  Index offset: {index}, log offset: {log}"),
+            )?;
         }
         for (file, pairs) in &self.time_mismatches.0 {
-            writeln!(err, "Found timestamp mismatch in :{file}")?;
-            for (index_ts, log_ts) in pairs {
-                writeln!(
-                    err,
-                    "  Index timestamp: {index_ts}, log timestamp: {log_ts}"
-                )?;
-            }
+            let heading = format!("Found timestamp mismatch in :{file}");
+            write_report(err, &heading, pairs, |index, log| {
+                format!("  Index timestamp: {index}, log timestamp: {log}")
+            })?;
         }
         for (file, pairs) in &self.time_out_of_order.0 {
-            writeln!(err, "Found out of order timestamp in :{file}")?;
-            for (index_ts, prev) in pairs {
-                writeln!(
-                    err,
-                    "  Index timestamp: {index_ts}, Previously indexed timestamp: {prev}"
-                )?;
-            }
+            let heading = format!("Found out of order timestamp in :{file}");
+            write_report(err, &heading, pairs, |index, prev| {
+                format!("  Index timestamp: {index}, Previously indexed timestamp: {prev}")
+            })?;
         }
         for (file, pairs) in &self.time_not_found.0 {
-            if kafka_major >= 4 {
-                writeln!(
-                    err,
-                    "The following indexed offsets are not found in :{file}"
-                )?;
+            let heading = if kafka_major >= 4 {
+                format!("The following indexed offsets are not found in :{file}")
             } else {
-                writeln!(
-                    err,
-                    "The following indexed offsets are not found in the log."
-                )?;
-            }
-            for (indexed, found) in pairs {
-                writeln!(err, "Indexed offset: {indexed}, found log offset: {found}")?;
-            }
+                "The following indexed offsets are not found in the log.".to_string()
+            };
+            write_report(err, &heading, pairs, |indexed, found| {
+                format!("Indexed offset: {indexed}, found log offset: {found}")
+            })?;
         }
         for (file, pairs) in &mut self.non_consecutive.0 {
             if kafka_major >= 4 {
@@ -460,12 +448,62 @@ impl Reports {
                 // The 3.x tool prepends to a list: latest first.
                 pairs.reverse();
             }
-            writeln!(err, "Non-consecutive offsets in {file}")?;
-            for (first, second) in pairs.iter() {
-                writeln!(err, "  {first} is followed by {second}")?;
-            }
+            let heading = format!("Non-consecutive offsets in {file}");
+            write_report(err, &heading, pairs, |first, second| {
+                format!("  {first} is followed by {second}")
+            })?;
         }
         Ok(())
+    }
+}
+
+/// One of the verification reports: its heading, then a line per pair.
+fn write_report(
+    err: &mut dyn Write,
+    heading: &str,
+    pairs: &[(i64, i64)],
+    line: impl Fn(i64, i64) -> String,
+) -> Result<()> {
+    writeln!(err, "{heading}")?;
+    for &(a, b) in pairs {
+        writeln!(err, "{}", line(a, b))?;
+    }
+    Ok(())
+}
+
+/// A record's ` key: K payload: V` as Kafka's tool prints it after the record's metadata (`| `
+/// first when the metadata is skipped). Each part is written as soon as it is decoded, so a part
+/// that fails to decode leaves what came before it.
+struct KeyAndPayload {
+    prefix: &'static str,
+    kafka_major: u8,
+}
+
+impl KeyAndPayload {
+    fn new(opts: &DumpOptions) -> Self {
+        KeyAndPayload {
+            prefix: if opts.skip_record_metadata { "| " } else { " " },
+            kafka_major: opts.kafka_major,
+        }
+    }
+
+    fn key(&mut self, out: &mut Vec<u8>, key: &str) {
+        self.write(out, "key: ", key);
+        self.prefix = " ";
+    }
+
+    fn payload(&mut self, out: &mut Vec<u8>, payload: &str) {
+        // The 3.x tool always puts a plain space before the payload.
+        if self.kafka_major < 4 {
+            self.prefix = " ";
+        }
+        self.write(out, "payload: ", payload);
+    }
+
+    fn write(&self, out: &mut Vec<u8>, label: &str, text: &str) {
+        out.extend_from_slice(self.prefix.as_bytes());
+        out.extend_from_slice(label.as_bytes());
+        out.extend_from_slice(text.as_bytes());
     }
 }
 
@@ -986,38 +1024,20 @@ impl FileDump<'_> {
         }
         if opts.prints_data() && !is_control && opts.parser != MessageParser::Decoders {
             let parsed = opts.parser.parse(r, opts.kafka_major)?;
-            let mut prefix = if opts.skip_record_metadata { "| " } else { " " };
+            let mut fields = KeyAndPayload::new(opts);
             if let Some(k) = &parsed.key {
-                out.extend_from_slice(prefix.as_bytes());
-                out.extend_from_slice(b"key: ");
-                out.extend_from_slice(k.as_bytes());
-                prefix = " ";
-            }
-            if opts.kafka_major < 4 {
-                prefix = " ";
+                fields.key(out, k);
             }
             if let Some(p) = &parsed.payload {
-                out.extend_from_slice(prefix.as_bytes());
-                out.extend_from_slice(b"payload: ");
-                out.extend_from_slice(p.as_bytes());
+                fields.payload(out, p);
             }
         } else if opts.print_data_log && !is_control {
-            let mut prefix = if opts.skip_record_metadata { "| " } else { " " };
+            let mut fields = KeyAndPayload::new(opts);
             if let Some(k) = r.key {
-                let k = opts.key_decoder.decode(k, "key", r.offset)?;
-                out.extend_from_slice(prefix.as_bytes());
-                out.extend_from_slice(b"key: ");
-                out.extend_from_slice(k.as_bytes());
-                prefix = " ";
-            }
-            if opts.kafka_major < 4 {
-                prefix = " ";
+                fields.key(out, &opts.key_decoder.decode(k, "key", r.offset)?);
             }
             if let Some(v) = r.value {
-                let v = opts.value_decoder.decode(v, "value", r.offset)?;
-                out.extend_from_slice(prefix.as_bytes());
-                out.extend_from_slice(b"payload: ");
-                out.extend_from_slice(v.as_bytes());
+                fields.payload(out, &opts.value_decoder.decode(v, "value", r.offset)?);
             }
         }
         out.push(b'\n');
@@ -1078,6 +1098,14 @@ impl FileDump<'_> {
         json_line(self.out, &fields)
     }
 
+    /// `--index-sanity-check`: Kafka's tool runs the index's sanity check alone and says so when
+    /// it passes; a failure is this file's error.
+    fn passed_sanity_check(&mut self, check: Result<()>) -> Result<()> {
+        check?;
+        writeln!(self.out, "{} passed sanity check.", self.shown)?;
+        Ok(())
+    }
+
     fn dump_index(&mut self) -> Result<()> {
         let opts = self.opts;
         let base = base_offset_of(self.path, self.name)?;
@@ -1090,9 +1118,7 @@ impl FileDump<'_> {
             return Ok(());
         }
         if opts.index_sanity_check {
-            index.sanity_check(self.path, bytes.len())?;
-            writeln!(self.out, "{} passed sanity check.", self.shown)?;
-            return Ok(());
+            return self.passed_sanity_check(index.sanity_check(self.path, bytes.len()));
         }
         let log_size = log.metadata().map_err(io_err(&log_path))?.len();
         let abs = java_absolute_path(self.shown);
@@ -1141,9 +1167,7 @@ impl FileDump<'_> {
         let bytes = std::fs::read(self.path).map_err(io_err(self.path))?;
         let time_index = RawTimeIndex::new(base, &bytes);
         if opts.index_sanity_check {
-            time_index.sanity_check(self.path, bytes.len())?;
-            writeln!(self.out, "{} passed sanity check.", self.shown)?;
-            return Ok(());
+            return self.passed_sanity_check(time_index.sanity_check(self.path, bytes.len()));
         }
         let log_size = log.metadata().map_err(io_err(&log_path))?.len();
         let abs = java_absolute_path(self.shown);
@@ -1595,7 +1619,7 @@ fn control_message_json(control_type: ControlRecordType, value: Option<&[u8]>) -
             control_type.name()
         ))
     })?;
-    let mut r = MessageReader { buf: value, pos: 0 };
+    let mut r = Reader::new(value);
     let version = r.i16()?;
     let mut j = String::new();
     j.push_str(&format!("{{\"version\":{version}"));
@@ -1667,97 +1691,6 @@ fn control_message_json(control_type: ControlRecordType, value: Option<&[u8]>) -
     r.skip_tagged_fields()?;
     j.push('}');
     Ok(j)
-}
-
-/// Reads Kafka's flexible-version message encoding (compact arrays and strings, tagged fields).
-struct MessageReader<'b> {
-    buf: &'b [u8],
-    pos: usize,
-}
-
-impl MessageReader<'_> {
-    fn take(&mut self, n: usize) -> Result<&[u8]> {
-        let end = self.pos.checked_add(n).filter(|&e| e <= self.buf.len());
-        let end = end.ok_or_else(|| {
-            Error::corrupt(format!(
-                "control record value ends at byte {}, {n} more bytes needed",
-                self.buf.len()
-            ))
-        })?;
-        let s = &self.buf[self.pos..end];
-        self.pos = end;
-        Ok(s)
-    }
-    fn i16(&mut self) -> Result<i16> {
-        Ok(i16::from_be_bytes(self.take(2)?.try_into().unwrap()))
-    }
-    fn u16(&mut self) -> Result<u16> {
-        Ok(u16::from_be_bytes(self.take(2)?.try_into().unwrap()))
-    }
-    fn i32(&mut self) -> Result<i32> {
-        Ok(i32::from_be_bytes(self.take(4)?.try_into().unwrap()))
-    }
-    fn i64(&mut self) -> Result<i64> {
-        Ok(i64::from_be_bytes(self.take(8)?.try_into().unwrap()))
-    }
-    fn unsigned_varint(&mut self) -> Result<u32> {
-        let mut value = 0u32;
-        for shift in (0..35).step_by(7) {
-            let b = self.take(1)?[0];
-            value |= u32::from(b & 0x7f) << shift;
-            if b & 0x80 == 0 {
-                return Ok(value);
-            }
-        }
-        Err(Error::corrupt("unsigned varint longer than 5 bytes"))
-    }
-    /// A compact array's length (the varint holds length + 1; a null array reads as empty).
-    fn compact_len(&mut self) -> Result<usize> {
-        let n = self.unsigned_varint()?;
-        let len = n.saturating_sub(1) as usize;
-        // Every element takes at least one byte: a length past the bytes left is corruption,
-        // not an allocation.
-        if len > self.buf.len() - self.pos {
-            return Err(Error::corrupt(format!(
-                "array of {len} elements in a control record of {} bytes",
-                self.buf.len()
-            )));
-        }
-        Ok(len)
-    }
-    fn compact_string(&mut self) -> Result<String> {
-        let n = self.unsigned_varint()?;
-        let len = n.saturating_sub(1) as usize;
-        Ok(String::from_utf8_lossy(self.take(len)?).into_owned())
-    }
-    /// A UUID as Kafka's `Uuid.toString` prints it: URL-safe base64 of its 16 bytes, no padding.
-    fn uuid(&mut self) -> Result<String> {
-        Ok(base64_url_no_pad(self.take(16)?))
-    }
-    fn skip_tagged_fields(&mut self) -> Result<()> {
-        let n = self.unsigned_varint()?;
-        for _ in 0..n {
-            self.unsigned_varint()?;
-            let size = self.unsigned_varint()? as usize;
-            self.take(size)?;
-        }
-        Ok(())
-    }
-}
-
-fn base64_url_no_pad(bytes: &[u8]) -> String {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-    let mut s = String::with_capacity(bytes.len().div_ceil(3) * 4);
-    for chunk in bytes.chunks(3) {
-        let n = (u32::from(chunk[0]) << 16)
-            | (u32::from(*chunk.get(1).unwrap_or(&0)) << 8)
-            | u32::from(*chunk.get(2).unwrap_or(&0));
-        let chars = chunk.len() + 1;
-        for i in 0..chars {
-            s.push(ALPHABET[((n >> (18 - 6 * i)) & 63) as usize] as char);
-        }
-    }
-    s
 }
 
 // ---- JSON lines ----
@@ -1904,8 +1837,14 @@ mod tests {
 
     #[test]
     fn uuid_is_url_safe_base64() {
-        assert_eq!(base64_url_no_pad(&[0u8; 16]), "AAAAAAAAAAAAAAAAAAAAAA");
-        assert_eq!(base64_url_no_pad(&[0xfb, 0xff]), "-_8");
+        assert_eq!(
+            crate::internal_topics::message::uuid_string(&[0u8; 16]),
+            "AAAAAAAAAAAAAAAAAAAAAA"
+        );
+        assert_eq!(
+            crate::internal_topics::message::uuid_string(&[0xfb, 0xff]),
+            "-_8"
+        );
     }
 
     fn write_log(dir: &Path, base: i64, batches: &[Vec<u8>]) -> PathBuf {

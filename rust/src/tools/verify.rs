@@ -6,12 +6,14 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
+use std::ops::Deref;
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
 use crate::index::offset::OffsetIndex;
 use crate::index::time::TimeIndex;
 use crate::index::txn::{AbortedTxn, TransactionIndex};
+use crate::index::{IndexEntry, MmapIndex};
 use crate::log::checkpoint::{
     parse_topic_partition, OffsetCheckpointFile, PartitionMetadataFile,
     LOG_START_OFFSET_CHECKPOINT_FILE, RECOVERY_POINT_CHECKPOINT_FILE,
@@ -514,39 +516,67 @@ fn batch_at(batches: &[BatchPos], position: u64) -> Option<usize> {
     batches.binary_search_by_key(&position, |b| b.position).ok()
 }
 
+/// The entries `verify` checks in a segment's `.index` or `.timeindex` (opened with `open(max
+/// size)`): a length that is not whole entries is reported, and the zero-filled entries
+/// (`is_zero`) a running broker's pre-allocated active index has past its real ones are left
+/// out. `None`, reported, when the file cannot be read.
+fn index_entries<E: IndexEntry, I: Deref<Target = MmapIndex<E>>>(
+    path: &Path,
+    open: impl FnOnce(usize) -> Result<I>,
+    is_zero: impl Fn(&E) -> bool,
+    problems: &mut Vec<Problem>,
+) -> Option<Vec<E>> {
+    let size = E::SIZE as u64;
+    let len = match std::fs::metadata(path) {
+        Ok(m) => m.len(),
+        Err(e) => {
+            problems.push(problem_of(&Error::io(path, e), path, None));
+            return None;
+        }
+    };
+    if len % size != 0 {
+        problems.push(problem(
+            path,
+            Some(len - len % size),
+            format!("{len} bytes, not a whole number of {size}-byte entries"),
+        ));
+    }
+    let index = match open((len as usize).max(E::SIZE)) {
+        Ok(i) => i,
+        Err(e) => {
+            problems.push(problem_of(&e, path, None));
+            return None;
+        }
+    };
+    let mut entries: Vec<E> = (0..index.entries())
+        .filter_map(|n| index.entry(n).ok())
+        .collect();
+    let zeros = entries
+        .iter()
+        .skip(1)
+        .rev()
+        .take_while(|e| is_zero(e))
+        .count();
+    entries.truncate(entries.len() - zeros);
+    Some(entries)
+}
+
 fn check_offset_index(files: &Files, base: i64, batches: &[BatchPos], problems: &mut Vec<Problem>) {
     let Some(path) = files.indexes.get(&base) else {
         return; // a broker rebuilds a missing index
     };
-    let len = match std::fs::metadata(path) {
-        Ok(m) => m.len(),
-        Err(e) => return problems.push(problem_of(&Error::io(path, e), path, None)),
+    let open = |max_size| OffsetIndex::open(path, base, max_size, false);
+    let Some(entries) = index_entries(
+        path,
+        open,
+        |e| e.offset == base && e.position == 0,
+        problems,
+    ) else {
+        return;
     };
-    if len % 8 != 0 {
-        problems.push(problem(
-            path,
-            Some(len - len % 8),
-            format!("{len} bytes, not a whole number of 8-byte entries"),
-        ));
-    }
-    let index = match OffsetIndex::open(path, base, (len as usize).max(8), false) {
-        Ok(i) => i,
-        Err(e) => return problems.push(problem_of(&e, path, None)),
-    };
-    let entries: Vec<_> = (0..index.entries())
-        .filter_map(|n| index.entry(n).ok())
-        .collect();
-    // A running broker's active index is pre-allocated with zeros past its entries.
-    let real = entries.len()
-        - entries
-            .iter()
-            .skip(1)
-            .rev()
-            .take_while(|e| e.offset == base && e.position == 0)
-            .count();
     let segment_last = batches.last().map(|b| b.last);
     let mut prev: Option<(i64, i32)> = None;
-    for (n, e) in entries[..real].iter().enumerate() {
+    for (n, e) in entries.iter().enumerate() {
         let at = Some(n as u64 * 8);
         if let Some((po, pp)) = prev {
             if e.offset <= po || e.position <= pp {
@@ -587,33 +617,17 @@ fn check_time_index(files: &Files, base: i64, batches: &[BatchPos], problems: &m
     let Some(path) = files.time_indexes.get(&base) else {
         return;
     };
-    let len = match std::fs::metadata(path) {
-        Ok(m) => m.len(),
-        Err(e) => return problems.push(problem_of(&Error::io(path, e), path, None)),
+    let open = |max_size| TimeIndex::open(path, base, max_size, false);
+    let Some(entries) = index_entries(
+        path,
+        open,
+        |e| e.timestamp == 0 && e.offset == base,
+        problems,
+    ) else {
+        return;
     };
-    if len % 12 != 0 {
-        problems.push(problem(
-            path,
-            Some(len - len % 12),
-            format!("{len} bytes, not a whole number of 12-byte entries"),
-        ));
-    }
-    let index = match TimeIndex::open(path, base, (len as usize).max(12), false) {
-        Ok(i) => i,
-        Err(e) => return problems.push(problem_of(&e, path, None)),
-    };
-    let entries: Vec<_> = (0..index.entries())
-        .filter_map(|n| index.entry(n).ok())
-        .collect();
-    let real = entries.len()
-        - entries
-            .iter()
-            .skip(1)
-            .rev()
-            .take_while(|e| e.timestamp == 0 && e.offset == base)
-            .count();
     let mut prev: Option<(i64, i64)> = None;
-    for (n, e) in entries[..real].iter().enumerate() {
+    for (n, e) in entries.iter().enumerate() {
         let at = Some(n as u64 * 12);
         if let Some((pt, po)) = prev {
             if e.timestamp < pt || e.offset < po {

@@ -1,0 +1,216 @@
+//! Kafka's `LogConfigTest`: the defaults Kafka's `LogConfig` has, each topic config set by its
+//! Kafka name, and invalid values refused with an error naming the config.
+
+use crate::config::LogConfig;
+use crate::error::Error;
+use crate::record::record::TimestampType;
+
+const DAY_MS: i64 = 24 * 60 * 60 * 1000;
+
+fn with(name: &str, value: &str) -> crate::error::Result<LogConfig> {
+    let mut config = LogConfig::default();
+    config.set(name, value)?;
+    Ok(config)
+}
+
+/// A config name, a value, the field it sets and what the field then holds.
+type Case = (&'static str, &'static str, fn(&LogConfig) -> i64, i64);
+
+fn invalid(name: &str, value: &str) -> String {
+    match with(name, value) {
+        Err(Error::InvalidArgument(message)) => message,
+        other => panic!("{name}={value:?} should be refused, got {other:?}"),
+    }
+}
+
+/// The defaults of Kafka's `LogConfig` / `ServerLogConfigs` (4.x).
+#[test]
+fn defaults_are_kafkas() {
+    let c = LogConfig::default();
+    assert_eq!(c.segment_bytes, 1024 * 1024 * 1024);
+    assert_eq!(c.segment_ms, 7 * DAY_MS);
+    assert_eq!(c.segment_jitter_ms, 0);
+    assert_eq!(c.max_index_size, 10 * 1024 * 1024);
+    assert_eq!(c.index_interval_bytes, 4096);
+    assert_eq!(c.retention_ms, 7 * DAY_MS);
+    assert_eq!(c.retention_bytes, -1);
+    // 1 MiB of records plus the log overhead: Kafka's 1048588.
+    assert_eq!(c.max_message_bytes, 1_048_588);
+    assert_eq!(c.message_timestamp_type, TimestampType::CreateTime);
+    assert_eq!(c.message_timestamp_before_max_ms, i64::MAX);
+    assert_eq!(c.message_timestamp_after_max_ms, 3_600_000);
+    assert_eq!(c.file_delete_delay_ms, 60_000);
+    assert_eq!(c.flush_messages, i64::MAX);
+    assert!(!c.preallocate);
+    assert!(c.cleanup_policy_delete && !c.cleanup_policy_compact);
+    c.validate().unwrap();
+}
+
+/// Every numeric topic config, set by its Kafka name, lands in its own field.
+#[test]
+fn each_topic_config_is_set_by_its_kafka_name() {
+    let cases: [Case; 12] = [
+        (
+            "segment.bytes",
+            "1048576",
+            |c| c.segment_bytes as i64,
+            1_048_576,
+        ),
+        ("segment.ms", "3600000", |c| c.segment_ms, 3_600_000),
+        ("segment.jitter.ms", "500", |c| c.segment_jitter_ms, 500),
+        (
+            "segment.index.bytes",
+            "4096",
+            |c| c.max_index_size as i64,
+            4096,
+        ),
+        (
+            "index.interval.bytes",
+            "1",
+            |c| c.index_interval_bytes as i64,
+            1,
+        ),
+        ("retention.ms", "-1", |c| c.retention_ms, -1),
+        (
+            "retention.bytes",
+            "1073741824",
+            |c| c.retention_bytes,
+            1 << 30,
+        ),
+        (
+            "max.message.bytes",
+            "2000000",
+            |c| c.max_message_bytes as i64,
+            2_000_000,
+        ),
+        (
+            "message.timestamp.before.max.ms",
+            "86400000",
+            |c| c.message_timestamp_before_max_ms,
+            DAY_MS,
+        ),
+        (
+            "message.timestamp.after.max.ms",
+            "1000",
+            |c| c.message_timestamp_after_max_ms,
+            1000,
+        ),
+        ("file.delete.delay.ms", "0", |c| c.file_delete_delay_ms, 0),
+        ("flush.messages", "1", |c| c.flush_messages, 1),
+    ];
+    for (name, value, field, expected) in cases {
+        let c = with(name, value).unwrap();
+        assert_eq!(field(&c), expected, "{name}");
+        // Nothing else moved.
+        let mut back = c.clone();
+        back.set(name, &field(&LogConfig::default()).to_string())
+            .unwrap();
+        assert_eq!(back, LogConfig::default(), "{name}");
+    }
+    // Surrounding blanks are trimmed, as Kafka's ConfigDef trims.
+    assert_eq!(with("retention.ms", " 1000 ").unwrap().retention_ms, 1000);
+}
+
+#[test]
+fn timestamp_type_preallocate_and_cleanup_policy() {
+    assert_eq!(
+        with("message.timestamp.type", "LogAppendTime")
+            .unwrap()
+            .message_timestamp_type,
+        TimestampType::LogAppendTime
+    );
+    assert_eq!(
+        with("message.timestamp.type", "CreateTime")
+            .unwrap()
+            .message_timestamp_type,
+        TimestampType::CreateTime
+    );
+    assert!(with("preallocate", "true").unwrap().preallocate);
+    assert!(!with("preallocate", "false").unwrap().preallocate);
+    let policy = |v: &str| {
+        let c = with("cleanup.policy", v).unwrap();
+        (c.cleanup_policy_delete, c.cleanup_policy_compact)
+    };
+    assert_eq!(policy("delete"), (true, false));
+    assert_eq!(policy("compact"), (false, true));
+    assert_eq!(policy("compact,delete"), (true, true));
+    assert_eq!(policy("delete, compact"), (true, true));
+}
+
+/// Configs of the broker's other machinery are accepted and change nothing a log reads or writes.
+#[test]
+fn broker_only_configs_are_accepted_and_ignored() {
+    for (name, value) in [
+        ("min.insync.replicas", "2"),
+        ("compression.type", "zstd"),
+        ("unclean.leader.election.enable", "true"),
+        ("min.cleanable.dirty.ratio", "0.5"),
+        ("delete.retention.ms", "1000"),
+        ("flush.ms", "1000"),
+        ("local.retention.ms", "-2"),
+        ("remote.storage.enable", "false"),
+        ("message.format.version", "3.0-IV1"),
+    ] {
+        assert_eq!(with(name, value).unwrap(), LogConfig::default(), "{name}");
+    }
+}
+
+/// Kafka's `testFromPropsInvalid`: "not_a_number" for every numeric config, and each config's
+/// out-of-range values, refused with a message naming the config.
+#[test]
+fn test_from_props_invalid() {
+    for name in [
+        "segment.bytes",
+        "segment.ms",
+        "segment.jitter.ms",
+        "segment.index.bytes",
+        "index.interval.bytes",
+        "retention.ms",
+        "retention.bytes",
+        "max.message.bytes",
+        "message.timestamp.before.max.ms",
+        "message.timestamp.after.max.ms",
+        "file.delete.delay.ms",
+        "flush.messages",
+    ] {
+        assert_eq!(
+            invalid(name, "not_a_number"),
+            format!("{name}: 'not_a_number' is not a valid number")
+        );
+    }
+    // Sizes cannot be negative.
+    for name in [
+        "segment.bytes",
+        "segment.index.bytes",
+        "index.interval.bytes",
+        "max.message.bytes",
+    ] {
+        assert!(invalid(name, "-1").starts_with(name), "{name}");
+    }
+    assert_eq!(
+        invalid("segment.bytes", "13"),
+        "segment.bytes 13 is below the minimum (14)"
+    );
+    assert_eq!(
+        invalid("segment.index.bytes", "11"),
+        "segment.index.bytes 11 is below one entry"
+    );
+    assert_eq!(invalid("segment.ms", "0"), "segment.ms must be positive");
+    assert_eq!(invalid("segment.ms", "-1"), "segment.ms must be positive");
+    assert_eq!(
+        invalid("cleanup.policy", "true"),
+        "cleanup.policy: 'true' (delete, compact, or both)"
+    );
+    assert_eq!(
+        invalid("cleanup.policy", "foobar"),
+        "cleanup.policy: 'foobar' (delete, compact, or both)"
+    );
+    assert_eq!(
+        invalid("message.timestamp.type", "NoTimestampType"),
+        "message.timestamp.type: 'NoTimestampType' (CreateTime or LogAppendTime)"
+    );
+    assert_eq!(
+        invalid("retention.millis", "1"),
+        "unknown log config 'retention.millis'"
+    );
+}

@@ -43,6 +43,14 @@ from kafkalog._kafkalog import (  # noqa: F401
     ConsumerRecord,
     RecordMetadata,
 )
+from kafkalog.results import (  # noqa: F401
+    OffsetPosition,
+    TimestampOffset,
+    TimestampAndOffset,
+    LogOffsetPosition,
+    LogOffsetMetadata,
+    ProducerStateEntry,
+)
 from kafkalog.clients import Topic, DataDir, Producer, ConsumerGroup, Consumer  # noqa: F401
 
 __all__ = [
@@ -77,4 +85,10 @@ __all__ = [
     "partition_for_key",
     "partition_folders",
     "validate_topic_name",
+    "OffsetPosition",
+    "TimestampOffset",
+    "TimestampAndOffset",
+    "LogOffsetPosition",
+    "LogOffsetMetadata",
+    "ProducerStateEntry",
 ]

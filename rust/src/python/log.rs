@@ -12,6 +12,7 @@ use crate::log::{FetchIsolation, Log as RsLog, LogOptions, OnCorruption};
 use crate::python::records::{
     batches_to_py, build_v2, decode_batch, extract_records, now_ms, record_to_py, DecodedBatch,
 };
+use crate::python::results::IntoPyResult;
 use crate::python::segment::{aborted_to_py, config_from, fetch_info_to_py};
 use crate::record::batch::{is_partial_batch, BatchIter};
 use crate::record::builder::{end_txn_marker_batch, BatchOptions};
@@ -105,13 +106,8 @@ impl Log {
     }
     /// (offset, segment base offset, byte position) of the log end offset.
     #[getter]
-    fn log_end_offset_metadata(&self) -> (i64, i64, i64) {
-        let m = self.inner.log_end_offset_metadata();
-        (
-            m.message_offset,
-            m.segment_base_offset,
-            m.relative_position_in_segment,
-        )
+    fn log_end_offset_metadata<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        self.inner.log_end_offset_metadata().into_py_result(py)
     }
     #[getter]
     fn high_watermark(&self) -> i64 {
@@ -143,17 +139,12 @@ impl Log {
     fn topic_id(&self) -> PyResult<Option<String>> {
         Ok(self.inner.topic_id()?)
     }
-    /// Producers the log tracks: {producer_id: {epoch, last_sequence, last_offset, txn_first_offset}}.
+    /// Producers the log tracks (Kafka's `activeProducers`): {producer_id: ProducerStateEntry}.
     #[getter]
     fn active_producers<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let out = PyDict::new(py);
-        for (pid, epoch, seq, last, txn) in self.inner.active_producers() {
-            let d = PyDict::new(py);
-            d.set_item("epoch", epoch)?;
-            d.set_item("last_sequence", seq)?;
-            d.set_item("last_offset", last)?;
-            d.set_item("txn_first_offset", txn)?;
-            out.set_item(pid, d)?;
+        for e in self.inner.active_producers() {
+            out.set_item(e.producer_id, e.into_py_result(py)?)?;
         }
         Ok(out)
     }
@@ -459,12 +450,16 @@ impl Log {
     }
 
     /// Kafka's ListOffsets: `timestamp` is a time in ms, or EARLIEST (-2), LATEST (-1),
-    /// MAX_TIMESTAMP (-3). Returns (timestamp, offset) or None.
-    fn offset_for_timestamp(&self, py: Python<'_>, timestamp: i64) -> PyResult<Option<(i64, i64)>> {
+    /// MAX_TIMESTAMP (-3). Returns a `TimestampAndOffset` or None.
+    fn offset_for_timestamp<'py>(
+        &self,
+        py: Python<'py>,
+        timestamp: i64,
+    ) -> PyResult<Option<Bound<'py, PyAny>>> {
         let log = self.inner.clone();
-        Ok(py
-            .allow_threads(move || log.offset_for_timestamp(timestamp))?
-            .map(|(t, o, _)| (t, o)))
+        py.allow_threads(move || log.offset_for_timestamp(timestamp))?
+            .map(|t| t.into_py_result(py))
+            .transpose()
     }
 
     fn collect_aborted_transactions<'py>(

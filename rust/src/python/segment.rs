@@ -12,6 +12,7 @@ use crate::index::time::TimeIndex as RsTimeIndex;
 use crate::index::txn::{AbortedTxn, TransactionIndex as RsTransactionIndex};
 use crate::index::DEFAULT_MAX_INDEX_SIZE;
 use crate::python::records::{batches_to_py, DecodedBatch};
+use crate::python::results::{into_py_results, IntoPyResult};
 use crate::record::file_records::headers_in;
 use crate::segment::LogSegment;
 
@@ -70,23 +71,14 @@ impl OffsetIndex {
         })
     }
     /// Floor lookup: the largest entry with offset <= target as (offset, position).
-    fn lookup(&self, target_offset: i64) -> (i64, i32) {
-        let p = self.inner.lookup(target_offset);
-        (p.offset, p.position)
+    fn lookup<'py>(&self, py: Python<'py>, target_offset: i64) -> PyResult<Bound<'py, PyAny>> {
+        self.inner.lookup(target_offset).into_py_result(py)
     }
-    fn entry(&self, n: usize) -> PyResult<(i64, i32)> {
-        let p = self.inner.entry(n)?;
-        Ok((p.offset, p.position))
+    fn entry<'py>(&self, py: Python<'py>, n: usize) -> PyResult<Bound<'py, PyAny>> {
+        self.inner.entry(n)?.into_py_result(py)
     }
-    fn entries_list(&self) -> PyResult<Vec<(i64, i32)>> {
-        (0..self.inner.entries())
-            .map(|n| {
-                self.inner
-                    .entry(n)
-                    .map(|p| (p.offset, p.position))
-                    .map_err(PyErr::from)
-            })
-            .collect()
+    fn entries_list<'py>(&self, py: Python<'py>) -> PyResult<Vec<Bound<'py, PyAny>>> {
+        into_py_results(py, (0..self.inner.entries()).map(|n| self.inner.entry(n)))
     }
     fn append(&mut self, offset: i64, position: i32) -> PyResult<()> {
         Ok(self.inner.append(offset, position)?)
@@ -149,23 +141,14 @@ impl TimeIndex {
         })
     }
     /// Floor lookup on timestamps: (timestamp, offset); (-1, base_offset) when none.
-    fn lookup(&self, target_timestamp: i64) -> (i64, i64) {
-        let t = self.inner.lookup(target_timestamp);
-        (t.timestamp, t.offset)
+    fn lookup<'py>(&self, py: Python<'py>, target_timestamp: i64) -> PyResult<Bound<'py, PyAny>> {
+        self.inner.lookup(target_timestamp).into_py_result(py)
     }
-    fn entry(&self, n: usize) -> PyResult<(i64, i64)> {
-        let t = self.inner.entry(n)?;
-        Ok((t.timestamp, t.offset))
+    fn entry<'py>(&self, py: Python<'py>, n: usize) -> PyResult<Bound<'py, PyAny>> {
+        self.inner.entry(n)?.into_py_result(py)
     }
-    fn entries_list(&self) -> PyResult<Vec<(i64, i64)>> {
-        (0..self.inner.entries())
-            .map(|n| {
-                self.inner
-                    .entry(n)
-                    .map(|t| (t.timestamp, t.offset))
-                    .map_err(PyErr::from)
-            })
-            .collect()
+    fn entries_list<'py>(&self, py: Python<'py>) -> PyResult<Vec<Bound<'py, PyAny>>> {
+        into_py_results(py, (0..self.inner.entries()).map(|n| self.inner.entry(n)))
     }
     #[pyo3(signature = (timestamp, offset, skip_full_check = false))]
     fn maybe_append(&mut self, timestamp: i64, offset: i64, skip_full_check: bool) -> PyResult<()> {
@@ -198,9 +181,8 @@ impl TimeIndex {
         self.inner.is_full()
     }
     #[getter]
-    fn last_entry(&self) -> (i64, i64) {
-        let t = self.inner.last_entry();
-        (t.timestamp, t.offset)
+    fn last_entry<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        self.inner.last_entry().into_py_result(py)
     }
     fn __len__(&self) -> usize {
         self.inner.entries()
@@ -358,29 +340,31 @@ impl Segment {
 
     /// (offset, position, size) of the first batch whose last offset is >= offset, or None.
     #[pyo3(signature = (offset, starting_position = 0))]
-    fn translate_offset(
+    fn translate_offset<'py>(
         &self,
+        py: Python<'py>,
         offset: i64,
         starting_position: u64,
-    ) -> PyResult<Option<(i64, u64, usize)>> {
-        Ok(self
-            .inner
+    ) -> PyResult<Option<Bound<'py, PyAny>>> {
+        self.inner
             .translate_offset(offset, starting_position)?
-            .map(|p| (p.offset, p.position, p.size)))
+            .map(|p| p.into_py_result(py))
+            .transpose()
     }
 
     /// (timestamp, offset) of the first record with timestamp >= `timestamp`, or None.
     #[pyo3(signature = (timestamp, starting_offset = None))]
-    fn find_offset_by_timestamp(
+    fn find_offset_by_timestamp<'py>(
         &self,
+        py: Python<'py>,
         timestamp: i64,
         starting_offset: Option<i64>,
-    ) -> PyResult<Option<(i64, i64)>> {
+    ) -> PyResult<Option<Bound<'py, PyAny>>> {
         let start = starting_offset.unwrap_or(self.inner.base_offset());
-        Ok(self
-            .inner
+        self.inner
             .find_offset_by_timestamp(timestamp, start)?
-            .map(|t| (t.timestamp, t.offset)))
+            .map(|t| t.into_py_result(py))
+            .transpose()
     }
 
     /// Validates every batch, rebuilds the indexes and truncates an invalid tail; returns the
@@ -452,25 +436,13 @@ impl Segment {
     fn log_path(&self) -> PathBuf {
         self.inner.log().path().to_path_buf()
     }
-    fn offset_index_entries(&self) -> PyResult<Vec<(i64, i32)>> {
+    fn offset_index_entries<'py>(&self, py: Python<'py>) -> PyResult<Vec<Bound<'py, PyAny>>> {
         let idx = self.inner.offset_index();
-        (0..idx.entries())
-            .map(|n| {
-                idx.entry(n)
-                    .map(|p| (p.offset, p.position))
-                    .map_err(PyErr::from)
-            })
-            .collect()
+        into_py_results(py, (0..idx.entries()).map(|n| idx.entry(n)))
     }
-    fn time_index_entries(&self) -> PyResult<Vec<(i64, i64)>> {
+    fn time_index_entries<'py>(&self, py: Python<'py>) -> PyResult<Vec<Bound<'py, PyAny>>> {
         let idx = self.inner.time_index();
-        (0..idx.entries())
-            .map(|n| {
-                idx.entry(n)
-                    .map(|t| (t.timestamp, t.offset))
-                    .map_err(PyErr::from)
-            })
-            .collect()
+        into_py_results(py, (0..idx.entries()).map(|n| idx.entry(n)))
     }
     fn aborted_txns<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
         aborted_to_py(py, &self.inner.txn_index().all_aborted_txns()?)

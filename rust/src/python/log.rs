@@ -20,6 +20,9 @@ use crate::record::codec::Compression;
 use crate::record::control::{ControlRecordType, EndTransactionMarker};
 use crate::record::record::OwnedRecord;
 
+/// `Log.read`'s default `max_length`: 1 MiB, Kafka's `max.partition.fetch.bytes` default.
+const DEFAULT_READ_MAX_LENGTH: usize = 1024 * 1024;
+
 fn isolation_of(name: &str) -> Result<FetchIsolation> {
     FetchIsolation::from_name(name)
 }
@@ -252,11 +255,12 @@ impl Log {
         Ok(d)
     }
 
-    /// Writes a transaction marker (COMMIT or ABORT) for a producer, as the transaction
-    /// coordinator does; returns its offset.
+    /// Appends a transaction marker (a COMMIT or ABORT control batch) for a producer, as the
+    /// transaction coordinator's WriteTxnMarkers does (Kafka's `appendAsLeader` with origin
+    /// COORDINATOR; the crate's `Log::append_txn_marker`). Returns the marker's offset.
     #[pyo3(signature = (producer_id, producer_epoch, *, commit, coordinator_epoch = 0, leader_epoch = 0, timestamp = None))]
     #[allow(clippy::too_many_arguments)]
-    fn write_txn_marker(
+    fn append_txn_marker(
         &self,
         py: Python<'_>,
         producer_id: i64,
@@ -289,23 +293,60 @@ impl Log {
         Ok(offset)
     }
 
-    /// Kafka's fetch: whole batches from the one holding `start_offset`, at most `max_bytes`
-    /// (at least one batch when `min_one_message`), bounded by `isolation` (log_end,
-    /// high_watermark, committed). Returns a dict: `records` (raw bytes), `batches` (decoded
-    /// whole batches), `aborted_transactions` (committed isolation), `first_entry_incomplete`.
-    #[pyo3(signature = (start_offset, max_bytes = 1048576, isolation = "high_watermark", min_one_message = true))]
+    /// Alias of `append_txn_marker` (its earlier name), same arguments and result.
+    #[pyo3(signature = (producer_id, producer_epoch, *, commit, coordinator_epoch = 0, leader_epoch = 0, timestamp = None))]
+    #[allow(clippy::too_many_arguments)]
+    fn write_txn_marker(
+        &self,
+        py: Python<'_>,
+        producer_id: i64,
+        producer_epoch: i16,
+        commit: bool,
+        coordinator_epoch: i32,
+        leader_epoch: i32,
+        timestamp: Option<i64>,
+    ) -> PyResult<i64> {
+        self.append_txn_marker(
+            py,
+            producer_id,
+            producer_epoch,
+            commit,
+            coordinator_epoch,
+            leader_epoch,
+            timestamp,
+        )
+    }
+
+    /// Kafka's `UnifiedLog.read`: whole batches from the one holding `start_offset`, at most
+    /// `max_length` bytes (1 MiB when None; at least one batch when `min_one_message`), bounded
+    /// by `isolation` (Kafka's FetchIsolation: "log_end", "high_watermark", "txn_committed").
+    /// `max_bytes` is an alias of `max_length`. Returns a dict (`LogReadInfo`): `records` (raw
+    /// bytes), `batches` (decoded whole batches), `aborted_transactions` (txn_committed
+    /// isolation), `offset`, `segment_base_offset`, `position`, `first_entry_incomplete`.
+    #[pyo3(signature = (start_offset, max_length = None, isolation = "high_watermark", min_one_message = true,
+        *, max_bytes = None))]
     fn read<'py>(
         &self,
         py: Python<'py>,
         start_offset: i64,
-        max_bytes: usize,
+        max_length: Option<usize>,
         isolation: &str,
         min_one_message: bool,
+        max_bytes: Option<usize>,
     ) -> PyResult<Bound<'py, PyDict>> {
+        let max_length = match (max_length, max_bytes) {
+            (Some(_), Some(_)) => {
+                return Err(pyo3::exceptions::PyTypeError::new_err(
+                    "pass max_length or its alias max_bytes, not both",
+                ))
+            }
+            (Some(n), None) | (None, Some(n)) => n,
+            (None, None) => DEFAULT_READ_MAX_LENGTH,
+        };
         let isolation = isolation_of(isolation)?;
         let log = self.inner.clone();
         let (info, decoded) = py.allow_threads(move || -> Result<_> {
-            let info = log.read(start_offset, max_bytes, isolation, min_one_message)?;
+            let info = log.read(start_offset, max_length, isolation, min_one_message)?;
             let mut decoded: Vec<DecodedBatch> = Vec::new();
             let mut iter = BatchIter::new(&info.records);
             loop {
@@ -316,7 +357,7 @@ impl Log {
                         position,
                         log.config().max_decompressed_batch_bytes,
                     )?),
-                    // A fetch may end inside its last batch (max_bytes), which consumers drop;
+                    // A fetch may end inside its last batch (max_length), which consumers drop;
                     // anything else that does not decode is damage and is reported.
                     Some(Err(_)) if is_partial_batch(&info.records[position as usize..]) => break,
                     Some(Err(e)) => return Err(e),

@@ -428,9 +428,15 @@ impl Segment {
     fn next_offset(&self) -> PyResult<i64> {
         Ok(self.inner.read_next_offset()?)
     }
+    /// Kafka's `maxTimestampSoFar`: the largest timestamp in the segment (-1 when empty).
+    #[getter]
+    fn max_timestamp_so_far(&mut self) -> i64 {
+        self.inner.max_timestamp_so_far()
+    }
+    /// Alias of `max_timestamp_so_far` (its earlier name).
     #[getter]
     fn max_timestamp(&mut self) -> i64 {
-        self.inner.max_timestamp_so_far()
+        self.max_timestamp_so_far()
     }
     #[getter]
     fn log_path(&self) -> PathBuf {

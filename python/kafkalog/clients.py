@@ -80,6 +80,7 @@ class Topic:
         return _kafkalog.add_partitions(self.data_dir, self.name, total)
 
     def partition_path(self, partition: int) -> str:
+        """The folder of ``partition`` (``<data dir>/<topic>-<partition>``)."""
         return os.path.join(self.data_dir, f"{self.name}-{partition}")
 
     def log(self, partition: int, read_only: bool = True) -> Log:
@@ -95,6 +96,7 @@ class Topic:
         return out
 
     def beginning_offsets(self) -> Dict[int, int]:
+        """Kafka's ``beginningOffsets``: {partition: log start offset}."""
         out = {}
         for p in range(self.partitions):
             with Log(self.partition_path(p)) as log:
@@ -128,6 +130,7 @@ class DataDir:
         ]
 
     def topic(self, name: str) -> Topic:
+        """The existing topic ``name``."""
         return Topic.open(self.path, name)
 
     def groups(self) -> List[str]:
@@ -135,6 +138,7 @@ class DataDir:
         return _kafkalog.list_groups(self.path)
 
     def group(self, group_id: str) -> "ConsumerGroup":
+        """The kafkalog consumer group ``group_id`` (it need not exist yet)."""
         return ConsumerGroup(self.path, group_id)
 
     def committed_offsets(self, group_id: Optional[str] = None) -> Dict[str, Dict[TopicPartition, Dict[str, Any]]]:
@@ -187,10 +191,12 @@ class Producer:
 
     @property
     def producer_id(self) -> int:
+        """The producer id (-1 unless idempotent or transactional)."""
         return self._inner.producer_id
 
     @property
     def producer_epoch(self) -> int:
+        """The producer epoch (-1 unless idempotent or transactional)."""
         return self._inner.producer_epoch
 
     def _custom_partition(self, key: Any, value: Any) -> int:
@@ -222,6 +228,7 @@ class Producer:
         self._inner.flush()
 
     def begin_transaction(self) -> None:
+        """Kafka's ``beginTransaction`` (needs ``transactional_id``)."""
         self._inner.begin_transaction()
 
     def commit_transaction(self) -> None:
@@ -258,6 +265,7 @@ class ConsumerGroup:
 
     @property
     def exists(self) -> bool:
+        """Whether the group has a folder in the data dir."""
         return _kafkalog.group_exists(self.data_dir, self.group_id)
 
     def committed(self) -> Dict[TopicPartition, int]:
@@ -331,13 +339,16 @@ class Consumer:
 
     @property
     def member_id(self) -> str:
+        """The member id the group gave this consumer."""
         return self._inner.member_id
 
     @property
     def generation(self) -> int:
+        """The group generation of the current assignment."""
         return self._inner.generation
 
     def assignment(self) -> List[TopicPartition]:
+        """Kafka's ``assignment``: the (topic, partition)s this member owns."""
         return self._inner.assignment()
 
     def poll(self, max_records: int = 500) -> List[Any]:
@@ -356,18 +367,23 @@ class Consumer:
         self._inner.commit(rows)
 
     def seek(self, topic: str, partition: int, offset: int) -> None:
+        """Kafka's ``seek``: the next poll of (topic, partition) starts at ``offset``."""
         self._inner.seek(topic, partition, offset)
 
     def seek_to_beginning(self, partitions: Optional[Iterable[TopicPartition]] = None) -> None:
+        """Kafka's ``seekToBeginning`` of ``partitions`` (default: the assignment)."""
         self._inner.seek_to_beginning(list(partitions) if partitions is not None else self.assignment())
 
     def seek_to_end(self, partitions: Optional[Iterable[TopicPartition]] = None) -> None:
+        """Kafka's ``seekToEnd`` of ``partitions`` (default: the assignment), per isolation."""
         self._inner.seek_to_end(list(partitions) if partitions is not None else self.assignment())
 
     def position(self, topic: str, partition: int) -> int:
+        """Kafka's ``position``: the offset the next poll of (topic, partition) starts at."""
         return self._inner.position(topic, partition)
 
     def close(self, commit: bool = True) -> None:
+        """Kafka's ``close``: commits positions when ``commit``, then leaves the group."""
         self._inner.close(commit)
 
     def __enter__(self) -> "Consumer":

@@ -4,9 +4,14 @@ The named tuples are what the Rust extension returns (so they unpack and compare
 tuples earlier versions returned); the ``TypedDict`` classes describe the dicts it returns.
 """
 
-from typing import Any, NamedTuple, Optional, TypedDict
+from typing import Any, Literal, NamedTuple, Optional, TypedDict
 
 __all__ = [
+    "Isolation",
+    "Compression",
+    "TimestampType",
+    "TimestampTypeName",
+    "OnCorruption",
     "OffsetPosition",
     "TimestampOffset",
     "TimestampAndOffset",
@@ -19,7 +24,36 @@ __all__ = [
     "LogAppendInfo",
     "DamagedRange",
     "PartitionStats",
+    "CommittedOffset",
 ]
+
+Isolation = Literal["log_end", "high_watermark", "txn_committed", "read_uncommitted", "read_committed", "committed"]
+"""How far a read goes, Kafka's ``FetchIsolation``: ``"log_end"`` (LOG_END, everything written),
+``"high_watermark"`` (HIGH_WATERMARK), ``"txn_committed"`` (TXN_COMMITTED: up to the last stable
+offset, aborted transactions dropped). A consumer's ``IsolationLevel`` names map onto them as
+Kafka's ``FetchIsolation.of`` does: ``"read_uncommitted"`` is ``"high_watermark"``,
+``"read_committed"`` is ``"txn_committed"``; ``"committed"`` is an alias of ``"txn_committed"``."""
+
+Compression = Literal["none", "gzip", "snappy", "lz4", "zstd"]
+"""Kafka's ``CompressionType`` by its ``name``."""
+
+TimestampTypeName = Literal["create_time", "log_append_time", "no_timestamp"]
+"""Kafka's ``TimestampType`` (CREATE_TIME, LOG_APPEND_TIME, NO_TIMESTAMP_TYPE) as a record or batch
+reports it."""
+
+TimestampType = Literal["create_time", "log_append_time", "CreateTime", "LogAppendTime"]
+"""A timestamp type to write: ``"create_time"`` or ``"log_append_time"``; Kafka's config spellings
+``"CreateTime"`` and ``"LogAppendTime"`` (``message.timestamp.type``) are aliases."""
+
+OnCorruption = Literal["error", "skip", "truncate"]
+"""What ``Log`` does with damage beyond a torn tail: raise ``LogDamagedError``, skip it (read-only)
+or truncate the log there (Kafka's recovery)."""
+
+
+def _document_fields(cls: Any, **docs: str) -> None:
+    """Gives a named tuple's fields their docstrings (shown by ``help()``)."""
+    for name, doc in docs.items():
+        getattr(cls, name).__doc__ = doc
 
 
 class OffsetPosition(NamedTuple):
@@ -27,9 +61,7 @@ class OffsetPosition(NamedTuple):
     batch in the segment's ``.log``."""
 
     offset: int
-    """The absolute offset."""
     position: int
-    """The byte position in the ``.log`` file."""
 
 
 class TimestampOffset(NamedTuple):
@@ -37,9 +69,7 @@ class TimestampOffset(NamedTuple):
     batch that holds it."""
 
     timestamp: int
-    """The timestamp (ms); -1 for an empty index's lookup."""
     offset: int
-    """The absolute offset."""
 
 
 class TimestampAndOffset(NamedTuple):
@@ -47,9 +77,7 @@ class TimestampAndOffset(NamedTuple):
     first record whose timestamp is at or after the target and its offset."""
 
     timestamp: int
-    """The record's timestamp (ms); -1 for EARLIEST_TIMESTAMP and LATEST_TIMESTAMP."""
     offset: int
-    """The record's offset."""
 
 
 class LogOffsetPosition(NamedTuple):
@@ -57,11 +85,8 @@ class LogOffsetPosition(NamedTuple):
     position and size in the ``.log`` file."""
 
     offset: int
-    """The batch's last offset."""
     position: int
-    """The batch's byte position in the ``.log`` file."""
     size: int
-    """The batch's size in bytes."""
 
 
 class LogOffsetMetadata(NamedTuple):
@@ -69,11 +94,8 @@ class LogOffsetMetadata(NamedTuple):
     there."""
 
     message_offset: int
-    """The offset."""
     segment_base_offset: int
-    """The base offset of the segment that holds it."""
     relative_position_in_segment: int
-    """The byte position in that segment's ``.log``."""
 
 
 # The keys ``Log.active_producers`` had as dicts, kept so ``entry["epoch"]`` goes on working.
@@ -94,19 +116,12 @@ class ProducerStateEntry(NamedTuple):
     """
 
     producer_id: int
-    """The producer id."""
     producer_epoch: int
-    """The producer's epoch."""
     last_seq: int
-    """The sequence number of the producer's last record (-1 when none)."""
     last_data_offset: int
-    """The offset of the producer's last record (-1 when none)."""
     last_timestamp: int
-    """The max timestamp of the producer's last batch (-1 when none)."""
     coordinator_epoch: int
-    """The epoch of the coordinator that wrote the producer's last transaction marker."""
     current_txn_first_offset: Optional[int]
-    """The first offset of the producer's open transaction, None when none is open."""
 
     def __getitem__(self, key: Any) -> Any:  # type: ignore[override]
         """A field by position, or by an old dict key (an alias, see the class docstring)."""
@@ -179,6 +194,18 @@ class DamagedRange(TypedDict):
     description: str
 
 
+class CommittedOffset(TypedDict):
+    """One committed offset, as ListConsumerGroupOffsets answers it (Kafka's
+    ``OffsetAndMetadata`` with its commit time)."""
+
+    offset: int
+    leader_epoch: Optional[int]
+    """None where the commit carried none."""
+    metadata: str
+    commit_timestamp: int
+    """ms"""
+
+
 class PartitionStats(TypedDict):
     """``partition_stats``: one partition folder's offsets, sizes and counts."""
 
@@ -202,3 +229,42 @@ class PartitionStats(TypedDict):
     """Batches per compression codec name."""
     magic: dict[int, int]
     """Batches per record format (magic 0, 1, 2)."""
+
+
+_document_fields(
+    OffsetPosition,
+    offset='The absolute offset.',
+    position='The byte position in the ``.log`` file.',
+)
+_document_fields(
+    TimestampOffset,
+    timestamp="The timestamp (ms); -1 for an empty index's lookup.",
+    offset='The absolute offset.',
+)
+_document_fields(
+    TimestampAndOffset,
+    timestamp="The record's timestamp (ms); -1 for EARLIEST_TIMESTAMP and LATEST_TIMESTAMP.",
+    offset="The record's offset.",
+)
+_document_fields(
+    LogOffsetPosition,
+    offset="The batch's last offset.",
+    position="The batch's byte position in the ``.log`` file.",
+    size="The batch's size in bytes.",
+)
+_document_fields(
+    LogOffsetMetadata,
+    message_offset='The offset.',
+    segment_base_offset='The base offset of the segment that holds it.',
+    relative_position_in_segment="The byte position in that segment's ``.log``.",
+)
+_document_fields(
+    ProducerStateEntry,
+    producer_id='The producer id.',
+    producer_epoch="The producer's epoch.",
+    last_seq="The sequence number of the producer's last record (-1 when none).",
+    last_data_offset="The offset of the producer's last record (-1 when none).",
+    last_timestamp="The max timestamp of the producer's last batch (-1 when none).",
+    coordinator_epoch="The epoch of the coordinator that wrote the producer's last transaction marker.",
+    current_txn_first_offset="The first offset of the producer's open transaction, None when none is open.",
+)

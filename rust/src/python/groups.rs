@@ -97,14 +97,17 @@ impl PyProducer {
         })
     }
 
+    /// The topic's number of partitions.
     #[getter]
     fn num_partitions(&self) -> PyResult<i32> {
         self.with(|p| Ok(p.num_partitions()))
     }
+    /// The producer id (-1 unless idempotent or transactional).
     #[getter]
     fn producer_id(&self) -> PyResult<i64> {
         self.with(|p| Ok(p.producer_id()))
     }
+    /// The producer epoch (-1 unless idempotent or transactional).
     #[getter]
     fn producer_epoch(&self) -> PyResult<i16> {
         self.with(|p| Ok(p.producer_epoch()))
@@ -117,6 +120,8 @@ impl PyProducer {
         self.with(|p| Ok(p.choose_partition(key.as_deref())))
     }
 
+    /// Kafka's `send`: adds the record to its partition's open batch; returns its
+    /// `RecordMetadata`.
     #[pyo3(signature = (value, key = None, headers = None, partition = None, timestamp = None))]
     fn send(
         slf: &Bound<'_, Self>,
@@ -161,21 +166,27 @@ impl PyProducer {
     fn poll(&self, py: Python<'_>) -> PyResult<()> {
         py.allow_threads(|| self.with(|p| p.append_lingered()))
     }
+    /// Kafka's `flush`: appends every open batch to its log.
     fn flush(&self, py: Python<'_>) -> PyResult<()> {
         py.allow_threads(|| self.with(|p| p.flush()))
     }
+    /// Appends `partition`'s open batch to its log.
     fn flush_partition(&self, py: Python<'_>, partition: i32) -> PyResult<()> {
         py.allow_threads(|| self.with(|p| p.append_open(partition)))
     }
+    /// Kafka's `beginTransaction` (transactional producers).
     fn begin_transaction(&self) -> PyResult<()> {
         self.with(|p| p.begin_transaction())
     }
+    /// Kafka's `commitTransaction`: flushes, then writes COMMIT markers.
     fn commit_transaction(&self, py: Python<'_>) -> PyResult<()> {
         py.allow_threads(|| self.with(|p| p.commit_transaction()))
     }
+    /// Kafka's `abortTransaction`: drops open batches, then writes ABORT markers.
     fn abort_transaction(&self, py: Python<'_>) -> PyResult<()> {
         py.allow_threads(|| self.with(|p| p.abort_transaction()))
     }
+    /// Whether a transaction is open.
     #[getter]
     fn in_transaction(&self) -> PyResult<bool> {
         self.with(|p| Ok(p.in_transaction()))
@@ -184,6 +195,7 @@ impl PyProducer {
     fn pending(&self) -> PyResult<BTreeMap<i32, i32>> {
         self.with(|p| Ok(p.pending_partitions()))
     }
+    /// Kafka's `close`: flushes and releases the topic's logs.
     fn close(&self, py: Python<'_>) -> PyResult<()> {
         py.allow_threads(|| self.with(|p| p.close()))
     }
@@ -199,6 +211,7 @@ pub struct RecordMetadata {
 
 #[pymethods]
 impl RecordMetadata {
+    /// The partition the record went to.
     #[getter]
     fn partition(&self) -> i32 {
         self.handle.partition
@@ -250,14 +263,19 @@ impl RecordMetadata {
 /// A record as a consumer returns it (Kafka's `ConsumerRecord`).
 #[pyclass(module = "kafkalog", frozen)]
 pub struct ConsumerRecord {
+    /// The record's topic.
     #[pyo3(get)]
     topic: String,
+    /// The record's partition.
     #[pyo3(get)]
     partition: i32,
+    /// The record's offset.
     #[pyo3(get)]
     offset: i64,
+    /// The record's timestamp (ms).
     #[pyo3(get)]
     timestamp: i64,
+    /// Kafka's `TimestampType`: "create_time", "log_append_time" or "no_timestamp".
     #[pyo3(get)]
     timestamp_type: &'static str,
     key: Option<Py<PyBytes>>,
@@ -267,14 +285,17 @@ pub struct ConsumerRecord {
 
 #[pymethods]
 impl ConsumerRecord {
+    /// The record's key, None when it has none.
     #[getter]
     fn key(&self, py: Python<'_>) -> Option<Py<PyBytes>> {
         self.key.as_ref().map(|k| k.clone_ref(py))
     }
+    /// The record's value, None for a tombstone.
     #[getter]
     fn value(&self, py: Python<'_>) -> Option<Py<PyBytes>> {
         self.value.as_ref().map(|v| v.clone_ref(py))
     }
+    /// The record's headers, a list of (key, value) with value bytes or None.
     #[getter]
     fn headers(&self, py: Python<'_>) -> Py<PyList> {
         self.headers.clone_ref(py)
@@ -361,14 +382,17 @@ impl PyConsumer {
         })
     }
 
+    /// The member id the group gave this consumer.
     #[getter]
     fn member_id(&self) -> PyResult<String> {
         self.with(|c| Ok(c.member_id().to_string()))
     }
+    /// The group generation of the current assignment.
     #[getter]
     fn generation(&self) -> PyResult<i32> {
         self.with(|c| Ok(c.generation()))
     }
+    /// Kafka's `assignment`: the (topic, partition)s this member owns.
     fn assignment(&self) -> PyResult<Vec<(String, i32)>> {
         self.with(|c| Ok(c.assignment()))
     }
@@ -377,6 +401,7 @@ impl PyConsumer {
         py.allow_threads(|| self.with(|c| c.sync()))
     }
 
+    /// Kafka's `poll`: up to `max_records` `ConsumerRecord`s from the assigned partitions.
     #[pyo3(signature = (max_records = 500))]
     fn poll<'py>(&self, py: Python<'py>, max_records: usize) -> PyResult<Bound<'py, PyList>> {
         let records = py.allow_threads(|| self.with(|c| c.poll(max_records)))?;
@@ -392,6 +417,8 @@ impl PyConsumer {
         Ok(out)
     }
 
+    /// `poll` as one `pyarrow.RecordBatch` (Spark's Kafka source schema), None when there is
+    /// nothing new.
     #[pyo3(signature = (max_records = 10000, include_headers = false))]
     fn poll_arrow(
         &self,
@@ -406,24 +433,30 @@ impl PyConsumer {
             .transpose()
     }
 
+    /// Kafka's `commitSync`: commits `offsets` [(topic, partition, offset)], or every position.
     #[pyo3(signature = (offsets = None))]
     fn commit(&self, py: Python<'_>, offsets: Option<Vec<(String, i32, i64)>>) -> PyResult<()> {
         let list: Option<Vec<((String, i32), i64)>> =
             offsets.map(|o| o.into_iter().map(|(t, p, off)| ((t, p), off)).collect());
         py.allow_threads(|| self.with(|c| c.commit(list.as_deref())))
     }
+    /// Kafka's `seek`: the next poll of (topic, partition) starts at `offset`.
     fn seek(&self, topic: String, partition: i32, offset: i64) -> PyResult<()> {
         self.with(|c| c.seek(&(topic, partition), offset))
     }
+    /// Kafka's `seekToBeginning`: the partitions start at their log start offsets.
     fn seek_to_beginning(&self, py: Python<'_>, partitions: Vec<(String, i32)>) -> PyResult<()> {
         py.allow_threads(|| self.with(|c| c.seek_to_beginning(&partitions)))
     }
+    /// Kafka's `seekToEnd`: the partitions start at their end (per isolation).
     fn seek_to_end(&self, py: Python<'_>, partitions: Vec<(String, i32)>) -> PyResult<()> {
         py.allow_threads(|| self.with(|c| c.seek_to_end(&partitions)))
     }
+    /// Kafka's `position`: the offset the next poll of (topic, partition) starts at.
     fn position(&self, topic: String, partition: i32) -> PyResult<i64> {
         self.with(|c| c.position(&(topic, partition)))
     }
+    /// Kafka's `close`: commits positions when `commit`, then leaves the group.
     #[pyo3(signature = (commit = true))]
     fn close(&self, py: Python<'_>, commit: bool) -> PyResult<()> {
         py.allow_threads(|| self.with(|c| c.close(commit)))
@@ -485,11 +518,13 @@ fn group_read_done(
     })?)
 }
 
+/// Whether the kafkalog group `group_id` has a folder in `data_dir`.
 #[pyfunction]
 fn group_exists(data_dir: PathBuf, group_id: &str) -> PyResult<bool> {
     Ok(GroupStore::new(&data_dir, group_id)?.exists())
 }
 
+/// The kafkalog groups of `data_dir`.
 #[pyfunction]
 fn list_groups(data_dir: PathBuf) -> PyResult<Vec<String>> {
     Ok(group::list_groups(&data_dir)?)
@@ -533,6 +568,7 @@ fn assign_partitions(
     Ok(group::assign(strategy, &members, &partitions)?)
 }
 
+/// Creates a topic's partition folders with its topic configs (Kafka names, kept beside them).
 #[pyfunction]
 #[pyo3(signature = (data_dir, topic, partitions, configs = None))]
 fn create_topic_with_config(
@@ -547,16 +583,19 @@ fn create_topic_with_config(
     Ok(())
 }
 
+/// Kafka's CreatePartitions: grows `topic` to `total` partitions; returns the new count.
 #[pyfunction]
 fn add_partitions(py: Python<'_>, data_dir: PathBuf, topic: &str, total: i32) -> PyResult<i32> {
     Ok(py.allow_threads(|| datadir::add_partitions(&data_dir, topic, total))?)
 }
 
+/// The topic configs kept for `topic` (Kafka names).
 #[pyfunction]
 fn topic_config(data_dir: PathBuf, topic: &str) -> PyResult<BTreeMap<String, String>> {
     Ok(datadir::read_topic_config(&data_dir, topic)?)
 }
 
+/// {topic: partitions} of the data dir.
 #[pyfunction]
 fn topic_partition_counts(py: Python<'_>, data_dir: PathBuf) -> PyResult<BTreeMap<String, i32>> {
     Ok(py.allow_threads(|| datadir::topic_partition_counts(&data_dir))?)

@@ -91,18 +91,22 @@ impl Log {
         )
     }
 
+    /// The partition folder.
     #[getter]
     fn path(&self) -> PathBuf {
         self.inner.dir().to_path_buf()
     }
+    /// Whether the log was opened read-only (nothing on disk changes).
     #[getter]
     fn read_only(&self) -> bool {
         self.inner.is_read_only()
     }
+    /// Kafka's `logStartOffset`: the first offset a consumer may read.
     #[getter]
     fn log_start_offset(&self) -> i64 {
         self.inner.log_start_offset()
     }
+    /// Kafka's `logEndOffset`: the offset the next record gets.
     #[getter]
     fn log_end_offset(&self) -> i64 {
         self.inner.log_end_offset()
@@ -112,18 +116,22 @@ impl Log {
     fn log_end_offset_metadata<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         self.inner.log_end_offset_metadata().into_py_result(py)
     }
+    /// Kafka's `highWatermark`: the end of what read_uncommitted consumers see.
     #[getter]
     fn high_watermark(&self) -> i64 {
         self.inner.high_watermark()
     }
+    /// Kafka's `lastStableOffset`: the end of what read_committed consumers see.
     #[getter]
     fn last_stable_offset(&self) -> i64 {
         self.inner.last_stable_offset()
     }
+    /// Kafka's `firstUnstableOffset`: the first offset of the oldest open transaction, if any.
     #[getter]
     fn first_unstable_offset(&self) -> Option<i64> {
         self.inner.first_unstable_offset()
     }
+    /// Kafka's `recoveryPoint`: offsets below it are flushed to disk.
     #[getter]
     fn recovery_point(&self) -> i64 {
         self.inner.recovery_point()
@@ -133,6 +141,7 @@ impl Log {
     fn segments(&self) -> Vec<i64> {
         self.inner.segment_base_offsets()
     }
+    /// The size of every segment's `.log`, in bytes.
     #[getter]
     fn size_in_bytes(&self) -> u64 {
         self.inner.size_in_bytes()
@@ -151,6 +160,7 @@ impl Log {
         }
         Ok(out)
     }
+    /// Kafka's `latestEpoch`: the last leader epoch of the `leader-epoch-checkpoint`, if any.
     #[getter]
     fn latest_epoch(&self) -> Option<i32> {
         self.inner.latest_epoch()
@@ -503,6 +513,8 @@ impl Log {
             .transpose()
     }
 
+    /// Kafka's `collectAbortedTransactions`: every aborted transaction overlapping
+    /// [start_offset, upper_bound_offset), as `AbortedTxn` dicts.
     fn collect_aborted_transactions<'py>(
         &self,
         py: Python<'py>,
@@ -526,26 +538,35 @@ impl Log {
     fn delete_records(&self, offset: i64) -> PyResult<i64> {
         Ok(self.inner.delete_records(offset)?)
     }
+    /// Kafka's `truncateTo`: removes every record at or after `offset`; returns whether
+    /// anything was removed.
     fn truncate_to(&self, py: Python<'_>, offset: i64) -> PyResult<bool> {
         let log = self.inner.clone();
         Ok(py.allow_threads(move || log.truncate_to(offset))?)
     }
+    /// Kafka's `truncateFullyAndStartAt`: deletes every segment and starts the log empty at
+    /// `offset`.
     fn truncate_fully_and_start_at(&self, py: Python<'_>, offset: i64) -> PyResult<()> {
         let log = self.inner.clone();
         Ok(py.allow_threads(move || log.truncate_fully_and_start_at(offset))?)
     }
+    /// Kafka's `roll`: a new active segment at the log end offset; returns its base offset.
     fn roll(&self, py: Python<'_>) -> PyResult<i64> {
         let log = self.inner.clone();
         Ok(py.allow_threads(move || log.roll())?)
     }
+    /// Kafka's `flush`: every segment up to the log end offset to disk, and the recovery point.
     fn flush(&self, py: Python<'_>) -> PyResult<()> {
         let log = self.inner.clone();
         Ok(py.allow_threads(move || log.flush())?)
     }
+    /// Kafka's `close`: flushes, writes the producer snapshot and closes the files.
     fn close(&self, py: Python<'_>) -> PyResult<()> {
         let log = self.inner.clone();
         Ok(py.allow_threads(move || log.close())?)
     }
+    /// Kafka's `updateHighWatermark`: sets it, clamped to [log start offset, log end offset];
+    /// returns the new value.
     fn update_high_watermark(&self, hw: i64) -> PyResult<i64> {
         Ok(self.inner.update_high_watermark(hw)?)
     }
@@ -553,10 +574,18 @@ impl Log {
     fn maybe_increment_high_watermark(&self, hw: i64) -> PyResult<bool> {
         Ok(self.inner.maybe_increment_high_watermark(hw)?.is_some())
     }
+    /// The log itself (`with Log(...) as log:` closes it at the end).
     fn __enter__(slf: Py<Self>) -> Py<Self> {
         slf
     }
-    fn __exit__(&self, py: Python<'_>, _a: PyObject, _b: PyObject, _c: PyObject) -> PyResult<bool> {
+    /// Closes the log.
+    #[pyo3(signature = (*exc_info))]
+    fn __exit__(
+        &self,
+        py: Python<'_>,
+        exc_info: &Bound<'_, pyo3::types::PyTuple>,
+    ) -> PyResult<bool> {
+        let _ = exc_info; // an exception in the block propagates (returns False)
         self.close(py)?;
         Ok(false)
     }

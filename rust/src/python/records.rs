@@ -14,10 +14,13 @@ use crate::record::record::{OwnedRecord, Record as RsRecord, TimestampType};
 /// One record as Python sees it.
 #[pyclass(module = "kafkalog", frozen)]
 pub struct Record {
+    /// The record's offset.
     #[pyo3(get)]
     offset: i64,
+    /// The record's timestamp (ms); the batch's LogAppendTime under that timestamp type.
     #[pyo3(get)]
     timestamp: i64,
+    /// Kafka's `TimestampType`: "create_time", "log_append_time" or "no_timestamp" (magic 0).
     #[pyo3(get)]
     timestamp_type: &'static str,
     key: Option<Py<PyBytes>>,
@@ -27,15 +30,17 @@ pub struct Record {
 
 #[pymethods]
 impl Record {
+    /// The record's key, None when it has none.
     #[getter]
     fn key(&self, py: Python<'_>) -> Option<Py<PyBytes>> {
         self.key.as_ref().map(|k| k.clone_ref(py))
     }
+    /// The record's value, None for a tombstone.
     #[getter]
     fn value(&self, py: Python<'_>) -> Option<Py<PyBytes>> {
         self.value.as_ref().map(|v| v.clone_ref(py))
     }
-    /// list of (str, bytes | None)
+    /// The record's headers, a list of (key, value) with value bytes or None.
     #[getter]
     fn headers(&self, py: Python<'_>) -> Py<PyList> {
         self.headers.clone_ref(py)
@@ -125,37 +130,61 @@ pub fn decode_batch(
 /// A record batch (any magic) with its header fields by Kafka's names, in snake case.
 #[pyclass(module = "kafkalog", frozen, get_all)]
 pub struct RecordBatch {
+    /// Kafka's `baseOffset`: the offset of the batch's first record.
     base_offset: i64,
+    /// Kafka's `lastOffset`: the offset of the batch's last record.
     last_offset: i64,
+    /// Kafka's `sizeInBytes`: the batch's size with its log overhead.
     size_in_bytes: usize,
+    /// Kafka's `partitionLeaderEpoch` (-1 before magic 2).
     partition_leader_epoch: i32,
+    /// The record format: 0, 1 or 2.
     magic: u8,
+    /// The stored CRC (CRC32C of magic 2, CRC32 of magic 0 and 1).
     crc: u32,
+    /// Kafka's `isValid`: the CRC matches (always True: invalid batches raise).
     is_valid: bool,
+    /// The batch's attributes (codec, timestamp type, transactional, control bits).
     attributes: i16,
+    /// Kafka's `lastOffsetDelta`: last offset minus base offset.
     last_offset_delta: i32,
+    /// Kafka's `baseTimestamp`: the first record's timestamp (ms).
     base_timestamp: i64,
+    /// Kafka's `maxTimestamp`: the largest record timestamp (ms), or the LogAppendTime.
     max_timestamp: i64,
+    /// Kafka's `producerId` (-1 without an idempotent producer).
     producer_id: i64,
+    /// Kafka's `producerEpoch` (-1 without an idempotent producer).
     producer_epoch: i16,
+    /// Kafka's `baseSequence` (-1 without an idempotent producer).
     base_sequence: i32,
+    /// Kafka's `lastSequence` (-1 without an idempotent producer).
     last_sequence: i32,
+    /// Kafka's `countOrNull`: the number of records in the batch.
     records_count: i32,
+    /// Kafka's `CompressionType`: "none", "gzip", "snappy", "lz4" or "zstd".
     compression: &'static str,
+    /// Kafka's `TimestampType`: "create_time", "log_append_time" or "no_timestamp".
     timestamp_type: &'static str,
+    /// Kafka's `isTransactional`: part of a transaction.
     is_transactional: bool,
+    /// Kafka's `isControlBatch`: a transaction marker or KRaft control batch.
     is_control: bool,
+    /// Kafka's `deleteHorizonMs`, set by the log cleaner on tombstones; None when absent.
     delete_horizon_ms: Option<i64>,
-    /// "COMMIT"/"ABORT"/... for control batches
+    /// The control record's type ("COMMIT", "ABORT", ...) of a control batch, else None.
     control_type: Option<&'static str>,
+    /// A transaction marker's coordinator epoch, else None.
     coordinator_epoch: Option<i32>,
     /// Byte position of the batch in the buffer or file it came from.
     position: u64,
+    /// The batch's records (control records included), as `Record`s.
     records: Py<PyList>,
 }
 
 #[pymethods]
 impl RecordBatch {
+    /// Kafka's `nextOffset`: the offset after the batch's last.
     #[getter]
     fn next_offset(&self) -> i64 {
         self.last_offset + 1

@@ -74,43 +74,55 @@ impl OffsetIndex {
     fn lookup<'py>(&self, py: Python<'py>, target_offset: i64) -> PyResult<Bound<'py, PyAny>> {
         self.inner.lookup(target_offset).into_py_result(py)
     }
+    /// The `n`th entry, as an `OffsetPosition`.
     fn entry<'py>(&self, py: Python<'py>, n: usize) -> PyResult<Bound<'py, PyAny>> {
         self.inner.entry(n)?.into_py_result(py)
     }
+    /// Every entry, oldest first, as `OffsetPosition`s.
     fn entries_list<'py>(&self, py: Python<'py>) -> PyResult<Vec<Bound<'py, PyAny>>> {
         into_py_results(py, (0..self.inner.entries()).map(|n| self.inner.entry(n)))
     }
+    /// Kafka's `append`: adds (offset, position); the offset must be larger than the last one.
     fn append(&mut self, offset: i64, position: i32) -> PyResult<()> {
         Ok(self.inner.append(offset, position)?)
     }
+    /// Kafka's `truncateTo`: removes every entry at or after `offset`.
     fn truncate_to(&mut self, offset: i64) -> PyResult<()> {
         Ok(self.inner.truncate_to(offset)?)
     }
+    /// Kafka's `sanityCheck`: raises CorruptIndexError when the file is not a valid index.
     fn sanity_check(&self) -> PyResult<()> {
         Ok(self.inner.sanity_check()?)
     }
+    /// Flushes the memory map to disk.
     fn flush(&self) -> PyResult<()> {
         Ok(self.inner.flush()?)
     }
+    /// Trims the file to its entries and closes it.
     fn close(&mut self) -> PyResult<()> {
         Ok(self.inner.close()?)
     }
+    /// Kafka's `entries`: the number of entries.
     #[getter]
     fn entries(&self) -> usize {
         self.inner.entries()
     }
+    /// Kafka's `maxEntries`: how many entries the file has room for.
     #[getter]
     fn max_entries(&self) -> usize {
         self.inner.max_entries()
     }
+    /// Kafka's `isFull`: whether no entry can be added.
     #[getter]
     fn is_full(&self) -> bool {
         self.inner.is_full()
     }
+    /// Kafka's `lastOffset`: the last entry's offset (the base offset when empty).
     #[getter]
     fn last_offset(&self) -> i64 {
         self.inner.last_offset()
     }
+    /// The base offset of the segment the index belongs to.
     #[getter]
     fn base_offset(&self) -> i64 {
         self.inner.base_offset()
@@ -144,42 +156,54 @@ impl TimeIndex {
     fn lookup<'py>(&self, py: Python<'py>, target_timestamp: i64) -> PyResult<Bound<'py, PyAny>> {
         self.inner.lookup(target_timestamp).into_py_result(py)
     }
+    /// The `n`th entry, as a `TimestampOffset`.
     fn entry<'py>(&self, py: Python<'py>, n: usize) -> PyResult<Bound<'py, PyAny>> {
         self.inner.entry(n)?.into_py_result(py)
     }
+    /// Every entry, oldest first, as `TimestampOffset`s.
     fn entries_list<'py>(&self, py: Python<'py>) -> PyResult<Vec<Bound<'py, PyAny>>> {
         into_py_results(py, (0..self.inner.entries()).map(|n| self.inner.entry(n)))
     }
+    /// Kafka's `maybeAppend`: adds (timestamp, offset) when the timestamp is larger than the
+    /// last entry's; raises when the index is full unless `skip_full_check`.
     #[pyo3(signature = (timestamp, offset, skip_full_check = false))]
     fn maybe_append(&mut self, timestamp: i64, offset: i64, skip_full_check: bool) -> PyResult<()> {
         Ok(self
             .inner
             .maybe_append(timestamp, offset, skip_full_check)?)
     }
+    /// Kafka's `truncateTo`: removes every entry whose offset is at or after `offset`.
     fn truncate_to(&mut self, offset: i64) -> PyResult<()> {
         Ok(self.inner.truncate_to(offset)?)
     }
+    /// Kafka's `sanityCheck`: raises CorruptIndexError when the file is not a valid index.
     fn sanity_check(&self) -> PyResult<()> {
         Ok(self.inner.sanity_check()?)
     }
+    /// Flushes the memory map to disk.
     fn flush(&self) -> PyResult<()> {
         Ok(self.inner.flush()?)
     }
+    /// Trims the file to its entries and closes it.
     fn close(&mut self) -> PyResult<()> {
         Ok(self.inner.close()?)
     }
+    /// Kafka's `entries`: the number of entries.
     #[getter]
     fn entries(&self) -> usize {
         self.inner.entries()
     }
+    /// Kafka's `maxEntries`: how many entries the file has room for.
     #[getter]
     fn max_entries(&self) -> usize {
         self.inner.max_entries()
     }
+    /// Kafka's `isFull`: whether no entry can be added.
     #[getter]
     fn is_full(&self) -> bool {
         self.inner.is_full()
     }
+    /// Kafka's `lastEntry`: the last `TimestampOffset` ((-1, base offset) when empty).
     #[getter]
     fn last_entry<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         self.inner.last_entry().into_py_result(py)
@@ -204,6 +228,7 @@ impl TransactionIndex {
             inner: RsTransactionIndex::open(path, start_offset, writable)?,
         })
     }
+    /// Kafka's `append`: adds an aborted transaction (an `AbortedTxn` entry).
     fn append(
         &mut self,
         producer_id: i64,
@@ -218,6 +243,7 @@ impl TransactionIndex {
             last_stable_offset,
         ))?)
     }
+    /// Kafka's `allAbortedTxns`: every entry, as `AbortedTxn` dicts.
     fn all_aborted_txns<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
         aborted_to_py(py, &self.inner.all_aborted_txns()?)
     }
@@ -233,15 +259,19 @@ impl TransactionIndex {
             .collect_aborted_txns(fetch_offset, upper_bound_offset)?;
         Ok((aborted_to_py(py, &r.aborted)?, r.is_complete))
     }
+    /// Kafka's `truncateTo`: removes every entry whose last offset is at or after `offset`.
     fn truncate_to(&mut self, offset: i64) -> PyResult<()> {
         Ok(self.inner.truncate_to(offset)?)
     }
+    /// Kafka's `sanityCheck`: raises CorruptIndexError when the file is not a valid index.
     fn sanity_check(&self) -> PyResult<()> {
         Ok(self.inner.sanity_check()?)
     }
+    /// Flushes the file to disk.
     fn flush(&self) -> PyResult<()> {
         Ok(self.inner.flush()?)
     }
+    /// Closes the file.
     fn close(&mut self) -> PyResult<()> {
         Ok(self.inner.close()?)
     }
@@ -374,10 +404,13 @@ impl Segment {
         Ok(py.allow_threads(|| inner.recover(&mut |_| Ok(())))?)
     }
 
+    /// Kafka's `truncateTo`: removes every batch at or after `offset` (and their index
+    /// entries); returns the number of bytes removed.
     fn truncate_to(&mut self, offset: i64) -> PyResult<u64> {
         Ok(self.inner.truncate_to(offset)?)
     }
 
+    /// Kafka's `sanityCheck`: the segment's index files are valid (CorruptIndexError if not).
     fn sanity_check(&self) -> PyResult<()> {
         Ok(self.inner.sanity_check()?)
     }
@@ -403,22 +436,27 @@ impl Segment {
         })?)
     }
 
+    /// Kafka's `changeFileSuffixes`: renames the segment's files (".deleted", ".cleaned", ...).
     fn change_file_suffixes(&mut self, old_suffix: &str, new_suffix: &str) -> PyResult<()> {
         Ok(self.inner.change_file_suffixes(old_suffix, new_suffix)?)
     }
 
+    /// Kafka's `flush`: the `.log` and its indexes to disk.
     fn flush(&self) -> PyResult<()> {
         Ok(self.inner.flush()?)
     }
 
+    /// Closes the segment's files.
     fn close(&mut self) -> PyResult<()> {
         Ok(self.inner.close()?)
     }
 
+    /// The offset of the segment's first record (its file name).
     #[getter]
     fn base_offset(&self) -> i64 {
         self.inner.base_offset()
     }
+    /// The `.log` file's size in bytes.
     #[getter]
     fn size(&self) -> u64 {
         self.inner.size()
@@ -438,18 +476,22 @@ impl Segment {
     fn max_timestamp(&mut self) -> i64 {
         self.max_timestamp_so_far()
     }
+    /// The path of the segment's `.log` file.
     #[getter]
     fn log_path(&self) -> PathBuf {
         self.inner.log().path().to_path_buf()
     }
+    /// The `.index` entries, as `OffsetPosition`s.
     fn offset_index_entries<'py>(&self, py: Python<'py>) -> PyResult<Vec<Bound<'py, PyAny>>> {
         let idx = self.inner.offset_index();
         into_py_results(py, (0..idx.entries()).map(|n| idx.entry(n)))
     }
+    /// The `.timeindex` entries, as `TimestampOffset`s.
     fn time_index_entries<'py>(&self, py: Python<'py>) -> PyResult<Vec<Bound<'py, PyAny>>> {
         let idx = self.inner.time_index();
         into_py_results(py, (0..idx.entries()).map(|n| idx.entry(n)))
     }
+    /// The `.txnindex` entries, as `AbortedTxn` dicts.
     fn aborted_txns<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
         aborted_to_py(py, &self.inner.txn_index().all_aborted_txns()?)
     }

@@ -20,7 +20,7 @@ use crate::log::FetchIsolation;
 use crate::producer::accumulator::{
     Acks, PartitionerKind, ProducerOptions, SendHandle, TopicProducer,
 };
-use crate::python::records::timestamp_type_name;
+use crate::python::records::{py_record_class, timestamp_type_name};
 use crate::record::codec::Compression;
 use crate::record::record::OwnedRecord;
 
@@ -44,6 +44,12 @@ fn bytes_arg<'a>(obj: &'a Bound<'_, PyAny>, what: &str) -> PyResult<Option<Cow<'
         })
 }
 
+/// Runs `f` on what `lock` guards; a panic in another thread does not lock Python out of it.
+fn with_locked<T, R>(lock: &Mutex<T>, f: impl FnOnce(&mut T) -> Result<R>) -> PyResult<R> {
+    let mut guard = lock.lock().unwrap_or_else(|p| p.into_inner());
+    Ok(f(&mut guard)?)
+}
+
 fn closed_error() -> PyErr {
     Error::IllegalState("the producer is closed".into()).into()
 }
@@ -56,8 +62,7 @@ pub struct PyProducer {
 
 impl PyProducer {
     fn with<T>(&self, f: impl FnOnce(&mut TopicProducer) -> Result<T>) -> PyResult<T> {
-        let mut guard = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        Ok(f(&mut guard)?)
+        with_locked(&self.inner, f)
     }
 }
 
@@ -260,81 +265,22 @@ impl RecordMetadata {
     }
 }
 
-/// A record as a consumer returns it (Kafka's `ConsumerRecord`).
-#[pyclass(module = "kafkalog", frozen)]
-pub struct ConsumerRecord {
-    /// The record's topic.
-    #[pyo3(get)]
-    topic: String,
-    /// The record's partition.
-    #[pyo3(get)]
-    partition: i32,
-    /// The record's offset.
-    #[pyo3(get)]
-    offset: i64,
-    /// The record's timestamp (ms).
-    #[pyo3(get)]
-    timestamp: i64,
-    /// Kafka's `TimestampType`: "create_time", "log_append_time" or "no_timestamp".
-    #[pyo3(get)]
-    timestamp_type: &'static str,
-    key: Option<Py<PyBytes>>,
-    value: Option<Py<PyBytes>>,
-    headers: Py<PyList>,
-}
-
-#[pymethods]
-impl ConsumerRecord {
-    /// The record's key, None when it has none.
-    #[getter]
-    fn key(&self, py: Python<'_>) -> Option<Py<PyBytes>> {
-        self.key.as_ref().map(|k| k.clone_ref(py))
+py_record_class! {
+    /// A record as a consumer returns it (Kafka's `ConsumerRecord`).
+    ConsumerRecord {
+        /// The record's topic.
+        topic: String,
+        /// The record's partition.
+        partition: i32,
     }
-    /// The record's value, None for a tombstone.
-    #[getter]
-    fn value(&self, py: Python<'_>) -> Option<Py<PyBytes>> {
-        self.value.as_ref().map(|v| v.clone_ref(py))
+    {
+        fn __repr__(&self) -> String {
+            format!(
+                "ConsumerRecord(topic={:?}, partition={}, offset={}, timestamp={})",
+                self.topic, self.partition, self.offset, self.timestamp
+            )
+        }
     }
-    /// The record's headers, a list of (key, value) with value bytes or None.
-    #[getter]
-    fn headers(&self, py: Python<'_>) -> Py<PyList> {
-        self.headers.clone_ref(py)
-    }
-    fn __repr__(&self) -> String {
-        format!(
-            "ConsumerRecord(topic={:?}, partition={}, offset={}, timestamp={})",
-            self.topic, self.partition, self.offset, self.timestamp
-        )
-    }
-}
-
-fn consumer_record(
-    py: Python<'_>,
-    topic: &Bound<'_, PyString>,
-    partition: i32,
-    r: OwnedRecord,
-) -> PyResult<ConsumerRecord> {
-    let headers = PyList::empty(py);
-    for (k, v) in &r.headers {
-        let v = v.as_ref().map(|v| PyBytes::new(py, v));
-        headers.append(PyTuple::new(
-            py,
-            [
-                k.into_pyobject(py)?.into_any(),
-                v.into_pyobject(py)?.into_any(),
-            ],
-        )?)?;
-    }
-    Ok(ConsumerRecord {
-        topic: topic.to_cow()?.into_owned(),
-        partition,
-        offset: r.offset,
-        timestamp: r.timestamp,
-        timestamp_type: timestamp_type_name(r.timestamp_type),
-        key: r.key.as_ref().map(|k| PyBytes::new(py, k).unbind()),
-        value: r.value.as_ref().map(|v| PyBytes::new(py, v).unbind()),
-        headers: headers.unbind(),
-    })
 }
 
 /// The Rust side of `kafkalog.Consumer`.
@@ -345,8 +291,7 @@ pub struct PyConsumer {
 
 impl PyConsumer {
     fn with<T>(&self, f: impl FnOnce(&mut GroupConsumer) -> Result<T>) -> PyResult<T> {
-        let mut guard = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        Ok(f(&mut guard)?)
+        with_locked(&self.inner, f)
     }
 }
 
@@ -406,13 +351,8 @@ impl PyConsumer {
     fn poll<'py>(&self, py: Python<'py>, max_records: usize) -> PyResult<Bound<'py, PyList>> {
         let records = py.allow_threads(|| self.with(|c| c.poll(max_records)))?;
         let out = PyList::empty(py);
-        let mut topics: BTreeMap<String, Bound<'py, PyString>> = BTreeMap::new();
         for ((topic, partition), r) in records {
-            let t = topics
-                .entry(topic)
-                .or_insert_with_key(|k| PyString::new(py, k))
-                .clone();
-            out.append(consumer_record(py, &t, partition, r)?)?;
+            out.append(ConsumerRecord::from_record(py, &r, topic, partition)?)?;
         }
         Ok(out)
     }

@@ -12,7 +12,7 @@ use crate::log::{FetchIsolation, Log as RsLog, LogOptions, OnCorruption};
 use crate::python::records::{
     batches_to_py, build_v2, decode_batch, extract_records, now_ms, record_to_py, DecodedBatch,
 };
-use crate::python::results::IntoPyResult;
+use crate::python::results::{dict_of, IntoPyResult};
 use crate::python::segment::{aborted_to_py, config_from, fetch_info_to_py};
 use crate::record::batch::{is_partial_batch, BatchIter};
 use crate::record::builder::{end_txn_marker_batch, BatchOptions};
@@ -208,12 +208,7 @@ impl Log {
         transactional: bool,
         leader_epoch: i32,
     ) -> PyResult<(i64, i64)> {
-        let input = extract_records(records)?;
-        if input.is_empty() {
-            return Err(pyo3::exceptions::PyValueError::new_err(
-                "no records to append",
-            ));
-        }
+        let input = extract_records(records, "no records to append")?;
         let compression = Compression::from_name(compression)?;
         let log = self.inner.clone();
         let info = py.allow_threads(move || -> Result<_> {
@@ -252,17 +247,10 @@ impl Log {
                 log.append_as_leader(&data, leader_epoch)
             }
         })?;
-        let d = PyDict::new(py);
-        d.set_item("first_offset", info.first_offset)?;
-        d.set_item("last_offset", info.last_offset)?;
-        d.set_item("max_timestamp", info.max_timestamp)?;
-        d.set_item("offset_of_max_timestamp", info.offset_of_max_timestamp)?;
-        d.set_item("log_append_time", info.log_append_time)?;
-        d.set_item("log_start_offset", info.log_start_offset)?;
-        d.set_item("record_count", info.record_count)?;
-        d.set_item("valid_bytes", info.valid_bytes)?;
-        d.set_item("duplicate", info.duplicate)?;
-        Ok(d)
+        Ok(
+            dict_of!(py, info; first_offset, last_offset, max_timestamp, offset_of_max_timestamp,
+            log_append_time, log_start_offset, record_count, valid_bytes, duplicate),
+        )
     }
 
     /// Appends a transaction marker (a COMMIT or ABORT control batch) for a producer, as the

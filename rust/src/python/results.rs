@@ -1,6 +1,7 @@
 //! The crate's result structs as the named tuples of `kafkalog.results` (Kafka's
 //! `OffsetPosition`, `TimestampOffset`, `TimestampAndOffset`, `LogOffsetPosition`,
-//! `LogOffsetMetadata`, `ProducerStateEntry`): they unpack and compare like plain tuples.
+//! `LogOffsetMetadata`, `ProducerStateEntry`): they unpack and compare like plain tuples; and
+//! `dict_of!`, a struct's fields as the dict a `TypedDict` there describes.
 
 use pyo3::prelude::*;
 use pyo3::sync::GILOnceCell;
@@ -67,6 +68,17 @@ py_result!(&ProducerStateEntry, "ProducerStateEntry", |e| (
     e.coordinator_epoch,
     e.current_txn_first_offset
 ));
+
+/// A dict of `$value`'s fields under their own names (the crate's names are Kafka's, in snake
+/// case, as the `TypedDict`s of `kafkalog.results` spell them): `dict_of!(py, info; a, b)`.
+macro_rules! dict_of {
+    ($py:expr, $value:expr; $($field:ident),+ $(,)?) => {{
+        let d = pyo3::types::PyDict::new($py);
+        $(d.set_item(stringify!($field), &$value.$field)?;)+
+        d
+    }};
+}
+pub(crate) use dict_of;
 
 /// Converts each item (an index's entries, say) into its named tuple.
 pub fn into_py_results<'py, T: IntoPyResult>(

@@ -12,7 +12,7 @@ use crate::index::time::TimeIndex as RsTimeIndex;
 use crate::index::txn::{AbortedTxn, TransactionIndex as RsTransactionIndex};
 use crate::index::DEFAULT_MAX_INDEX_SIZE;
 use crate::python::records::{batches_to_py, DecodedBatch};
-use crate::python::results::{into_py_results, IntoPyResult};
+use crate::python::results::{dict_of, into_py_results, IntoPyResult};
 use crate::record::file_records::headers_in;
 use crate::segment::LogSegment;
 
@@ -40,240 +40,192 @@ pub fn config_from(config: Option<&Bound<'_, PyDict>>) -> PyResult<LogConfig> {
 pub fn aborted_to_py<'py>(py: Python<'py>, txns: &[AbortedTxn]) -> PyResult<Bound<'py, PyList>> {
     let out = PyList::empty(py);
     for t in txns {
-        let d = PyDict::new(py);
-        d.set_item("producer_id", t.producer_id)?;
-        d.set_item("first_offset", t.first_offset)?;
-        d.set_item("last_offset", t.last_offset)?;
-        d.set_item("last_stable_offset", t.last_stable_offset)?;
-        out.append(d)?;
+        out.append(dict_of!(py, t; producer_id, first_offset, last_offset, last_stable_offset))?;
     }
     Ok(out)
 }
 
-/// Kafka's OffsetIndex: 8-byte entries (relative offset, file position), memory-mapped.
-#[pyclass(module = "kafkalog")]
-pub struct OffsetIndex {
-    inner: RsOffsetIndex,
+/// A Python class over one of the crate's index files, with the methods every index file has
+/// (truncate, sanity check, flush, close, as Kafka's `AbstractIndex` and `TransactionIndex`
+/// name them) and the class's own `$methods`.
+macro_rules! py_index_file {
+    ($(#[$meta:meta])* $name:ident($inner:ty) { $($methods:tt)* }) => {
+        $(#[$meta])*
+        #[pyclass(module = "kafkalog")]
+        pub struct $name {
+            inner: $inner,
+        }
+
+        #[pymethods]
+        impl $name {
+            $($methods)*
+            /// Kafka's `truncateTo`: removes every entry for an offset at or after `offset`.
+            fn truncate_to(&mut self, offset: i64) -> PyResult<()> {
+                Ok(self.inner.truncate_to(offset)?)
+            }
+            /// Kafka's `sanityCheck`: raises CorruptIndexError when the file is not a valid index.
+            fn sanity_check(&self) -> PyResult<()> {
+                Ok(self.inner.sanity_check()?)
+            }
+            /// Flushes the file to disk.
+            fn flush(&self) -> PyResult<()> {
+                Ok(self.inner.flush()?)
+            }
+            /// Closes the file (an offset or time index is trimmed to its entries first).
+            fn close(&mut self) -> PyResult<()> {
+                Ok(self.inner.close()?)
+            }
+        }
+    };
 }
 
-#[pymethods]
-impl OffsetIndex {
-    #[new]
-    #[pyo3(signature = (path, base_offset, *, max_index_size = DEFAULT_MAX_INDEX_SIZE, writable = false))]
-    fn new(
-        path: PathBuf,
-        base_offset: i64,
-        max_index_size: usize,
-        writable: bool,
-    ) -> PyResult<Self> {
-        Ok(OffsetIndex {
-            inner: RsOffsetIndex::open(path, base_offset, max_index_size, writable)?,
-        })
-    }
-    /// Floor lookup: the largest entry with offset <= target as (offset, position).
-    fn lookup<'py>(&self, py: Python<'py>, target_offset: i64) -> PyResult<Bound<'py, PyAny>> {
-        self.inner.lookup(target_offset).into_py_result(py)
-    }
-    /// The `n`th entry, as an `OffsetPosition`.
-    fn entry<'py>(&self, py: Python<'py>, n: usize) -> PyResult<Bound<'py, PyAny>> {
-        self.inner.entry(n)?.into_py_result(py)
-    }
-    /// Every entry, oldest first, as `OffsetPosition`s.
-    fn entries_list<'py>(&self, py: Python<'py>) -> PyResult<Vec<Bound<'py, PyAny>>> {
-        into_py_results(py, (0..self.inner.entries()).map(|n| self.inner.entry(n)))
-    }
-    /// Kafka's `append`: adds (offset, position); the offset must be larger than the last one.
-    fn append(&mut self, offset: i64, position: i32) -> PyResult<()> {
-        Ok(self.inner.append(offset, position)?)
-    }
-    /// Kafka's `truncateTo`: removes every entry at or after `offset`.
-    fn truncate_to(&mut self, offset: i64) -> PyResult<()> {
-        Ok(self.inner.truncate_to(offset)?)
-    }
-    /// Kafka's `sanityCheck`: raises CorruptIndexError when the file is not a valid index.
-    fn sanity_check(&self) -> PyResult<()> {
-        Ok(self.inner.sanity_check()?)
-    }
-    /// Flushes the memory map to disk.
-    fn flush(&self) -> PyResult<()> {
-        Ok(self.inner.flush()?)
-    }
-    /// Trims the file to its entries and closes it.
-    fn close(&mut self) -> PyResult<()> {
-        Ok(self.inner.close()?)
-    }
-    /// Kafka's `entries`: the number of entries.
-    #[getter]
-    fn entries(&self) -> usize {
-        self.inner.entries()
-    }
-    /// Kafka's `maxEntries`: how many entries the file has room for.
-    #[getter]
-    fn max_entries(&self) -> usize {
-        self.inner.max_entries()
-    }
-    /// Kafka's `isFull`: whether no entry can be added.
-    #[getter]
-    fn is_full(&self) -> bool {
-        self.inner.is_full()
-    }
-    /// Kafka's `lastOffset`: the last entry's offset (the base offset when empty).
-    #[getter]
-    fn last_offset(&self) -> i64 {
-        self.inner.last_offset()
-    }
-    /// The base offset of the segment the index belongs to.
-    #[getter]
-    fn base_offset(&self) -> i64 {
-        self.inner.base_offset()
-    }
-    fn __len__(&self) -> usize {
-        self.inner.entries()
-    }
+/// An offset or time index (Kafka's `AbstractIndex`): [`py_index_file!`] with the memory-mapped
+/// index's constructor, floor lookup, entries and fullness; `$entry` names the entry class.
+macro_rules! py_mmap_index {
+    (
+        $(#[$meta:meta])* $name:ident($inner:ty, $entry:literal),
+        $(#[$lookup_meta:meta])* lookup($target:ident),
+        { $($methods:tt)* }
+    ) => {
+        py_index_file! {
+            $(#[$meta])*
+            $name($inner) {
+                #[new]
+                #[pyo3(signature = (path, base_offset, *, max_index_size = DEFAULT_MAX_INDEX_SIZE, writable = false))]
+                fn new(
+                    path: PathBuf,
+                    base_offset: i64,
+                    max_index_size: usize,
+                    writable: bool,
+                ) -> PyResult<Self> {
+                    Ok($name {
+                        inner: <$inner>::open(path, base_offset, max_index_size, writable)?,
+                    })
+                }
+                $(#[$lookup_meta])*
+                fn lookup<'py>(&self, py: Python<'py>, $target: i64) -> PyResult<Bound<'py, PyAny>> {
+                    self.inner.lookup($target).into_py_result(py)
+                }
+                #[doc = concat!("The `n`th entry, as a `", $entry, "`.")]
+                fn entry<'py>(&self, py: Python<'py>, n: usize) -> PyResult<Bound<'py, PyAny>> {
+                    self.inner.entry(n)?.into_py_result(py)
+                }
+                #[doc = concat!("Every entry, oldest first, as `", $entry, "`s.")]
+                fn entries_list<'py>(&self, py: Python<'py>) -> PyResult<Vec<Bound<'py, PyAny>>> {
+                    into_py_results(py, (0..self.inner.entries()).map(|n| self.inner.entry(n)))
+                }
+                /// Kafka's `entries`: the number of entries.
+                #[getter]
+                fn entries(&self) -> usize {
+                    self.inner.entries()
+                }
+                /// Kafka's `maxEntries`: how many entries the file has room for.
+                #[getter]
+                fn max_entries(&self) -> usize {
+                    self.inner.max_entries()
+                }
+                /// Kafka's `isFull`: whether no entry can be added.
+                #[getter]
+                fn is_full(&self) -> bool {
+                    self.inner.is_full()
+                }
+                fn __len__(&self) -> usize {
+                    self.inner.entries()
+                }
+                $($methods)*
+            }
+        }
+    };
 }
 
-/// Kafka's TimeIndex: 12-byte entries (timestamp, relative offset), memory-mapped.
-#[pyclass(module = "kafkalog")]
-pub struct TimeIndex {
-    inner: RsTimeIndex,
-}
-
-#[pymethods]
-impl TimeIndex {
-    #[new]
-    #[pyo3(signature = (path, base_offset, *, max_index_size = DEFAULT_MAX_INDEX_SIZE, writable = false))]
-    fn new(
-        path: PathBuf,
-        base_offset: i64,
-        max_index_size: usize,
-        writable: bool,
-    ) -> PyResult<Self> {
-        Ok(TimeIndex {
-            inner: RsTimeIndex::open(path, base_offset, max_index_size, writable)?,
-        })
-    }
-    /// Floor lookup on timestamps: (timestamp, offset); (-1, base_offset) when none.
-    fn lookup<'py>(&self, py: Python<'py>, target_timestamp: i64) -> PyResult<Bound<'py, PyAny>> {
-        self.inner.lookup(target_timestamp).into_py_result(py)
-    }
-    /// The `n`th entry, as a `TimestampOffset`.
-    fn entry<'py>(&self, py: Python<'py>, n: usize) -> PyResult<Bound<'py, PyAny>> {
-        self.inner.entry(n)?.into_py_result(py)
-    }
-    /// Every entry, oldest first, as `TimestampOffset`s.
-    fn entries_list<'py>(&self, py: Python<'py>) -> PyResult<Vec<Bound<'py, PyAny>>> {
-        into_py_results(py, (0..self.inner.entries()).map(|n| self.inner.entry(n)))
-    }
-    /// Kafka's `maybeAppend`: adds (timestamp, offset) when the timestamp is larger than the
-    /// last entry's; raises when the index is full unless `skip_full_check`.
-    #[pyo3(signature = (timestamp, offset, skip_full_check = false))]
-    fn maybe_append(&mut self, timestamp: i64, offset: i64, skip_full_check: bool) -> PyResult<()> {
-        Ok(self
-            .inner
-            .maybe_append(timestamp, offset, skip_full_check)?)
-    }
-    /// Kafka's `truncateTo`: removes every entry whose offset is at or after `offset`.
-    fn truncate_to(&mut self, offset: i64) -> PyResult<()> {
-        Ok(self.inner.truncate_to(offset)?)
-    }
-    /// Kafka's `sanityCheck`: raises CorruptIndexError when the file is not a valid index.
-    fn sanity_check(&self) -> PyResult<()> {
-        Ok(self.inner.sanity_check()?)
-    }
-    /// Flushes the memory map to disk.
-    fn flush(&self) -> PyResult<()> {
-        Ok(self.inner.flush()?)
-    }
-    /// Trims the file to its entries and closes it.
-    fn close(&mut self) -> PyResult<()> {
-        Ok(self.inner.close()?)
-    }
-    /// Kafka's `entries`: the number of entries.
-    #[getter]
-    fn entries(&self) -> usize {
-        self.inner.entries()
-    }
-    /// Kafka's `maxEntries`: how many entries the file has room for.
-    #[getter]
-    fn max_entries(&self) -> usize {
-        self.inner.max_entries()
-    }
-    /// Kafka's `isFull`: whether no entry can be added.
-    #[getter]
-    fn is_full(&self) -> bool {
-        self.inner.is_full()
-    }
-    /// Kafka's `lastEntry`: the last `TimestampOffset` ((-1, base offset) when empty).
-    #[getter]
-    fn last_entry<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        self.inner.last_entry().into_py_result(py)
-    }
-    fn __len__(&self) -> usize {
-        self.inner.entries()
+py_mmap_index! {
+    /// Kafka's OffsetIndex: 8-byte entries (relative offset, file position), memory-mapped.
+    OffsetIndex(RsOffsetIndex, "OffsetPosition"),
+    /// Kafka's `lookup`: the last entry whose offset is at or below `target_offset`, as an
+    /// `OffsetPosition` ((base offset, 0) when there is none).
+    lookup(target_offset),
+    {
+        /// Kafka's `append`: adds (offset, position); the offset must be larger than the last one.
+        fn append(&mut self, offset: i64, position: i32) -> PyResult<()> {
+            Ok(self.inner.append(offset, position)?)
+        }
+        /// Kafka's `lastOffset`: the last entry's offset (the base offset when empty).
+        #[getter]
+        fn last_offset(&self) -> i64 {
+            self.inner.last_offset()
+        }
+        /// The base offset of the segment the index belongs to.
+        #[getter]
+        fn base_offset(&self) -> i64 {
+            self.inner.base_offset()
+        }
     }
 }
 
-/// Kafka's TransactionIndex (`.txnindex`): 34-byte aborted-transaction entries.
-#[pyclass(module = "kafkalog")]
-pub struct TransactionIndex {
-    inner: RsTransactionIndex,
+py_mmap_index! {
+    /// Kafka's TimeIndex: 12-byte entries (timestamp, relative offset), memory-mapped.
+    TimeIndex(RsTimeIndex, "TimestampOffset"),
+    /// Kafka's `lookup`: the last entry whose timestamp is at or below `target_timestamp`, as a
+    /// `TimestampOffset` ((-1, base offset) when there is none).
+    lookup(target_timestamp),
+    {
+        /// Kafka's `maybeAppend`: adds (timestamp, offset) when the timestamp is larger than the
+        /// last entry's; raises when the index is full unless `skip_full_check`.
+        #[pyo3(signature = (timestamp, offset, skip_full_check = false))]
+        fn maybe_append(&mut self, timestamp: i64, offset: i64, skip_full_check: bool) -> PyResult<()> {
+            Ok(self
+                .inner
+                .maybe_append(timestamp, offset, skip_full_check)?)
+        }
+        /// Kafka's `lastEntry`: the last `TimestampOffset` ((-1, base offset) when empty).
+        #[getter]
+        fn last_entry<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+            self.inner.last_entry().into_py_result(py)
+        }
+    }
 }
 
-#[pymethods]
-impl TransactionIndex {
-    #[new]
-    #[pyo3(signature = (path, start_offset, *, writable = false))]
-    fn new(path: PathBuf, start_offset: i64, writable: bool) -> PyResult<Self> {
-        Ok(TransactionIndex {
-            inner: RsTransactionIndex::open(path, start_offset, writable)?,
-        })
-    }
-    /// Kafka's `append`: adds an aborted transaction (an `AbortedTxn` entry).
-    fn append(
-        &mut self,
-        producer_id: i64,
-        first_offset: i64,
-        last_offset: i64,
-        last_stable_offset: i64,
-    ) -> PyResult<()> {
-        Ok(self.inner.append(AbortedTxn::new(
-            producer_id,
-            first_offset,
-            last_offset,
-            last_stable_offset,
-        ))?)
-    }
-    /// Kafka's `allAbortedTxns`: every entry, as `AbortedTxn` dicts.
-    fn all_aborted_txns<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
-        aborted_to_py(py, &self.inner.all_aborted_txns()?)
-    }
-    /// Aborted transactions overlapping [fetch_offset, upper_bound_offset): (list, is_complete).
-    fn collect_aborted_txns<'py>(
-        &self,
-        py: Python<'py>,
-        fetch_offset: i64,
-        upper_bound_offset: i64,
-    ) -> PyResult<(Bound<'py, PyList>, bool)> {
-        let r = self
-            .inner
-            .collect_aborted_txns(fetch_offset, upper_bound_offset)?;
-        Ok((aborted_to_py(py, &r.aborted)?, r.is_complete))
-    }
-    /// Kafka's `truncateTo`: removes every entry whose last offset is at or after `offset`.
-    fn truncate_to(&mut self, offset: i64) -> PyResult<()> {
-        Ok(self.inner.truncate_to(offset)?)
-    }
-    /// Kafka's `sanityCheck`: raises CorruptIndexError when the file is not a valid index.
-    fn sanity_check(&self) -> PyResult<()> {
-        Ok(self.inner.sanity_check()?)
-    }
-    /// Flushes the file to disk.
-    fn flush(&self) -> PyResult<()> {
-        Ok(self.inner.flush()?)
-    }
-    /// Closes the file.
-    fn close(&mut self) -> PyResult<()> {
-        Ok(self.inner.close()?)
+py_index_file! {
+    /// Kafka's TransactionIndex (`.txnindex`): 34-byte aborted-transaction entries.
+    TransactionIndex(RsTransactionIndex) {
+        #[new]
+        #[pyo3(signature = (path, start_offset, *, writable = false))]
+        fn new(path: PathBuf, start_offset: i64, writable: bool) -> PyResult<Self> {
+            Ok(TransactionIndex {
+                inner: RsTransactionIndex::open(path, start_offset, writable)?,
+            })
+        }
+        /// Kafka's `append`: adds an aborted transaction (an `AbortedTxn` entry).
+        fn append(
+            &mut self,
+            producer_id: i64,
+            first_offset: i64,
+            last_offset: i64,
+            last_stable_offset: i64,
+        ) -> PyResult<()> {
+            Ok(self.inner.append(AbortedTxn::new(
+                producer_id,
+                first_offset,
+                last_offset,
+                last_stable_offset,
+            ))?)
+        }
+        /// Kafka's `allAbortedTxns`: every entry, as `AbortedTxn` dicts.
+        fn all_aborted_txns<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+            aborted_to_py(py, &self.inner.all_aborted_txns()?)
+        }
+        /// Aborted transactions overlapping [fetch_offset, upper_bound_offset): (list, is_complete).
+        fn collect_aborted_txns<'py>(
+            &self,
+            py: Python<'py>,
+            fetch_offset: i64,
+            upper_bound_offset: i64,
+        ) -> PyResult<(Bound<'py, PyList>, bool)> {
+            let r = self
+                .inner
+                .collect_aborted_txns(fetch_offset, upper_bound_offset)?;
+            Ok((aborted_to_py(py, &r.aborted)?, r.is_complete))
+        }
     }
 }
 

@@ -10,6 +10,10 @@ import pyarrow
 
 
 from kafkalog.results import (
+    Acks,
+    AssignmentStrategy,
+    OffsetReset,
+    PartitionerName,
     AbortedTxn,
     CommittedOffset,
     Compression,
@@ -20,6 +24,7 @@ from kafkalog.results import (
     LogOffsetMetadata,
     LogOffsetPosition,
     LogReadInfo,
+    MessageParser,
     OffsetPosition,
     OnCorruption,
     PartitionStats,
@@ -39,9 +44,6 @@ _Config = Mapping[str, Union[str, int, bool]]
 # Anything pyarrow/polars/duckdb hand over: a Table, RecordBatch, RecordBatchReader, or any object
 # with __arrow_c_stream__ / __arrow_c_array__.
 _ArrowData = Any
-# What Producer/Consumer accept for a partitioner / assignor.
-_Partitioner = Literal["default", "built_in", "murmur2", "round_robin", "roundrobin", "random"]
-_Strategy = Literal["range", "roundrobin", "round_robin", "cooperative-sticky", "cooperative_sticky", "sticky"]
 
 __all__ = [
     "KafkaLogError",
@@ -407,7 +409,7 @@ def dump_log_segments(
     value_decoder_class: str = "org.apache.kafka.tools.api.StringDecoder",
     json: bool = False,
     kafka_major: int = 4,
-    message_parser: Literal["decoders", "offsets", "transaction-log", "cluster-metadata"] = "decoders",
+    message_parser: MessageParser = "decoders",
 ) -> tuple[int, int, int, int]: ...
 def broker_committed_offsets(data_dir: _Path, group_id: Optional[str] = None) -> dict[str, dict[tuple[str, int], CommittedOffset]]: ...
 def verify_partition(
@@ -450,7 +452,7 @@ class ConsumerRecord:
 
 @final
 class _Producer:
-    def __new__(cls, data_dir: _Path, topic: str, *, partitioner: _Partitioner = "default", compression: Compression = "none", linger_ms: int = 5, batch_size: int = 16384, acks: Literal["all", "-1", "1", "0"] = "all", idempotent: bool = False, transactional_id: Optional[str] = None) -> _Producer: ...
+    def __new__(cls, data_dir: _Path, topic: str, *, partitioner: PartitionerName = "default", compression: Compression = "none", linger_ms: int = 5, batch_size: int = 16384, acks: Acks = "all", idempotent: bool = False, transactional_id: Optional[str] = None) -> _Producer: ...
     @property
     def num_partitions(self) -> int: ...
     @property
@@ -472,7 +474,7 @@ class _Producer:
 
 @final
 class _Consumer:
-    def __new__(cls, data_dir: _Path, group_id: str, topics: Sequence[str], *, isolation: Isolation = "read_uncommitted", strategy: _Strategy = "range", auto_offset_reset: Literal["earliest", "latest", "none"] = "earliest", session_timeout_ms: int = 45000, sync_interval_ms: int = 100) -> _Consumer: ...
+    def __new__(cls, data_dir: _Path, group_id: str, topics: Sequence[str], *, isolation: Isolation = "read_uncommitted", strategy: AssignmentStrategy = "range", auto_offset_reset: OffsetReset = "earliest", session_timeout_ms: int = 45000, sync_interval_ms: int = 100) -> _Consumer: ...
     @property
     def member_id(self) -> str: ...
     @property
@@ -494,7 +496,7 @@ def group_read_done(data_dir: _Path, group_id: str, read_id: str, topic: str, pa
 def group_exists(data_dir: _Path, group_id: str) -> bool: ...
 def list_groups(data_dir: _Path) -> list[str]: ...
 def group_describe(data_dir: _Path, group_id: str) -> str: ...
-def assign_partitions(subscriptions: Mapping[str, Sequence[str]], partitions: Mapping[str, int], strategy: _Strategy = "range", owned: Optional[Mapping[str, Sequence[tuple[str, int]]]] = None) -> dict[str, list[tuple[str, int]]]: ...
+def assign_partitions(subscriptions: Mapping[str, Sequence[str]], partitions: Mapping[str, int], strategy: AssignmentStrategy = "range", owned: Optional[Mapping[str, Sequence[tuple[str, int]]]] = None) -> dict[str, list[tuple[str, int]]]: ...
 def create_topic_with_config(data_dir: _Path, topic: str, partitions: int, configs: Optional[Mapping[str, str]] = None) -> None: ...
 def add_partitions(data_dir: _Path, topic: str, total: int) -> int: ...
 def topic_config(data_dir: _Path, topic: str) -> dict[str, str]: ...

@@ -13,6 +13,7 @@ import os
 import re
 import stat
 import sys
+from typing import Any
 from pathlib import Path
 
 import kafkalog
@@ -179,7 +180,7 @@ def _iso(ms: int | None) -> str:
 
 def cmd_stats(args) -> int:
     parts = partition_dirs(args.paths, args.topic)
-    rows = []
+    rows: list[dict[str, Any]] = []
     with _Progress.over_segments(parts, "stats") as progress:
         for topic, partition, folder in parts:
             s = _kafkalog.partition_stats(str(folder), progress=progress.update)

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import os
 import warnings
-from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union, cast
 
 from . import _kafkalog
 from ._kafkalog import Log, RecordMetadata
+from .results import Acks, AssignmentStrategy, CommittedOffset, Compression, Isolation, OffsetReset, PartitionerName
 
 __all__ = ["Topic", "DataDir", "Producer", "ConsumerGroup", "Consumer", "INTERNAL_TOPICS"]
 
@@ -22,7 +23,7 @@ __all__ = ["Topic", "DataDir", "Producer", "ConsumerGroup", "Consumer", "INTERNA
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state", "__cluster_metadata"})
 
 TopicPartition = Tuple[str, int]
-Partitioner = Union[str, Callable[[Optional[bytes], Optional[bytes], int], int]]
+Partitioner = Union[PartitionerName, Callable[[Optional[bytes], Optional[bytes], int], int]]
 
 
 def _internal(topic: str) -> bool:
@@ -87,7 +88,7 @@ class Topic:
         """The partition's log (read-only unless asked)."""
         return Log(self.partition_path(partition), read_only=read_only)
 
-    def end_offsets(self, isolation: str = "read_uncommitted") -> Dict[int, int]:
+    def end_offsets(self, isolation: Isolation = "read_uncommitted") -> Dict[int, int]:
         """{partition: the end offset a consumer with ``isolation`` sees}"""
         out = {}
         for p in range(self.partitions):
@@ -141,7 +142,7 @@ class DataDir:
         """The kafkalog consumer group ``group_id`` (it need not exist yet)."""
         return ConsumerGroup(self.path, group_id)
 
-    def committed_offsets(self, group_id: Optional[str] = None) -> Dict[str, Dict[TopicPartition, Dict[str, Any]]]:
+    def committed_offsets(self, group_id: Optional[str] = None) -> Dict[str, Dict[TopicPartition, CommittedOffset]]:
         """A broker's committed offsets, read from its ``__consumer_offsets`` partitions: what the
         broker answers to ListConsumerGroupOffsets (``{group: {(topic, partition): {"offset",
         "leader_epoch", "metadata", "commit_timestamp"}}}``), of one group or all."""
@@ -172,8 +173,8 @@ class Producer:
     (Kafka's one writer per log): the partitions stay open for writing until ``close``.
     """
 
-    def __init__(self, topic: Topic, partitioner: Partitioner = "default", compression: str = "none",
-                 linger_ms: int = 5, batch_size: int = 16384, acks: Union[int, str] = "all",
+    def __init__(self, topic: Topic, partitioner: Partitioner = "default", compression: Compression = "none",
+                 linger_ms: int = 5, batch_size: int = 16384, acks: Union[int, Acks] = "all",
                  idempotent: bool = False, transactional_id: Optional[str] = None) -> None:
         if not isinstance(topic, Topic):
             raise TypeError(f"Producer takes a kafkalog.Topic (Topic.open(data_dir, name)), not {type(topic).__name__}")
@@ -183,8 +184,8 @@ class Producer:
             raise TypeError("partitioner must be a name (default, murmur2, round_robin, random) or a callable")
         self._inner = _kafkalog._Producer(
             topic.data_dir, topic.name,
-            partitioner="default" if self._callable else partitioner,
-            compression=compression, linger_ms=linger_ms, batch_size=batch_size, acks=str(acks),
+            partitioner="default" if self._callable else cast(PartitionerName, partitioner),
+            compression=compression, linger_ms=linger_ms, batch_size=batch_size, acks=cast(Acks, str(acks)),
             idempotent=idempotent, transactional_id=transactional_id,
         )
         self.partition_count = self._inner.num_partitions
@@ -285,7 +286,7 @@ class ConsumerGroup:
         _kafkalog.group_commit(self.data_dir, self.group_id, rows)
 
     def assign(self, members: Union[Sequence[str], Mapping[str, Sequence[str]]],
-               topics: Union[Sequence[str], Mapping[str, int], None] = None, strategy: str = "range",
+               topics: Union[Sequence[str], Mapping[str, int], None] = None, strategy: AssignmentStrategy = "range",
                previous: Optional[Mapping[str, Sequence[TopicPartition]]] = None) -> Dict[str, List[TopicPartition]]:
         """Kafka's assignors (``range``, ``roundrobin``, ``cooperative-sticky``). ``members``:
         member ids all subscribed to ``topics``, or {member: [topics]}. ``topics``: names (their
@@ -303,7 +304,7 @@ class ConsumerGroup:
         else:
             wanted = {t for ts in subscriptions.values() for t in ts}
             counts = {t: n for t, n in counts_on_disk.items() if t in wanted}
-        owned = {m: [tuple(tp) for tp in tps] for m, tps in (previous or {}).items()}
+        owned = {m: [(tp[0], tp[1]) for tp in tps] for m, tps in (previous or {}).items()}
         return _kafkalog.assign_partitions(subscriptions, counts, strategy, owned)
 
     def describe(self) -> Dict[str, Any]:
@@ -324,7 +325,8 @@ class Consumer:
     and leaves the group (``close(commit=False)`` leaves without committing)."""
 
     def __init__(self, data_dir: Union[str, os.PathLike], group_id: str, topics: Union[str, Sequence[str]],
-                 isolation: str = "read_uncommitted", strategy: str = "range", auto_offset_reset: str = "earliest",
+                 isolation: Isolation = "read_uncommitted", strategy: AssignmentStrategy = "range",
+                 auto_offset_reset: OffsetReset = "earliest",
                  session_timeout_ms: int = 45000, sync_interval_ms: int = 100) -> None:
         if isinstance(topics, str):
             topics = [topics]

@@ -12,6 +12,11 @@ __all__ = [
     "TimestampType",
     "TimestampTypeName",
     "OnCorruption",
+    "PartitionerName",
+    "AssignmentStrategy",
+    "Acks",
+    "OffsetReset",
+    "MessageParser",
     "OffsetPosition",
     "TimestampOffset",
     "TimestampAndOffset",
@@ -44,6 +49,26 @@ reports it."""
 TimestampType = Literal["create_time", "log_append_time", "CreateTime", "LogAppendTime"]
 """A timestamp type to write: ``"create_time"`` or ``"log_append_time"``; Kafka's config spellings
 ``"CreateTime"`` and ``"LogAppendTime"`` (``message.timestamp.type``) are aliases."""
+
+PartitionerName = Literal["default", "built_in", "murmur2", "round_robin", "roundrobin", "random"]
+"""A producer's partitioner (Kafka's ``partitioner.class``): ``"default"`` (``"built_in"``, Kafka's
+``BuiltInPartitioner``), ``"murmur2"``, ``"round_robin"`` (``"roundrobin"``, Kafka's
+``RoundRobinPartitioner``) or ``"random"``."""
+
+AssignmentStrategy = Literal["range", "roundrobin", "round_robin", "cooperative-sticky", "cooperative_sticky", "sticky"]
+"""Kafka's ``partition.assignment.strategy``: ``"range"``, ``"roundrobin"`` or ``"cooperative-sticky"``
+(the other spellings are aliases)."""
+
+Acks = Literal["all", "-1", "1", "0"]
+"""Kafka's ``acks``: ``"all"`` (``"-1"``) fsyncs each batch; ``"1"`` and ``"0"`` leave it to the page cache."""
+
+OffsetReset = Literal["earliest", "latest", "none"]
+"""Kafka's ``auto.offset.reset``."""
+
+MessageParser = Literal["decoders", "offsets", "transaction-log", "cluster-metadata"]
+"""What ``dump_log_segments`` decodes records with: the key and value decoders, or one of Kafka's
+internal topic parsers (``--offsets-decoder``, ``--transaction-log-decoder``,
+``--cluster-metadata-decoder``)."""
 
 OnCorruption = Literal["error", "skip", "truncate"]
 """What ``Log`` does with damage beyond a torn tail: raise ``LogDamagedError``, skip it (read-only)

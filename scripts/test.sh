@@ -6,4 +6,9 @@ cd "$(dirname "$0")/.."
 cargo test --lib --quiet
 # A few seconds of every fuzz target from its seed corpus (the long runs: fuzz/README.md).
 FUZZ_SECONDS="${FUZZ_SECONDS:-2}" bash fuzz/ci.sh
+# The type stub against the built module (no allowlist): every name, signature and default.
+.venv/bin/python -m mypy.stubtest --mypy-config-file pyproject.toml kafkalog._kafkalog
+# The pure-Python modules against it (spark.py not yet: it passes option strings unchecked).
+.venv/bin/python -m mypy --config-file pyproject.toml --follow-imports=silent \
+  -m kafkalog.results -m kafkalog.clients -m kafkalog.cli -m kafkalog.cli_tools -m kafkalog.demo
 .venv/bin/python -m pytest -q -p no:cacheprovider tests "$@"

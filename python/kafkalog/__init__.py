@@ -43,11 +43,21 @@ from kafkalog._kafkalog import (  # noqa: F401
     ConsumerRecord,
     RecordMetadata,
 )
+from kafkalog.results import (  # noqa: F401
+    OffsetPosition,
+    TimestampOffset,
+    TimestampAndOffset,
+    LogOffsetPosition,
+    LogOffsetMetadata,
+    ProducerStateEntry,
+)
 from kafkalog.clients import Topic, DataDir, Producer, ConsumerGroup, Consumer  # noqa: F401
 
 __all__ = [
+    # errors
     "KafkaLogError",
     "CorruptRecordError",
+    "LogDamagedError",
     "CorruptIndexError",
     "OffsetOutOfRangeError",
     "InvalidOffsetError",
@@ -59,22 +69,39 @@ __all__ = [
     "InvalidProducerEpochError",
     "InvalidTxnStateError",
     "TransactionCoordinatorFencedError",
-    "Record",
-    "Segment",
+    # the log and its files
     "Log",
+    "Segment",
+    "OffsetIndex",
+    "TimeIndex",
+    "TransactionIndex",
+    "Record",
+    "RecordBatch",
     "RecordIterator",
     "EARLIEST_TIMESTAMP",
     "LATEST_TIMESTAMP",
     "MAX_TIMESTAMP",
-    "OffsetIndex",
-    "TimeIndex",
-    "TransactionIndex",
-    "RecordBatch",
     "decode_batches",
     "encode_batch",
+    # typed results (kafkalog.results)
+    "OffsetPosition",
+    "TimestampOffset",
+    "TimestampAndOffset",
+    "LogOffsetPosition",
+    "LogOffsetMetadata",
+    "ProducerStateEntry",
+    # data dirs, topics, producers, consumers
     "create_topic",
     "murmur2",
     "partition_for_key",
     "partition_folders",
     "validate_topic_name",
+    "broker_committed_offsets",
+    "Topic",
+    "DataDir",
+    "Producer",
+    "RecordMetadata",
+    "ConsumerGroup",
+    "Consumer",
+    "ConsumerRecord",
 ]

@@ -35,6 +35,7 @@ import sys
 from pathlib import Path
 
 import kafkalog
+from kafkalog.results import MessageParser
 from kafkalog import _kafkalog, cli_tools
 from kafkalog.cli_tools import DataError, UsageError
 
@@ -85,7 +86,7 @@ _UNSUPPORTED_DECODERS = {
 }
 # Kafka's internal topic decoders, by the option that picks them; where several are given, the
 # first in this order wins, as in Kafka's tool.
-_TOPIC_DECODERS = {
+_TOPIC_DECODERS: dict[str, tuple[str, MessageParser, str]] = {
     "offsets_decoder": ("--offsets-decoder", "offsets",
                         "decode __consumer_offsets records: committed offsets and group metadata"),
     "transaction_log_decoder": ("--transaction-log-decoder", "transaction-log",
@@ -111,8 +112,8 @@ def cmd_dump(args) -> int:
     if not files:
         raise UsageError("nothing to dump: give --files F[,F...] or a partition folder")
     decoders_given = args.key_decoder_class is not None or args.value_decoder_class is not None
-    parser = next((name for attr, (_, name, _) in _TOPIC_DECODERS.items() if getattr(args, attr)),
-                  "decoders")
+    parser: MessageParser = next(
+        (name for attr, (_, name, _) in _TOPIC_DECODERS.items() if getattr(args, attr)), "decoders")
     default_decoder = "org.apache.kafka.tools.api.StringDecoder"
     sys.stdout.flush()
     _, _, _, problems = _kafkalog.dump_log_segments(

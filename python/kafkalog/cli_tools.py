@@ -13,6 +13,7 @@ import os
 import re
 import stat
 import sys
+from typing import Any
 from pathlib import Path
 
 import kafkalog
@@ -100,7 +101,13 @@ def _name(topic: str, partition: int | None) -> str:
 # ----- progress -----
 
 class _Progress:
-    """A byte or record bar on stderr when it is a terminal (tqdm); silent when piped."""
+    """A byte or record bar on stderr when it is a terminal (tqdm); silent when piped. A context
+    manager: the bar goes away at the end of the ``with`` block, whatever ends it."""
+
+    @classmethod
+    def over_segments(cls, parts: list, desc: str) -> "_Progress":
+        """A byte bar over the ``.log`` files of the partition folders ``parts``."""
+        return cls(sum(_segment_bytes(d) for _, _, d in parts), "B", desc)
 
     def __init__(self, total: int, unit: str, desc: str):
         self.bar = None
@@ -122,6 +129,12 @@ class _Progress:
         if self.bar is not None:
             self.bar.close()
 
+    def __enter__(self) -> "_Progress":
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
 
 def _segment_bytes(folder: Path) -> int:
     return sum(p.stat().st_size for p in folder.iterdir()
@@ -132,21 +145,20 @@ def _segment_bytes(folder: Path) -> int:
 
 def cmd_verify(args) -> int:
     parts = partition_dirs(args.paths, args.topic, precheck=False)
-    progress = _Progress(sum(_segment_bytes(d) for _, _, d in parts), "B", "verify")
     problems = damaged = segments = batches = size = 0
     try:
-        for topic, partition, folder in parts:
-            s, b, n, _compacted, found = _kafkalog.verify_partition(
-                str(folder), compacted=args.compacted, progress=progress.update)
-            segments, batches, size = segments + s, batches + b, size + n
-            if found:
-                damaged += 1
-            for file, position, message in found:
-                problems += 1
-                where = f"{file} at byte {position}" if position is not None else file
-                print(f"{where}: {message}", flush=False)
+        with _Progress.over_segments(parts, "verify") as progress:
+            for topic, partition, folder in parts:
+                s, b, n, _compacted, found = _kafkalog.verify_partition(
+                    str(folder), compacted=args.compacted, progress=progress.update)
+                segments, batches, size = segments + s, batches + b, size + n
+                if found:
+                    damaged += 1
+                for file, position, message in found:
+                    problems += 1
+                    where = f"{file} at byte {position}" if position is not None else file
+                    print(f"{where}: {message}", flush=False)
     finally:
-        progress.close()
         sys.stdout.flush()
     summary = (f"{len(parts)} partition(s), {segments} segment(s), {batches} batches, "
                f"{size} bytes checked")
@@ -168,16 +180,12 @@ def _iso(ms: int | None) -> str:
 
 def cmd_stats(args) -> int:
     parts = partition_dirs(args.paths, args.topic)
-    progress = _Progress(sum(_segment_bytes(d) for _, _, d in parts), "B", "stats")
-    rows = []
-    try:
+    rows: list[dict[str, Any]] = []
+    with _Progress.over_segments(parts, "stats") as progress:
         for topic, partition, folder in parts:
             s = _kafkalog.partition_stats(str(folder), progress=progress.update)
-            s = {"topic": topic, "partition": partition, "path": str(folder), **s}
-            s["transactional_share"] = (s["transactional_records"] / s["records"]) if s["records"] else 0.0
-            rows.append(s)
-    finally:
-        progress.close()
+            rows.append({"topic": topic, "partition": partition, "path": str(folder), **s,
+                         "transactional_share": s["transactional_records"] / s["records"] if s["records"] else 0.0})
     if args.json:
         json.dump({"partitions": rows}, sys.stdout, indent=2)
         print()
@@ -368,9 +376,8 @@ def cmd_export(args) -> int:
         start = max(reached, log.log_start_offset)
         end = log.latest_offset(args.isolation)
         plans.append((topic, partition, log, target, start, end))
-    progress = _Progress(sum(max(0, e - s) for *_, s, e in plans), "rec", "export")
     exported = files = 0
-    try:
+    with _Progress(sum(max(0, e - s) for *_, s, e in plans), "rec", "export") as progress:
         for topic, partition, log, target, start, end in plans:
             if start < end:
                 reader = log.to_arrow(start=start, end=end, isolation=args.isolation, include_headers=True)
@@ -398,8 +405,6 @@ def cmd_export(args) -> int:
                 exported += rows
             state["offsets"].setdefault(topic, {})[str(partition)] = max(start, end)
             _write_atomically(state_path, json.dumps(state, indent=1, sort_keys=True) + "\n")
-    finally:
-        progress.close()
     print(f"kafkalog export: {exported} records in {files} new file(s) under {out}", file=sys.stderr)
     return 0
 

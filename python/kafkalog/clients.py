@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import os
 import warnings
-from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union, cast
 
 from . import _kafkalog
 from ._kafkalog import Log, RecordMetadata
+from .results import Acks, AssignmentStrategy, CommittedOffset, Compression, Isolation, OffsetReset, PartitionerName
 
 __all__ = ["Topic", "DataDir", "Producer", "ConsumerGroup", "Consumer", "INTERNAL_TOPICS"]
 
@@ -22,7 +23,7 @@ __all__ = ["Topic", "DataDir", "Producer", "ConsumerGroup", "Consumer", "INTERNA
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state", "__cluster_metadata"})
 
 TopicPartition = Tuple[str, int]
-Partitioner = Union[str, Callable[[Optional[bytes], Optional[bytes], int], int]]
+Partitioner = Union[PartitionerName, Callable[[Optional[bytes], Optional[bytes], int], int]]
 
 
 def _internal(topic: str) -> bool:
@@ -80,13 +81,14 @@ class Topic:
         return _kafkalog.add_partitions(self.data_dir, self.name, total)
 
     def partition_path(self, partition: int) -> str:
+        """The folder of ``partition`` (``<data dir>/<topic>-<partition>``)."""
         return os.path.join(self.data_dir, f"{self.name}-{partition}")
 
     def log(self, partition: int, read_only: bool = True) -> Log:
         """The partition's log (read-only unless asked)."""
         return Log(self.partition_path(partition), read_only=read_only)
 
-    def end_offsets(self, isolation: str = "read_uncommitted") -> Dict[int, int]:
+    def end_offsets(self, isolation: Isolation = "read_uncommitted") -> Dict[int, int]:
         """{partition: the end offset a consumer with ``isolation`` sees}"""
         out = {}
         for p in range(self.partitions):
@@ -95,6 +97,7 @@ class Topic:
         return out
 
     def beginning_offsets(self) -> Dict[int, int]:
+        """Kafka's ``beginningOffsets``: {partition: log start offset}."""
         out = {}
         for p in range(self.partitions):
             with Log(self.partition_path(p)) as log:
@@ -128,6 +131,7 @@ class DataDir:
         ]
 
     def topic(self, name: str) -> Topic:
+        """The existing topic ``name``."""
         return Topic.open(self.path, name)
 
     def groups(self) -> List[str]:
@@ -135,9 +139,10 @@ class DataDir:
         return _kafkalog.list_groups(self.path)
 
     def group(self, group_id: str) -> "ConsumerGroup":
+        """The kafkalog consumer group ``group_id`` (it need not exist yet)."""
         return ConsumerGroup(self.path, group_id)
 
-    def committed_offsets(self, group_id: Optional[str] = None) -> Dict[str, Dict[TopicPartition, Dict[str, Any]]]:
+    def committed_offsets(self, group_id: Optional[str] = None) -> Dict[str, Dict[TopicPartition, CommittedOffset]]:
         """A broker's committed offsets, read from its ``__consumer_offsets`` partitions: what the
         broker answers to ListConsumerGroupOffsets (``{group: {(topic, partition): {"offset",
         "leader_epoch", "metadata", "commit_timestamp"}}}``), of one group or all."""
@@ -168,8 +173,8 @@ class Producer:
     (Kafka's one writer per log): the partitions stay open for writing until ``close``.
     """
 
-    def __init__(self, topic: Topic, partitioner: Partitioner = "default", compression: str = "none",
-                 linger_ms: int = 5, batch_size: int = 16384, acks: Union[int, str] = "all",
+    def __init__(self, topic: Topic, partitioner: Partitioner = "default", compression: Compression = "none",
+                 linger_ms: int = 5, batch_size: int = 16384, acks: Union[int, Acks] = "all",
                  idempotent: bool = False, transactional_id: Optional[str] = None) -> None:
         if not isinstance(topic, Topic):
             raise TypeError(f"Producer takes a kafkalog.Topic (Topic.open(data_dir, name)), not {type(topic).__name__}")
@@ -179,18 +184,20 @@ class Producer:
             raise TypeError("partitioner must be a name (default, murmur2, round_robin, random) or a callable")
         self._inner = _kafkalog._Producer(
             topic.data_dir, topic.name,
-            partitioner="default" if self._callable else partitioner,
-            compression=compression, linger_ms=linger_ms, batch_size=batch_size, acks=str(acks),
+            partitioner="default" if self._callable else cast(PartitionerName, partitioner),
+            compression=compression, linger_ms=linger_ms, batch_size=batch_size, acks=cast(Acks, str(acks)),
             idempotent=idempotent, transactional_id=transactional_id,
         )
         self.partition_count = self._inner.num_partitions
 
     @property
     def producer_id(self) -> int:
+        """The producer id (-1 unless idempotent or transactional)."""
         return self._inner.producer_id
 
     @property
     def producer_epoch(self) -> int:
+        """The producer epoch (-1 unless idempotent or transactional)."""
         return self._inner.producer_epoch
 
     def _custom_partition(self, key: Any, value: Any) -> int:
@@ -222,6 +229,7 @@ class Producer:
         self._inner.flush()
 
     def begin_transaction(self) -> None:
+        """Kafka's ``beginTransaction`` (needs ``transactional_id``)."""
         self._inner.begin_transaction()
 
     def commit_transaction(self) -> None:
@@ -258,6 +266,7 @@ class ConsumerGroup:
 
     @property
     def exists(self) -> bool:
+        """Whether the group has a folder in the data dir."""
         return _kafkalog.group_exists(self.data_dir, self.group_id)
 
     def committed(self) -> Dict[TopicPartition, int]:
@@ -277,7 +286,7 @@ class ConsumerGroup:
         _kafkalog.group_commit(self.data_dir, self.group_id, rows)
 
     def assign(self, members: Union[Sequence[str], Mapping[str, Sequence[str]]],
-               topics: Union[Sequence[str], Mapping[str, int], None] = None, strategy: str = "range",
+               topics: Union[Sequence[str], Mapping[str, int], None] = None, strategy: AssignmentStrategy = "range",
                previous: Optional[Mapping[str, Sequence[TopicPartition]]] = None) -> Dict[str, List[TopicPartition]]:
         """Kafka's assignors (``range``, ``roundrobin``, ``cooperative-sticky``). ``members``:
         member ids all subscribed to ``topics``, or {member: [topics]}. ``topics``: names (their
@@ -295,7 +304,7 @@ class ConsumerGroup:
         else:
             wanted = {t for ts in subscriptions.values() for t in ts}
             counts = {t: n for t, n in counts_on_disk.items() if t in wanted}
-        owned = {m: [tuple(tp) for tp in tps] for m, tps in (previous or {}).items()}
+        owned = {m: [(tp[0], tp[1]) for tp in tps] for m, tps in (previous or {}).items()}
         return _kafkalog.assign_partitions(subscriptions, counts, strategy, owned)
 
     def describe(self) -> Dict[str, Any]:
@@ -316,7 +325,8 @@ class Consumer:
     and leaves the group (``close(commit=False)`` leaves without committing)."""
 
     def __init__(self, data_dir: Union[str, os.PathLike], group_id: str, topics: Union[str, Sequence[str]],
-                 isolation: str = "read_uncommitted", strategy: str = "range", auto_offset_reset: str = "earliest",
+                 isolation: Isolation = "read_uncommitted", strategy: AssignmentStrategy = "range",
+                 auto_offset_reset: OffsetReset = "earliest",
                  session_timeout_ms: int = 45000, sync_interval_ms: int = 100) -> None:
         if isinstance(topics, str):
             topics = [topics]
@@ -331,13 +341,16 @@ class Consumer:
 
     @property
     def member_id(self) -> str:
+        """The member id the group gave this consumer."""
         return self._inner.member_id
 
     @property
     def generation(self) -> int:
+        """The group generation of the current assignment."""
         return self._inner.generation
 
     def assignment(self) -> List[TopicPartition]:
+        """Kafka's ``assignment``: the (topic, partition)s this member owns."""
         return self._inner.assignment()
 
     def poll(self, max_records: int = 500) -> List[Any]:
@@ -356,18 +369,23 @@ class Consumer:
         self._inner.commit(rows)
 
     def seek(self, topic: str, partition: int, offset: int) -> None:
+        """Kafka's ``seek``: the next poll of (topic, partition) starts at ``offset``."""
         self._inner.seek(topic, partition, offset)
 
     def seek_to_beginning(self, partitions: Optional[Iterable[TopicPartition]] = None) -> None:
+        """Kafka's ``seekToBeginning`` of ``partitions`` (default: the assignment)."""
         self._inner.seek_to_beginning(list(partitions) if partitions is not None else self.assignment())
 
     def seek_to_end(self, partitions: Optional[Iterable[TopicPartition]] = None) -> None:
+        """Kafka's ``seekToEnd`` of ``partitions`` (default: the assignment), per isolation."""
         self._inner.seek_to_end(list(partitions) if partitions is not None else self.assignment())
 
     def position(self, topic: str, partition: int) -> int:
+        """Kafka's ``position``: the offset the next poll of (topic, partition) starts at."""
         return self._inner.position(topic, partition)
 
     def close(self, commit: bool = True) -> None:
+        """Kafka's ``close``: commits positions when ``commit``, then leaves the group."""
         self._inner.close(commit)
 
     def __enter__(self) -> "Consumer":

@@ -211,7 +211,7 @@ fn missing_indexes_are_rebuilt() {
     let ro = Log::open(&dir, options(true)).unwrap();
     assert_eq!(all_batches(&ro), expected());
     assert_eq!(
-        ro.offset_for_timestamp(1_010).unwrap().map(|t| t.1),
+        ro.offset_for_timestamp(1_010).unwrap().map(|t| t.offset),
         Some(20)
     );
     drop(ro);
@@ -225,7 +225,7 @@ fn missing_indexes_are_rebuilt() {
         "an index per segment again"
     );
     assert_eq!(
-        log.offset_for_timestamp(1_010).unwrap().map(|t| t.1),
+        log.offset_for_timestamp(1_010).unwrap().map(|t| t.offset),
         Some(20)
     );
 }

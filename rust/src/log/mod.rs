@@ -17,6 +17,7 @@ use crate::record::batch::{
     set_base_offset, set_max_timestamp, set_partition_leader_epoch, Batch, DefaultBatch,
     LAST_OFFSET_DELTA_OFFSET, MAGIC_V2,
 };
+use crate::record::file_records::TimestampAndOffset;
 use crate::record::record::TimestampType;
 use crate::segment::{FetchDataInfo, LogOffsetMetadata, LogSegment, RollParams};
 use segments::LogSegments;
@@ -43,7 +44,7 @@ impl FetchIsolation {
 }
 
 pub use loader::{DamageAction, DamagedRange, OnCorruption};
-pub use producer_state::AppendOrigin;
+pub use producer_state::{AppendOrigin, ProducerStateEntry};
 
 /// Kafka's `LogAppendInfo`, trimmed to what a caller of this library uses.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -322,25 +323,17 @@ impl Log {
             .map(|u| u.to_string()))
     }
 
-    /// (producer id, epoch, last sequence, last offset, current transaction's first offset) of
-    /// each producer the log remembers.
-    pub fn active_producers(&self) -> Vec<(i64, i16, i32, i64, Option<i64>)> {
+    /// Kafka's `ProducerStateManager.activeProducers`: the state of each producer the log
+    /// remembers, by producer id.
+    pub fn active_producers(&self) -> Vec<ProducerStateEntry> {
         let st = self.read_state();
         let mut out: Vec<_> = st
             .producer_state
             .active_producers()
             .values()
-            .map(|e| {
-                (
-                    e.producer_id,
-                    e.producer_epoch,
-                    e.last_seq(),
-                    e.last_data_offset(),
-                    e.current_txn_first_offset,
-                )
-            })
+            .cloned()
             .collect();
-        out.sort();
+        out.sort_by_key(|e| e.producer_id);
         out
     }
 
@@ -913,18 +906,27 @@ impl Log {
 
     /// Kafka's `fetchOffsetByTimestamp` (ListOffsets): EARLIEST (-2), LATEST (-1), MAX_TIMESTAMP
     /// (-3), EARLIEST_LOCAL (-4), or the first offset whose timestamp is >= `timestamp`.
-    /// Returns (timestamp, offset, leader epoch); None when no record is that late.
-    pub fn offset_for_timestamp(&self, timestamp: i64) -> Result<Option<(i64, i64, Option<i32>)>> {
+    /// Returns Kafka's `TimestampAndOffset` (timestamp -1 for EARLIEST/LATEST); None when no
+    /// record is that late.
+    pub fn offset_for_timestamp(&self, timestamp: i64) -> Result<Option<TimestampAndOffset>> {
         let st = self.readable_state()?;
         let epoch_at = |offset: i64| st.leader_epoch_cache.epoch_for_offset(offset);
         match timestamp {
             EARLIEST_TIMESTAMP | EARLIEST_LOCAL_TIMESTAMP => {
                 let o = st.log_start_offset;
-                Ok(Some((-1, o, epoch_at(o))))
+                Ok(Some(TimestampAndOffset {
+                    timestamp: -1,
+                    offset: o,
+                    leader_epoch: epoch_at(o),
+                }))
             }
             LATEST_TIMESTAMP => {
                 let o = st.log_end_offset.message_offset;
-                Ok(Some((-1, o, st.leader_epoch_cache.latest_epoch())))
+                Ok(Some(TimestampAndOffset {
+                    timestamp: -1,
+                    offset: o,
+                    leader_epoch: st.leader_epoch_cache.latest_epoch(),
+                }))
             }
             MAX_TIMESTAMP => {
                 let mut best: Option<(i64, i64)> = None; // (max timestamp, segment base)
@@ -939,12 +941,9 @@ impl Log {
                 };
                 let seg = st.segments.get(base).expect("segment just seen");
                 let found = seg.find_offset_by_timestamp(ts, st.log_start_offset)?;
-                Ok(found.map(|t| {
-                    (
-                        t.timestamp,
-                        t.offset,
-                        t.leader_epoch.or_else(|| epoch_at(t.offset)),
-                    )
+                Ok(found.map(|t| TimestampAndOffset {
+                    leader_epoch: t.leader_epoch.or_else(|| epoch_at(t.offset)),
+                    ..t
                 }))
             }
             ts if ts < 0 => Err(Error::InvalidArgument(format!(
@@ -964,11 +963,10 @@ impl Log {
                         continue;
                     }
                     if let Some(t) = s.find_offset_by_timestamp(ts, st.log_start_offset)? {
-                        return Ok(Some((
-                            t.timestamp,
-                            t.offset,
-                            t.leader_epoch.or_else(|| epoch_at(t.offset)),
-                        )));
+                        return Ok(Some(TimestampAndOffset {
+                            leader_epoch: t.leader_epoch.or_else(|| epoch_at(t.offset)),
+                            ..t
+                        }));
                     }
                 }
                 Ok(None)

@@ -312,7 +312,11 @@ fn offset_for_timestamp_answers_list_offsets() {
         let stamps = [NOW + i * 10, NOW + i * 10 + 1];
         log.append_as_leader(&batch_at(0, &stamps), 3).unwrap();
     }
-    let at = |ts| log.offset_for_timestamp(ts).unwrap().map(|t| (t.0, t.1));
+    let at = |ts| {
+        log.offset_for_timestamp(ts)
+            .unwrap()
+            .map(|t| (t.timestamp, t.offset))
+    };
     assert_eq!(at(NOW + 25), Some((NOW + 30, 6)));
     assert_eq!(at(NOW + 51), Some((NOW + 51, 11)));
     assert_eq!(at(NOW + 52), None);
@@ -320,20 +324,20 @@ fn offset_for_timestamp_answers_list_offsets() {
         log.offset_for_timestamp(EARLIEST_TIMESTAMP)
             .unwrap()
             .unwrap()
-            .1,
+            .offset,
         0
     );
     assert_eq!(
         log.offset_for_timestamp(LATEST_TIMESTAMP)
             .unwrap()
             .unwrap()
-            .1,
+            .offset,
         12
     );
     let max = log.offset_for_timestamp(MAX_TIMESTAMP).unwrap().unwrap();
-    assert_eq!((max.0, max.1), (NOW + 51, 11));
+    assert_eq!((max.timestamp, max.offset), (NOW + 51, 11));
     assert_eq!(
-        log.offset_for_timestamp(NOW).unwrap().unwrap().2,
+        log.offset_for_timestamp(NOW).unwrap().unwrap().leader_epoch,
         Some(3),
         "leader epoch"
     );

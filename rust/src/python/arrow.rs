@@ -139,12 +139,14 @@ fn create_topic(py: Python<'_>, data_dir: PathBuf, topic: &str, partitions: i32)
     Ok(py.allow_threads(|| datadir::create_topic(&data_dir, topic, partitions))?)
 }
 
-/// Kafka's `Utils.murmur2` and the partition Kafka's producer picks for a key.
+/// Kafka's `Utils.murmur2` of `key` (a signed 32-bit hash).
 #[pyfunction]
 fn murmur2(key: &[u8]) -> i32 {
     crate::producer::murmur2(key)
 }
 
+/// The partition Kafka's producer picks for a non-null `key` among `num_partitions`
+/// (`BuiltInPartitioner.partitionForKey`: `toPositive(murmur2(key)) % num_partitions`).
 #[pyfunction]
 fn partition_for_key(key: &[u8], num_partitions: i32) -> PyResult<i32> {
     if num_partitions < 1 {

@@ -20,7 +20,7 @@ use crate::log::FetchIsolation;
 use crate::producer::accumulator::{
     Acks, PartitionerKind, ProducerOptions, SendHandle, TopicProducer,
 };
-use crate::python::records::timestamp_type_name;
+use crate::python::records::{py_record_class, timestamp_type_name};
 use crate::record::codec::Compression;
 use crate::record::record::OwnedRecord;
 
@@ -44,6 +44,12 @@ fn bytes_arg<'a>(obj: &'a Bound<'_, PyAny>, what: &str) -> PyResult<Option<Cow<'
         })
 }
 
+/// Runs `f` on what `lock` guards; a panic in another thread does not lock Python out of it.
+fn with_locked<T, R>(lock: &Mutex<T>, f: impl FnOnce(&mut T) -> Result<R>) -> PyResult<R> {
+    let mut guard = lock.lock().unwrap_or_else(|p| p.into_inner());
+    Ok(f(&mut guard)?)
+}
+
 fn closed_error() -> PyErr {
     Error::IllegalState("the producer is closed".into()).into()
 }
@@ -56,8 +62,7 @@ pub struct PyProducer {
 
 impl PyProducer {
     fn with<T>(&self, f: impl FnOnce(&mut TopicProducer) -> Result<T>) -> PyResult<T> {
-        let mut guard = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        Ok(f(&mut guard)?)
+        with_locked(&self.inner, f)
     }
 }
 
@@ -97,14 +102,17 @@ impl PyProducer {
         })
     }
 
+    /// The topic's number of partitions.
     #[getter]
     fn num_partitions(&self) -> PyResult<i32> {
         self.with(|p| Ok(p.num_partitions()))
     }
+    /// The producer id (-1 unless idempotent or transactional).
     #[getter]
     fn producer_id(&self) -> PyResult<i64> {
         self.with(|p| Ok(p.producer_id()))
     }
+    /// The producer epoch (-1 unless idempotent or transactional).
     #[getter]
     fn producer_epoch(&self) -> PyResult<i16> {
         self.with(|p| Ok(p.producer_epoch()))
@@ -117,6 +125,8 @@ impl PyProducer {
         self.with(|p| Ok(p.choose_partition(key.as_deref())))
     }
 
+    /// Kafka's `send`: adds the record to its partition's open batch; returns its
+    /// `RecordMetadata`.
     #[pyo3(signature = (value, key = None, headers = None, partition = None, timestamp = None))]
     fn send(
         slf: &Bound<'_, Self>,
@@ -161,21 +171,27 @@ impl PyProducer {
     fn poll(&self, py: Python<'_>) -> PyResult<()> {
         py.allow_threads(|| self.with(|p| p.append_lingered()))
     }
+    /// Kafka's `flush`: appends every open batch to its log.
     fn flush(&self, py: Python<'_>) -> PyResult<()> {
         py.allow_threads(|| self.with(|p| p.flush()))
     }
+    /// Appends `partition`'s open batch to its log.
     fn flush_partition(&self, py: Python<'_>, partition: i32) -> PyResult<()> {
         py.allow_threads(|| self.with(|p| p.append_open(partition)))
     }
+    /// Kafka's `beginTransaction` (transactional producers).
     fn begin_transaction(&self) -> PyResult<()> {
         self.with(|p| p.begin_transaction())
     }
+    /// Kafka's `commitTransaction`: flushes, then writes COMMIT markers.
     fn commit_transaction(&self, py: Python<'_>) -> PyResult<()> {
         py.allow_threads(|| self.with(|p| p.commit_transaction()))
     }
+    /// Kafka's `abortTransaction`: drops open batches, then writes ABORT markers.
     fn abort_transaction(&self, py: Python<'_>) -> PyResult<()> {
         py.allow_threads(|| self.with(|p| p.abort_transaction()))
     }
+    /// Whether a transaction is open.
     #[getter]
     fn in_transaction(&self) -> PyResult<bool> {
         self.with(|p| Ok(p.in_transaction()))
@@ -184,6 +200,7 @@ impl PyProducer {
     fn pending(&self) -> PyResult<BTreeMap<i32, i32>> {
         self.with(|p| Ok(p.pending_partitions()))
     }
+    /// Kafka's `close`: flushes and releases the topic's logs.
     fn close(&self, py: Python<'_>) -> PyResult<()> {
         py.allow_threads(|| self.with(|p| p.close()))
     }
@@ -199,6 +216,7 @@ pub struct RecordMetadata {
 
 #[pymethods]
 impl RecordMetadata {
+    /// The partition the record went to.
     #[getter]
     fn partition(&self) -> i32 {
         self.handle.partition
@@ -247,73 +265,22 @@ impl RecordMetadata {
     }
 }
 
-/// A record as a consumer returns it (Kafka's `ConsumerRecord`).
-#[pyclass(module = "kafkalog", frozen)]
-pub struct ConsumerRecord {
-    #[pyo3(get)]
-    topic: String,
-    #[pyo3(get)]
-    partition: i32,
-    #[pyo3(get)]
-    offset: i64,
-    #[pyo3(get)]
-    timestamp: i64,
-    #[pyo3(get)]
-    timestamp_type: &'static str,
-    key: Option<Py<PyBytes>>,
-    value: Option<Py<PyBytes>>,
-    headers: Py<PyList>,
-}
-
-#[pymethods]
-impl ConsumerRecord {
-    #[getter]
-    fn key(&self, py: Python<'_>) -> Option<Py<PyBytes>> {
-        self.key.as_ref().map(|k| k.clone_ref(py))
+py_record_class! {
+    /// A record as a consumer returns it (Kafka's `ConsumerRecord`).
+    ConsumerRecord {
+        /// The record's topic.
+        topic: String,
+        /// The record's partition.
+        partition: i32,
     }
-    #[getter]
-    fn value(&self, py: Python<'_>) -> Option<Py<PyBytes>> {
-        self.value.as_ref().map(|v| v.clone_ref(py))
+    {
+        fn __repr__(&self) -> String {
+            format!(
+                "ConsumerRecord(topic={:?}, partition={}, offset={}, timestamp={})",
+                self.topic, self.partition, self.offset, self.timestamp
+            )
+        }
     }
-    #[getter]
-    fn headers(&self, py: Python<'_>) -> Py<PyList> {
-        self.headers.clone_ref(py)
-    }
-    fn __repr__(&self) -> String {
-        format!(
-            "ConsumerRecord(topic={:?}, partition={}, offset={}, timestamp={})",
-            self.topic, self.partition, self.offset, self.timestamp
-        )
-    }
-}
-
-fn consumer_record(
-    py: Python<'_>,
-    topic: &Bound<'_, PyString>,
-    partition: i32,
-    r: OwnedRecord,
-) -> PyResult<ConsumerRecord> {
-    let headers = PyList::empty(py);
-    for (k, v) in &r.headers {
-        let v = v.as_ref().map(|v| PyBytes::new(py, v));
-        headers.append(PyTuple::new(
-            py,
-            [
-                k.into_pyobject(py)?.into_any(),
-                v.into_pyobject(py)?.into_any(),
-            ],
-        )?)?;
-    }
-    Ok(ConsumerRecord {
-        topic: topic.to_cow()?.into_owned(),
-        partition,
-        offset: r.offset,
-        timestamp: r.timestamp,
-        timestamp_type: timestamp_type_name(r.timestamp_type),
-        key: r.key.as_ref().map(|k| PyBytes::new(py, k).unbind()),
-        value: r.value.as_ref().map(|v| PyBytes::new(py, v).unbind()),
-        headers: headers.unbind(),
-    })
 }
 
 /// The Rust side of `kafkalog.Consumer`.
@@ -324,8 +291,7 @@ pub struct PyConsumer {
 
 impl PyConsumer {
     fn with<T>(&self, f: impl FnOnce(&mut GroupConsumer) -> Result<T>) -> PyResult<T> {
-        let mut guard = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        Ok(f(&mut guard)?)
+        with_locked(&self.inner, f)
     }
 }
 
@@ -361,14 +327,17 @@ impl PyConsumer {
         })
     }
 
+    /// The member id the group gave this consumer.
     #[getter]
     fn member_id(&self) -> PyResult<String> {
         self.with(|c| Ok(c.member_id().to_string()))
     }
+    /// The group generation of the current assignment.
     #[getter]
     fn generation(&self) -> PyResult<i32> {
         self.with(|c| Ok(c.generation()))
     }
+    /// Kafka's `assignment`: the (topic, partition)s this member owns.
     fn assignment(&self) -> PyResult<Vec<(String, i32)>> {
         self.with(|c| Ok(c.assignment()))
     }
@@ -377,21 +346,19 @@ impl PyConsumer {
         py.allow_threads(|| self.with(|c| c.sync()))
     }
 
+    /// Kafka's `poll`: up to `max_records` `ConsumerRecord`s from the assigned partitions.
     #[pyo3(signature = (max_records = 500))]
     fn poll<'py>(&self, py: Python<'py>, max_records: usize) -> PyResult<Bound<'py, PyList>> {
         let records = py.allow_threads(|| self.with(|c| c.poll(max_records)))?;
         let out = PyList::empty(py);
-        let mut topics: BTreeMap<String, Bound<'py, PyString>> = BTreeMap::new();
         for ((topic, partition), r) in records {
-            let t = topics
-                .entry(topic)
-                .or_insert_with_key(|k| PyString::new(py, k))
-                .clone();
-            out.append(consumer_record(py, &t, partition, r)?)?;
+            out.append(ConsumerRecord::from_record(py, &r, topic, partition)?)?;
         }
         Ok(out)
     }
 
+    /// `poll` as one `pyarrow.RecordBatch` (Spark's Kafka source schema), None when there is
+    /// nothing new.
     #[pyo3(signature = (max_records = 10000, include_headers = false))]
     fn poll_arrow(
         &self,
@@ -406,24 +373,30 @@ impl PyConsumer {
             .transpose()
     }
 
+    /// Kafka's `commitSync`: commits `offsets` [(topic, partition, offset)], or every position.
     #[pyo3(signature = (offsets = None))]
     fn commit(&self, py: Python<'_>, offsets: Option<Vec<(String, i32, i64)>>) -> PyResult<()> {
         let list: Option<Vec<((String, i32), i64)>> =
             offsets.map(|o| o.into_iter().map(|(t, p, off)| ((t, p), off)).collect());
         py.allow_threads(|| self.with(|c| c.commit(list.as_deref())))
     }
+    /// Kafka's `seek`: the next poll of (topic, partition) starts at `offset`.
     fn seek(&self, topic: String, partition: i32, offset: i64) -> PyResult<()> {
         self.with(|c| c.seek(&(topic, partition), offset))
     }
+    /// Kafka's `seekToBeginning`: the partitions start at their log start offsets.
     fn seek_to_beginning(&self, py: Python<'_>, partitions: Vec<(String, i32)>) -> PyResult<()> {
         py.allow_threads(|| self.with(|c| c.seek_to_beginning(&partitions)))
     }
+    /// Kafka's `seekToEnd`: the partitions start at their end (per isolation).
     fn seek_to_end(&self, py: Python<'_>, partitions: Vec<(String, i32)>) -> PyResult<()> {
         py.allow_threads(|| self.with(|c| c.seek_to_end(&partitions)))
     }
+    /// Kafka's `position`: the offset the next poll of (topic, partition) starts at.
     fn position(&self, topic: String, partition: i32) -> PyResult<i64> {
         self.with(|c| c.position(&(topic, partition)))
     }
+    /// Kafka's `close`: commits positions when `commit`, then leaves the group.
     #[pyo3(signature = (commit = true))]
     fn close(&self, py: Python<'_>, commit: bool) -> PyResult<()> {
         py.allow_threads(|| self.with(|c| c.close(commit)))
@@ -485,11 +458,13 @@ fn group_read_done(
     })?)
 }
 
+/// Whether the kafkalog group `group_id` has a folder in `data_dir`.
 #[pyfunction]
 fn group_exists(data_dir: PathBuf, group_id: &str) -> PyResult<bool> {
     Ok(GroupStore::new(&data_dir, group_id)?.exists())
 }
 
+/// The kafkalog groups of `data_dir`.
 #[pyfunction]
 fn list_groups(data_dir: PathBuf) -> PyResult<Vec<String>> {
     Ok(group::list_groups(&data_dir)?)
@@ -533,6 +508,7 @@ fn assign_partitions(
     Ok(group::assign(strategy, &members, &partitions)?)
 }
 
+/// Creates a topic's partition folders with its topic configs (Kafka names, kept beside them).
 #[pyfunction]
 #[pyo3(signature = (data_dir, topic, partitions, configs = None))]
 fn create_topic_with_config(
@@ -547,16 +523,19 @@ fn create_topic_with_config(
     Ok(())
 }
 
+/// Kafka's CreatePartitions: grows `topic` to `total` partitions; returns the new count.
 #[pyfunction]
 fn add_partitions(py: Python<'_>, data_dir: PathBuf, topic: &str, total: i32) -> PyResult<i32> {
     Ok(py.allow_threads(|| datadir::add_partitions(&data_dir, topic, total))?)
 }
 
+/// The topic configs kept for `topic` (Kafka names).
 #[pyfunction]
 fn topic_config(data_dir: PathBuf, topic: &str) -> PyResult<BTreeMap<String, String>> {
     Ok(datadir::read_topic_config(&data_dir, topic)?)
 }
 
+/// {topic: partitions} of the data dir.
 #[pyfunction]
 fn topic_partition_counts(py: Python<'_>, data_dir: PathBuf) -> PyResult<BTreeMap<String, i32>> {
     Ok(py.allow_threads(|| datadir::topic_partition_counts(&data_dir))?)

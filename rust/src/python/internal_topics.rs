@@ -6,6 +6,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
 
 use crate::internal_topics::committed_offsets::broker_committed_offsets as committed;
+use crate::python::results::dict_of;
 
 /// The offsets a broker's groups committed, read from its data dir's `__consumer_offsets`
 /// partitions (read-only): {group_id: {(topic, partition): {"offset", "leader_epoch",
@@ -22,11 +23,7 @@ fn broker_committed_offsets<'py>(
     for (group, offsets) in groups {
         let per_partition = PyDict::new(py);
         for ((topic, partition), o) in offsets {
-            let entry = PyDict::new(py);
-            entry.set_item("offset", o.offset)?;
-            entry.set_item("leader_epoch", o.leader_epoch)?;
-            entry.set_item("metadata", o.metadata)?;
-            entry.set_item("commit_timestamp", o.commit_timestamp)?;
+            let entry = dict_of!(py, o; offset, leader_epoch, metadata, commit_timestamp);
             per_partition.set_item(
                 PyTuple::new(
                     py,

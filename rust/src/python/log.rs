@@ -12,12 +12,16 @@ use crate::log::{FetchIsolation, Log as RsLog, LogOptions, OnCorruption};
 use crate::python::records::{
     batches_to_py, build_v2, decode_batch, extract_records, now_ms, record_to_py, DecodedBatch,
 };
+use crate::python::results::{dict_of, IntoPyResult};
 use crate::python::segment::{aborted_to_py, config_from, fetch_info_to_py};
 use crate::record::batch::{is_partial_batch, BatchIter};
 use crate::record::builder::{end_txn_marker_batch, BatchOptions};
 use crate::record::codec::Compression;
 use crate::record::control::{ControlRecordType, EndTransactionMarker};
 use crate::record::record::OwnedRecord;
+
+/// `Log.read`'s default `max_length`: 1 MiB, Kafka's `max.partition.fetch.bytes` default.
+const DEFAULT_READ_MAX_LENGTH: usize = 1024 * 1024;
 
 fn isolation_of(name: &str) -> Result<FetchIsolation> {
     FetchIsolation::from_name(name)
@@ -87,44 +91,47 @@ impl Log {
         )
     }
 
+    /// The partition folder.
     #[getter]
     fn path(&self) -> PathBuf {
         self.inner.dir().to_path_buf()
     }
+    /// Whether the log was opened read-only (nothing on disk changes).
     #[getter]
     fn read_only(&self) -> bool {
         self.inner.is_read_only()
     }
+    /// Kafka's `logStartOffset`: the first offset a consumer may read.
     #[getter]
     fn log_start_offset(&self) -> i64 {
         self.inner.log_start_offset()
     }
+    /// Kafka's `logEndOffset`: the offset the next record gets.
     #[getter]
     fn log_end_offset(&self) -> i64 {
         self.inner.log_end_offset()
     }
     /// (offset, segment base offset, byte position) of the log end offset.
     #[getter]
-    fn log_end_offset_metadata(&self) -> (i64, i64, i64) {
-        let m = self.inner.log_end_offset_metadata();
-        (
-            m.message_offset,
-            m.segment_base_offset,
-            m.relative_position_in_segment,
-        )
+    fn log_end_offset_metadata<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        self.inner.log_end_offset_metadata().into_py_result(py)
     }
+    /// Kafka's `highWatermark`: the end of what read_uncommitted consumers see.
     #[getter]
     fn high_watermark(&self) -> i64 {
         self.inner.high_watermark()
     }
+    /// Kafka's `lastStableOffset`: the end of what read_committed consumers see.
     #[getter]
     fn last_stable_offset(&self) -> i64 {
         self.inner.last_stable_offset()
     }
+    /// Kafka's `firstUnstableOffset`: the first offset of the oldest open transaction, if any.
     #[getter]
     fn first_unstable_offset(&self) -> Option<i64> {
         self.inner.first_unstable_offset()
     }
+    /// Kafka's `recoveryPoint`: offsets below it are flushed to disk.
     #[getter]
     fn recovery_point(&self) -> i64 {
         self.inner.recovery_point()
@@ -134,6 +141,7 @@ impl Log {
     fn segments(&self) -> Vec<i64> {
         self.inner.segment_base_offsets()
     }
+    /// The size of every segment's `.log`, in bytes.
     #[getter]
     fn size_in_bytes(&self) -> u64 {
         self.inner.size_in_bytes()
@@ -143,20 +151,16 @@ impl Log {
     fn topic_id(&self) -> PyResult<Option<String>> {
         Ok(self.inner.topic_id()?)
     }
-    /// Producers the log tracks: {producer_id: {epoch, last_sequence, last_offset, txn_first_offset}}.
+    /// Producers the log tracks (Kafka's `activeProducers`): {producer_id: ProducerStateEntry}.
     #[getter]
     fn active_producers<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let out = PyDict::new(py);
-        for (pid, epoch, seq, last, txn) in self.inner.active_producers() {
-            let d = PyDict::new(py);
-            d.set_item("epoch", epoch)?;
-            d.set_item("last_sequence", seq)?;
-            d.set_item("last_offset", last)?;
-            d.set_item("txn_first_offset", txn)?;
-            out.set_item(pid, d)?;
+        for e in self.inner.active_producers() {
+            out.set_item(e.producer_id, e.into_py_result(py)?)?;
         }
         Ok(out)
     }
+    /// Kafka's `latestEpoch`: the last leader epoch of the `leader-epoch-checkpoint`, if any.
     #[getter]
     fn latest_epoch(&self) -> Option<i32> {
         self.inner.latest_epoch()
@@ -204,12 +208,7 @@ impl Log {
         transactional: bool,
         leader_epoch: i32,
     ) -> PyResult<(i64, i64)> {
-        let input = extract_records(records)?;
-        if input.is_empty() {
-            return Err(pyo3::exceptions::PyValueError::new_err(
-                "no records to append",
-            ));
-        }
+        let input = extract_records(records, "no records to append")?;
         let compression = Compression::from_name(compression)?;
         let log = self.inner.clone();
         let info = py.allow_threads(move || -> Result<_> {
@@ -248,24 +247,18 @@ impl Log {
                 log.append_as_leader(&data, leader_epoch)
             }
         })?;
-        let d = PyDict::new(py);
-        d.set_item("first_offset", info.first_offset)?;
-        d.set_item("last_offset", info.last_offset)?;
-        d.set_item("max_timestamp", info.max_timestamp)?;
-        d.set_item("offset_of_max_timestamp", info.offset_of_max_timestamp)?;
-        d.set_item("log_append_time", info.log_append_time)?;
-        d.set_item("log_start_offset", info.log_start_offset)?;
-        d.set_item("record_count", info.record_count)?;
-        d.set_item("valid_bytes", info.valid_bytes)?;
-        d.set_item("duplicate", info.duplicate)?;
-        Ok(d)
+        Ok(
+            dict_of!(py, info; first_offset, last_offset, max_timestamp, offset_of_max_timestamp,
+            log_append_time, log_start_offset, record_count, valid_bytes, duplicate),
+        )
     }
 
-    /// Writes a transaction marker (COMMIT or ABORT) for a producer, as the transaction
-    /// coordinator does; returns its offset.
+    /// Appends a transaction marker (a COMMIT or ABORT control batch) for a producer, as the
+    /// transaction coordinator's WriteTxnMarkers does (Kafka's `appendAsLeader` with origin
+    /// COORDINATOR; the crate's `Log::append_txn_marker`). Returns the marker's offset.
     #[pyo3(signature = (producer_id, producer_epoch, *, commit, coordinator_epoch = 0, leader_epoch = 0, timestamp = None))]
     #[allow(clippy::too_many_arguments)]
-    fn write_txn_marker(
+    fn append_txn_marker(
         &self,
         py: Python<'_>,
         producer_id: i64,
@@ -298,23 +291,60 @@ impl Log {
         Ok(offset)
     }
 
-    /// Kafka's fetch: whole batches from the one holding `start_offset`, at most `max_bytes`
-    /// (at least one batch when `min_one_message`), bounded by `isolation` (log_end,
-    /// high_watermark, committed). Returns a dict: `records` (raw bytes), `batches` (decoded
-    /// whole batches), `aborted_transactions` (committed isolation), `first_entry_incomplete`.
-    #[pyo3(signature = (start_offset, max_bytes = 1048576, isolation = "high_watermark", min_one_message = true))]
+    /// Alias of `append_txn_marker` (its earlier name), same arguments and result.
+    #[pyo3(signature = (producer_id, producer_epoch, *, commit, coordinator_epoch = 0, leader_epoch = 0, timestamp = None))]
+    #[allow(clippy::too_many_arguments)]
+    fn write_txn_marker(
+        &self,
+        py: Python<'_>,
+        producer_id: i64,
+        producer_epoch: i16,
+        commit: bool,
+        coordinator_epoch: i32,
+        leader_epoch: i32,
+        timestamp: Option<i64>,
+    ) -> PyResult<i64> {
+        self.append_txn_marker(
+            py,
+            producer_id,
+            producer_epoch,
+            commit,
+            coordinator_epoch,
+            leader_epoch,
+            timestamp,
+        )
+    }
+
+    /// Kafka's `UnifiedLog.read`: whole batches from the one holding `start_offset`, at most
+    /// `max_length` bytes (1 MiB when None; at least one batch when `min_one_message`), bounded
+    /// by `isolation` (Kafka's FetchIsolation: "log_end", "high_watermark", "txn_committed").
+    /// `max_bytes` is an alias of `max_length`. Returns a dict (`LogReadInfo`): `records` (raw
+    /// bytes), `batches` (decoded whole batches), `aborted_transactions` (txn_committed
+    /// isolation), `offset`, `segment_base_offset`, `position`, `first_entry_incomplete`.
+    #[pyo3(signature = (start_offset, max_length = None, isolation = "high_watermark", min_one_message = true,
+        *, max_bytes = None))]
     fn read<'py>(
         &self,
         py: Python<'py>,
         start_offset: i64,
-        max_bytes: usize,
+        max_length: Option<usize>,
         isolation: &str,
         min_one_message: bool,
+        max_bytes: Option<usize>,
     ) -> PyResult<Bound<'py, PyDict>> {
+        let max_length = match (max_length, max_bytes) {
+            (Some(_), Some(_)) => {
+                return Err(pyo3::exceptions::PyTypeError::new_err(
+                    "pass max_length or its alias max_bytes, not both",
+                ))
+            }
+            (Some(n), None) | (None, Some(n)) => n,
+            (None, None) => DEFAULT_READ_MAX_LENGTH,
+        };
         let isolation = isolation_of(isolation)?;
         let log = self.inner.clone();
         let (info, decoded) = py.allow_threads(move || -> Result<_> {
-            let info = log.read(start_offset, max_bytes, isolation, min_one_message)?;
+            let info = log.read(start_offset, max_length, isolation, min_one_message)?;
             let mut decoded: Vec<DecodedBatch> = Vec::new();
             let mut iter = BatchIter::new(&info.records);
             loop {
@@ -325,7 +355,7 @@ impl Log {
                         position,
                         log.config().max_decompressed_batch_bytes,
                     )?),
-                    // A fetch may end inside its last batch (max_bytes), which consumers drop;
+                    // A fetch may end inside its last batch (max_length), which consumers drop;
                     // anything else that does not decode is damage and is reported.
                     Some(Err(_)) if is_partial_batch(&info.records[position as usize..]) => break,
                     Some(Err(e)) => return Err(e),
@@ -459,14 +489,20 @@ impl Log {
     }
 
     /// Kafka's ListOffsets: `timestamp` is a time in ms, or EARLIEST (-2), LATEST (-1),
-    /// MAX_TIMESTAMP (-3). Returns (timestamp, offset) or None.
-    fn offset_for_timestamp(&self, py: Python<'_>, timestamp: i64) -> PyResult<Option<(i64, i64)>> {
+    /// MAX_TIMESTAMP (-3). Returns a `TimestampAndOffset` or None.
+    fn offset_for_timestamp<'py>(
+        &self,
+        py: Python<'py>,
+        timestamp: i64,
+    ) -> PyResult<Option<Bound<'py, PyAny>>> {
         let log = self.inner.clone();
-        Ok(py
-            .allow_threads(move || log.offset_for_timestamp(timestamp))?
-            .map(|(t, o, _)| (t, o)))
+        py.allow_threads(move || log.offset_for_timestamp(timestamp))?
+            .map(|t| t.into_py_result(py))
+            .transpose()
     }
 
+    /// Kafka's `collectAbortedTransactions`: every aborted transaction overlapping
+    /// [start_offset, upper_bound_offset), as `AbortedTxn` dicts.
     fn collect_aborted_transactions<'py>(
         &self,
         py: Python<'py>,
@@ -490,26 +526,35 @@ impl Log {
     fn delete_records(&self, offset: i64) -> PyResult<i64> {
         Ok(self.inner.delete_records(offset)?)
     }
+    /// Kafka's `truncateTo`: removes every record at or after `offset`; returns whether
+    /// anything was removed.
     fn truncate_to(&self, py: Python<'_>, offset: i64) -> PyResult<bool> {
         let log = self.inner.clone();
         Ok(py.allow_threads(move || log.truncate_to(offset))?)
     }
+    /// Kafka's `truncateFullyAndStartAt`: deletes every segment and starts the log empty at
+    /// `offset`.
     fn truncate_fully_and_start_at(&self, py: Python<'_>, offset: i64) -> PyResult<()> {
         let log = self.inner.clone();
         Ok(py.allow_threads(move || log.truncate_fully_and_start_at(offset))?)
     }
+    /// Kafka's `roll`: a new active segment at the log end offset; returns its base offset.
     fn roll(&self, py: Python<'_>) -> PyResult<i64> {
         let log = self.inner.clone();
         Ok(py.allow_threads(move || log.roll())?)
     }
+    /// Kafka's `flush`: every segment up to the log end offset to disk, and the recovery point.
     fn flush(&self, py: Python<'_>) -> PyResult<()> {
         let log = self.inner.clone();
         Ok(py.allow_threads(move || log.flush())?)
     }
+    /// Kafka's `close`: flushes, writes the producer snapshot and closes the files.
     fn close(&self, py: Python<'_>) -> PyResult<()> {
         let log = self.inner.clone();
         Ok(py.allow_threads(move || log.close())?)
     }
+    /// Kafka's `updateHighWatermark`: sets it, clamped to [log start offset, log end offset];
+    /// returns the new value.
     fn update_high_watermark(&self, hw: i64) -> PyResult<i64> {
         Ok(self.inner.update_high_watermark(hw)?)
     }
@@ -517,10 +562,18 @@ impl Log {
     fn maybe_increment_high_watermark(&self, hw: i64) -> PyResult<bool> {
         Ok(self.inner.maybe_increment_high_watermark(hw)?.is_some())
     }
+    /// The log itself (`with Log(...) as log:` closes it at the end).
     fn __enter__(slf: Py<Self>) -> Py<Self> {
         slf
     }
-    fn __exit__(&self, py: Python<'_>, _a: PyObject, _b: PyObject, _c: PyObject) -> PyResult<bool> {
+    /// Closes the log.
+    #[pyo3(signature = (*exc_info))]
+    fn __exit__(
+        &self,
+        py: Python<'_>,
+        exc_info: &Bound<'_, pyo3::types::PyTuple>,
+    ) -> PyResult<bool> {
+        let _ = exc_info; // an exception in the block propagates (returns False)
         self.close(py)?;
         Ok(false)
     }

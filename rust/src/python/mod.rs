@@ -7,6 +7,7 @@ mod groups;
 mod internal_topics;
 mod log;
 mod records;
+mod results;
 mod segment;
 mod tools;
 

@@ -11,54 +11,111 @@ use crate::record::control::ControlRecordType;
 use crate::record::legacy;
 use crate::record::record::{OwnedRecord, Record as RsRecord, TimestampType};
 
-/// One record as Python sees it.
-#[pyclass(module = "kafkalog", frozen)]
-pub struct Record {
-    #[pyo3(get)]
-    offset: i64,
-    #[pyo3(get)]
-    timestamp: i64,
-    #[pyo3(get)]
-    timestamp_type: &'static str,
-    key: Option<Py<PyBytes>>,
-    value: Option<Py<PyBytes>>,
-    headers: Py<PyList>,
-}
+/// A Python record class: the fields of one Kafka record (offset, timestamp and its type, key,
+/// value, headers) with their getters, the class's own `#[pyo3(get)]` fields before them, and
+/// `from_record`, which builds it from an `OwnedRecord` and those fields.
+macro_rules! py_record_class {
+    (
+        $(#[$meta:meta])* $name:ident {
+            $($(#[$field_meta:meta])* $field:ident: $field_ty:ty,)*
+        }
+        { $($methods:tt)* }
+    ) => {
+        $(#[$meta])*
+        #[pyclass(module = "kafkalog", frozen)]
+        pub struct $name {
+            $($(#[$field_meta])* #[pyo3(get)] $field: $field_ty,)*
+            /// The record's offset.
+            #[pyo3(get)]
+            offset: i64,
+            /// The record's timestamp (ms); the batch's LogAppendTime under that timestamp type.
+            #[pyo3(get)]
+            timestamp: i64,
+            /// Kafka's `TimestampType`: "create_time", "log_append_time" or "no_timestamp" (magic 0).
+            #[pyo3(get)]
+            timestamp_type: &'static str,
+            key: Option<Py<PyBytes>>,
+            value: Option<Py<PyBytes>>,
+            headers: Py<PyList>,
+        }
 
-#[pymethods]
-impl Record {
-    #[getter]
-    fn key(&self, py: Python<'_>) -> Option<Py<PyBytes>> {
-        self.key.as_ref().map(|k| k.clone_ref(py))
-    }
-    #[getter]
-    fn value(&self, py: Python<'_>) -> Option<Py<PyBytes>> {
-        self.value.as_ref().map(|v| v.clone_ref(py))
-    }
-    /// list of (str, bytes | None)
-    #[getter]
-    fn headers(&self, py: Python<'_>) -> Py<PyList> {
-        self.headers.clone_ref(py)
-    }
-    fn __repr__(&self, py: Python<'_>) -> String {
-        let show = |b: &Option<Py<PyBytes>>| match b {
-            None => "None".to_string(),
-            Some(b) => {
-                let s = b.as_bytes(py);
-                if s.len() > 32 {
-                    format!("<{} bytes>", s.len())
-                } else {
-                    format!("{:?}", String::from_utf8_lossy(s))
+        impl $name {
+            /// The Python object of `r`, with the class's own fields.
+            pub fn from_record(
+                py: Python<'_>,
+                r: &OwnedRecord,
+                $($field: $field_ty,)*
+            ) -> PyResult<Self> {
+                let headers = PyList::empty(py);
+                for (k, v) in &r.headers {
+                    let v = v.as_ref().map(|v| PyBytes::new(py, v));
+                    headers.append(PyTuple::new(
+                        py,
+                        [
+                            k.into_pyobject(py)?.into_any(),
+                            v.into_pyobject(py)?.into_any(),
+                        ],
+                    )?)?;
                 }
+                Ok($name {
+                    $($field,)*
+                    offset: r.offset,
+                    timestamp: r.timestamp,
+                    timestamp_type: timestamp_type_name(r.timestamp_type),
+                    key: r.key.as_ref().map(|k| PyBytes::new(py, k).unbind()),
+                    value: r.value.as_ref().map(|v| PyBytes::new(py, v).unbind()),
+                    headers: headers.unbind(),
+                })
             }
-        };
-        format!(
-            "Record(offset={}, timestamp={}, key={}, value={})",
-            self.offset,
-            self.timestamp,
-            show(&self.key),
-            show(&self.value)
-        )
+        }
+
+        #[pymethods]
+        impl $name {
+            /// The record's key, None when it has none.
+            #[getter]
+            fn key(&self, py: Python<'_>) -> Option<Py<PyBytes>> {
+                self.key.as_ref().map(|k| k.clone_ref(py))
+            }
+            /// The record's value, None for a tombstone.
+            #[getter]
+            fn value(&self, py: Python<'_>) -> Option<Py<PyBytes>> {
+                self.value.as_ref().map(|v| v.clone_ref(py))
+            }
+            /// The record's headers, a list of (key, value) with value bytes or None.
+            #[getter]
+            fn headers(&self, py: Python<'_>) -> Py<PyList> {
+                self.headers.clone_ref(py)
+            }
+            $($methods)*
+        }
+    };
+}
+pub(crate) use py_record_class;
+
+py_record_class! {
+    /// One record as Python sees it.
+    Record {}
+    {
+        fn __repr__(&self, py: Python<'_>) -> String {
+            let show = |b: &Option<Py<PyBytes>>| match b {
+                None => "None".to_string(),
+                Some(b) => {
+                    let s = b.as_bytes(py);
+                    if s.len() > 32 {
+                        format!("<{} bytes>", s.len())
+                    } else {
+                        format!("{:?}", String::from_utf8_lossy(s))
+                    }
+                }
+            };
+            format!(
+                "Record(offset={}, timestamp={}, key={}, value={})",
+                self.offset,
+                self.timestamp,
+                show(&self.key),
+                show(&self.value)
+            )
+        }
     }
 }
 
@@ -71,25 +128,7 @@ pub fn timestamp_type_name(t: TimestampType) -> &'static str {
 }
 
 pub fn record_to_py(py: Python<'_>, r: &OwnedRecord) -> PyResult<Record> {
-    let headers = PyList::empty(py);
-    for (k, v) in &r.headers {
-        let v = v.as_ref().map(|v| PyBytes::new(py, v));
-        headers.append(PyTuple::new(
-            py,
-            [
-                k.into_pyobject(py)?.into_any(),
-                v.into_pyobject(py)?.into_any(),
-            ],
-        )?)?;
-    }
-    Ok(Record {
-        offset: r.offset,
-        timestamp: r.timestamp,
-        timestamp_type: timestamp_type_name(r.timestamp_type),
-        key: r.key.as_ref().map(|k| PyBytes::new(py, k).unbind()),
-        value: r.value.as_ref().map(|v| PyBytes::new(py, v).unbind()),
-        headers: headers.unbind(),
-    })
+    Record::from_record(py, r)
 }
 
 /// A batch decoded in Rust (GIL released) before it becomes Python objects.
@@ -125,37 +164,61 @@ pub fn decode_batch(
 /// A record batch (any magic) with its header fields by Kafka's names, in snake case.
 #[pyclass(module = "kafkalog", frozen, get_all)]
 pub struct RecordBatch {
+    /// Kafka's `baseOffset`: the offset of the batch's first record.
     base_offset: i64,
+    /// Kafka's `lastOffset`: the offset of the batch's last record.
     last_offset: i64,
+    /// Kafka's `sizeInBytes`: the batch's size with its log overhead.
     size_in_bytes: usize,
+    /// Kafka's `partitionLeaderEpoch` (-1 before magic 2).
     partition_leader_epoch: i32,
+    /// The record format: 0, 1 or 2.
     magic: u8,
+    /// The stored CRC (CRC32C of magic 2, CRC32 of magic 0 and 1).
     crc: u32,
+    /// Kafka's `isValid`: the CRC matches (always True: invalid batches raise).
     is_valid: bool,
+    /// The batch's attributes (codec, timestamp type, transactional, control bits).
     attributes: i16,
+    /// Kafka's `lastOffsetDelta`: last offset minus base offset.
     last_offset_delta: i32,
+    /// Kafka's `baseTimestamp`: the first record's timestamp (ms).
     base_timestamp: i64,
+    /// Kafka's `maxTimestamp`: the largest record timestamp (ms), or the LogAppendTime.
     max_timestamp: i64,
+    /// Kafka's `producerId` (-1 without an idempotent producer).
     producer_id: i64,
+    /// Kafka's `producerEpoch` (-1 without an idempotent producer).
     producer_epoch: i16,
+    /// Kafka's `baseSequence` (-1 without an idempotent producer).
     base_sequence: i32,
+    /// Kafka's `lastSequence` (-1 without an idempotent producer).
     last_sequence: i32,
+    /// Kafka's `countOrNull`: the number of records in the batch.
     records_count: i32,
+    /// Kafka's `CompressionType`: "none", "gzip", "snappy", "lz4" or "zstd".
     compression: &'static str,
+    /// Kafka's `TimestampType`: "create_time", "log_append_time" or "no_timestamp".
     timestamp_type: &'static str,
+    /// Kafka's `isTransactional`: part of a transaction.
     is_transactional: bool,
+    /// Kafka's `isControlBatch`: a transaction marker or KRaft control batch.
     is_control: bool,
+    /// Kafka's `deleteHorizonMs`, set by the log cleaner on tombstones; None when absent.
     delete_horizon_ms: Option<i64>,
-    /// "COMMIT"/"ABORT"/... for control batches
+    /// The control record's type ("COMMIT", "ABORT", ...) of a control batch, else None.
     control_type: Option<&'static str>,
+    /// A transaction marker's coordinator epoch, else None.
     coordinator_epoch: Option<i32>,
     /// Byte position of the batch in the buffer or file it came from.
     position: u64,
+    /// The batch's records (control records included), as `Record`s.
     records: Py<PyList>,
 }
 
 #[pymethods]
 impl RecordBatch {
+    /// Kafka's `nextOffset`: the offset after the batch's last.
     #[getter]
     fn next_offset(&self) -> i64 {
         self.last_offset + 1
@@ -264,7 +327,9 @@ fn bytes_like(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Option<Vec<u8>>> {
     })
 }
 
-pub fn extract_records(records: &Bound<'_, PyAny>) -> PyResult<Vec<InputRecord>> {
+/// The records of `records` (an iterable of dicts); `if_empty` is the ValueError's message when
+/// there are none.
+pub fn extract_records(records: &Bound<'_, PyAny>, if_empty: &str) -> PyResult<Vec<InputRecord>> {
     let mut out = Vec::new();
     for item in records.try_iter()? {
         let item = item?;
@@ -307,6 +372,11 @@ pub fn extract_records(records: &Bound<'_, PyAny>) -> PyResult<Vec<InputRecord>>
             value,
             headers,
         });
+    }
+    if out.is_empty() {
+        return Err(pyo3::exceptions::PyValueError::new_err(
+            if_empty.to_string(),
+        ));
     }
     Ok(out)
 }
@@ -367,12 +437,7 @@ fn encode_batch(
     log_append_time: Option<i64>,
     magic: u8,
 ) -> PyResult<Py<PyBytes>> {
-    let input = extract_records(records)?;
-    if input.is_empty() {
-        return Err(pyo3::exceptions::PyValueError::new_err(
-            "cannot encode an empty batch",
-        ));
-    }
+    let input = extract_records(records, "cannot encode an empty batch")?;
     let compression = Compression::from_name(compression)?;
     let timestamp_type = parse_timestamp_type(timestamp_type)?;
     let bytes = py.allow_threads(|| -> Result<Vec<u8>> {

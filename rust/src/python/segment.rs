@@ -12,6 +12,7 @@ use crate::index::time::TimeIndex as RsTimeIndex;
 use crate::index::txn::{AbortedTxn, TransactionIndex as RsTransactionIndex};
 use crate::index::DEFAULT_MAX_INDEX_SIZE;
 use crate::python::records::{batches_to_py, DecodedBatch};
+use crate::python::results::{dict_of, into_py_results, IntoPyResult};
 use crate::record::file_records::headers_in;
 use crate::segment::LogSegment;
 
@@ -39,229 +40,192 @@ pub fn config_from(config: Option<&Bound<'_, PyDict>>) -> PyResult<LogConfig> {
 pub fn aborted_to_py<'py>(py: Python<'py>, txns: &[AbortedTxn]) -> PyResult<Bound<'py, PyList>> {
     let out = PyList::empty(py);
     for t in txns {
-        let d = PyDict::new(py);
-        d.set_item("producer_id", t.producer_id)?;
-        d.set_item("first_offset", t.first_offset)?;
-        d.set_item("last_offset", t.last_offset)?;
-        d.set_item("last_stable_offset", t.last_stable_offset)?;
-        out.append(d)?;
+        out.append(dict_of!(py, t; producer_id, first_offset, last_offset, last_stable_offset))?;
     }
     Ok(out)
 }
 
-/// Kafka's OffsetIndex: 8-byte entries (relative offset, file position), memory-mapped.
-#[pyclass(module = "kafkalog")]
-pub struct OffsetIndex {
-    inner: RsOffsetIndex,
+/// A Python class over one of the crate's index files, with the methods every index file has
+/// (truncate, sanity check, flush, close, as Kafka's `AbstractIndex` and `TransactionIndex`
+/// name them) and the class's own `$methods`.
+macro_rules! py_index_file {
+    ($(#[$meta:meta])* $name:ident($inner:ty) { $($methods:tt)* }) => {
+        $(#[$meta])*
+        #[pyclass(module = "kafkalog")]
+        pub struct $name {
+            inner: $inner,
+        }
+
+        #[pymethods]
+        impl $name {
+            $($methods)*
+            /// Kafka's `truncateTo`: removes every entry for an offset at or after `offset`.
+            fn truncate_to(&mut self, offset: i64) -> PyResult<()> {
+                Ok(self.inner.truncate_to(offset)?)
+            }
+            /// Kafka's `sanityCheck`: raises CorruptIndexError when the file is not a valid index.
+            fn sanity_check(&self) -> PyResult<()> {
+                Ok(self.inner.sanity_check()?)
+            }
+            /// Flushes the file to disk.
+            fn flush(&self) -> PyResult<()> {
+                Ok(self.inner.flush()?)
+            }
+            /// Closes the file (an offset or time index is trimmed to its entries first).
+            fn close(&mut self) -> PyResult<()> {
+                Ok(self.inner.close()?)
+            }
+        }
+    };
 }
 
-#[pymethods]
-impl OffsetIndex {
-    #[new]
-    #[pyo3(signature = (path, base_offset, *, max_index_size = DEFAULT_MAX_INDEX_SIZE, writable = false))]
-    fn new(
-        path: PathBuf,
-        base_offset: i64,
-        max_index_size: usize,
-        writable: bool,
-    ) -> PyResult<Self> {
-        Ok(OffsetIndex {
-            inner: RsOffsetIndex::open(path, base_offset, max_index_size, writable)?,
-        })
+/// An offset or time index (Kafka's `AbstractIndex`): [`py_index_file!`] with the memory-mapped
+/// index's constructor, floor lookup, entries and fullness; `$entry` names the entry class.
+macro_rules! py_mmap_index {
+    (
+        $(#[$meta:meta])* $name:ident($inner:ty, $entry:literal),
+        $(#[$lookup_meta:meta])* lookup($target:ident),
+        { $($methods:tt)* }
+    ) => {
+        py_index_file! {
+            $(#[$meta])*
+            $name($inner) {
+                #[new]
+                #[pyo3(signature = (path, base_offset, *, max_index_size = DEFAULT_MAX_INDEX_SIZE, writable = false))]
+                fn new(
+                    path: PathBuf,
+                    base_offset: i64,
+                    max_index_size: usize,
+                    writable: bool,
+                ) -> PyResult<Self> {
+                    Ok($name {
+                        inner: <$inner>::open(path, base_offset, max_index_size, writable)?,
+                    })
+                }
+                $(#[$lookup_meta])*
+                fn lookup<'py>(&self, py: Python<'py>, $target: i64) -> PyResult<Bound<'py, PyAny>> {
+                    self.inner.lookup($target).into_py_result(py)
+                }
+                #[doc = concat!("The `n`th entry, as a `", $entry, "`.")]
+                fn entry<'py>(&self, py: Python<'py>, n: usize) -> PyResult<Bound<'py, PyAny>> {
+                    self.inner.entry(n)?.into_py_result(py)
+                }
+                #[doc = concat!("Every entry, oldest first, as `", $entry, "`s.")]
+                fn entries_list<'py>(&self, py: Python<'py>) -> PyResult<Vec<Bound<'py, PyAny>>> {
+                    into_py_results(py, (0..self.inner.entries()).map(|n| self.inner.entry(n)))
+                }
+                /// Kafka's `entries`: the number of entries.
+                #[getter]
+                fn entries(&self) -> usize {
+                    self.inner.entries()
+                }
+                /// Kafka's `maxEntries`: how many entries the file has room for.
+                #[getter]
+                fn max_entries(&self) -> usize {
+                    self.inner.max_entries()
+                }
+                /// Kafka's `isFull`: whether no entry can be added.
+                #[getter]
+                fn is_full(&self) -> bool {
+                    self.inner.is_full()
+                }
+                fn __len__(&self) -> usize {
+                    self.inner.entries()
+                }
+                $($methods)*
+            }
+        }
+    };
+}
+
+py_mmap_index! {
+    /// Kafka's OffsetIndex: 8-byte entries (relative offset, file position), memory-mapped.
+    OffsetIndex(RsOffsetIndex, "OffsetPosition"),
+    /// Kafka's `lookup`: the last entry whose offset is at or below `target_offset`, as an
+    /// `OffsetPosition` ((base offset, 0) when there is none).
+    lookup(target_offset),
+    {
+        /// Kafka's `append`: adds (offset, position); the offset must be larger than the last one.
+        fn append(&mut self, offset: i64, position: i32) -> PyResult<()> {
+            Ok(self.inner.append(offset, position)?)
+        }
+        /// Kafka's `lastOffset`: the last entry's offset (the base offset when empty).
+        #[getter]
+        fn last_offset(&self) -> i64 {
+            self.inner.last_offset()
+        }
+        /// The base offset of the segment the index belongs to.
+        #[getter]
+        fn base_offset(&self) -> i64 {
+            self.inner.base_offset()
+        }
     }
-    /// Floor lookup: the largest entry with offset <= target as (offset, position).
-    fn lookup(&self, target_offset: i64) -> (i64, i32) {
-        let p = self.inner.lookup(target_offset);
-        (p.offset, p.position)
+}
+
+py_mmap_index! {
+    /// Kafka's TimeIndex: 12-byte entries (timestamp, relative offset), memory-mapped.
+    TimeIndex(RsTimeIndex, "TimestampOffset"),
+    /// Kafka's `lookup`: the last entry whose timestamp is at or below `target_timestamp`, as a
+    /// `TimestampOffset` ((-1, base offset) when there is none).
+    lookup(target_timestamp),
+    {
+        /// Kafka's `maybeAppend`: adds (timestamp, offset) when the timestamp is larger than the
+        /// last entry's; raises when the index is full unless `skip_full_check`.
+        #[pyo3(signature = (timestamp, offset, skip_full_check = false))]
+        fn maybe_append(&mut self, timestamp: i64, offset: i64, skip_full_check: bool) -> PyResult<()> {
+            Ok(self
+                .inner
+                .maybe_append(timestamp, offset, skip_full_check)?)
+        }
+        /// Kafka's `lastEntry`: the last `TimestampOffset` ((-1, base offset) when empty).
+        #[getter]
+        fn last_entry<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+            self.inner.last_entry().into_py_result(py)
+        }
     }
-    fn entry(&self, n: usize) -> PyResult<(i64, i32)> {
-        let p = self.inner.entry(n)?;
-        Ok((p.offset, p.position))
-    }
-    fn entries_list(&self) -> PyResult<Vec<(i64, i32)>> {
-        (0..self.inner.entries())
-            .map(|n| {
-                self.inner
-                    .entry(n)
-                    .map(|p| (p.offset, p.position))
-                    .map_err(PyErr::from)
+}
+
+py_index_file! {
+    /// Kafka's TransactionIndex (`.txnindex`): 34-byte aborted-transaction entries.
+    TransactionIndex(RsTransactionIndex) {
+        #[new]
+        #[pyo3(signature = (path, start_offset, *, writable = false))]
+        fn new(path: PathBuf, start_offset: i64, writable: bool) -> PyResult<Self> {
+            Ok(TransactionIndex {
+                inner: RsTransactionIndex::open(path, start_offset, writable)?,
             })
-            .collect()
-    }
-    fn append(&mut self, offset: i64, position: i32) -> PyResult<()> {
-        Ok(self.inner.append(offset, position)?)
-    }
-    fn truncate_to(&mut self, offset: i64) -> PyResult<()> {
-        Ok(self.inner.truncate_to(offset)?)
-    }
-    fn sanity_check(&self) -> PyResult<()> {
-        Ok(self.inner.sanity_check()?)
-    }
-    fn flush(&self) -> PyResult<()> {
-        Ok(self.inner.flush()?)
-    }
-    fn close(&mut self) -> PyResult<()> {
-        Ok(self.inner.close()?)
-    }
-    #[getter]
-    fn entries(&self) -> usize {
-        self.inner.entries()
-    }
-    #[getter]
-    fn max_entries(&self) -> usize {
-        self.inner.max_entries()
-    }
-    #[getter]
-    fn is_full(&self) -> bool {
-        self.inner.is_full()
-    }
-    #[getter]
-    fn last_offset(&self) -> i64 {
-        self.inner.last_offset()
-    }
-    #[getter]
-    fn base_offset(&self) -> i64 {
-        self.inner.base_offset()
-    }
-    fn __len__(&self) -> usize {
-        self.inner.entries()
-    }
-}
-
-/// Kafka's TimeIndex: 12-byte entries (timestamp, relative offset), memory-mapped.
-#[pyclass(module = "kafkalog")]
-pub struct TimeIndex {
-    inner: RsTimeIndex,
-}
-
-#[pymethods]
-impl TimeIndex {
-    #[new]
-    #[pyo3(signature = (path, base_offset, *, max_index_size = DEFAULT_MAX_INDEX_SIZE, writable = false))]
-    fn new(
-        path: PathBuf,
-        base_offset: i64,
-        max_index_size: usize,
-        writable: bool,
-    ) -> PyResult<Self> {
-        Ok(TimeIndex {
-            inner: RsTimeIndex::open(path, base_offset, max_index_size, writable)?,
-        })
-    }
-    /// Floor lookup on timestamps: (timestamp, offset); (-1, base_offset) when none.
-    fn lookup(&self, target_timestamp: i64) -> (i64, i64) {
-        let t = self.inner.lookup(target_timestamp);
-        (t.timestamp, t.offset)
-    }
-    fn entry(&self, n: usize) -> PyResult<(i64, i64)> {
-        let t = self.inner.entry(n)?;
-        Ok((t.timestamp, t.offset))
-    }
-    fn entries_list(&self) -> PyResult<Vec<(i64, i64)>> {
-        (0..self.inner.entries())
-            .map(|n| {
-                self.inner
-                    .entry(n)
-                    .map(|t| (t.timestamp, t.offset))
-                    .map_err(PyErr::from)
-            })
-            .collect()
-    }
-    #[pyo3(signature = (timestamp, offset, skip_full_check = false))]
-    fn maybe_append(&mut self, timestamp: i64, offset: i64, skip_full_check: bool) -> PyResult<()> {
-        Ok(self
-            .inner
-            .maybe_append(timestamp, offset, skip_full_check)?)
-    }
-    fn truncate_to(&mut self, offset: i64) -> PyResult<()> {
-        Ok(self.inner.truncate_to(offset)?)
-    }
-    fn sanity_check(&self) -> PyResult<()> {
-        Ok(self.inner.sanity_check()?)
-    }
-    fn flush(&self) -> PyResult<()> {
-        Ok(self.inner.flush()?)
-    }
-    fn close(&mut self) -> PyResult<()> {
-        Ok(self.inner.close()?)
-    }
-    #[getter]
-    fn entries(&self) -> usize {
-        self.inner.entries()
-    }
-    #[getter]
-    fn max_entries(&self) -> usize {
-        self.inner.max_entries()
-    }
-    #[getter]
-    fn is_full(&self) -> bool {
-        self.inner.is_full()
-    }
-    #[getter]
-    fn last_entry(&self) -> (i64, i64) {
-        let t = self.inner.last_entry();
-        (t.timestamp, t.offset)
-    }
-    fn __len__(&self) -> usize {
-        self.inner.entries()
-    }
-}
-
-/// Kafka's TransactionIndex (`.txnindex`): 34-byte aborted-transaction entries.
-#[pyclass(module = "kafkalog")]
-pub struct TransactionIndex {
-    inner: RsTransactionIndex,
-}
-
-#[pymethods]
-impl TransactionIndex {
-    #[new]
-    #[pyo3(signature = (path, start_offset, *, writable = false))]
-    fn new(path: PathBuf, start_offset: i64, writable: bool) -> PyResult<Self> {
-        Ok(TransactionIndex {
-            inner: RsTransactionIndex::open(path, start_offset, writable)?,
-        })
-    }
-    fn append(
-        &mut self,
-        producer_id: i64,
-        first_offset: i64,
-        last_offset: i64,
-        last_stable_offset: i64,
-    ) -> PyResult<()> {
-        Ok(self.inner.append(AbortedTxn::new(
-            producer_id,
-            first_offset,
-            last_offset,
-            last_stable_offset,
-        ))?)
-    }
-    fn all_aborted_txns<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
-        aborted_to_py(py, &self.inner.all_aborted_txns()?)
-    }
-    /// Aborted transactions overlapping [fetch_offset, upper_bound_offset): (list, is_complete).
-    fn collect_aborted_txns<'py>(
-        &self,
-        py: Python<'py>,
-        fetch_offset: i64,
-        upper_bound_offset: i64,
-    ) -> PyResult<(Bound<'py, PyList>, bool)> {
-        let r = self
-            .inner
-            .collect_aborted_txns(fetch_offset, upper_bound_offset)?;
-        Ok((aborted_to_py(py, &r.aborted)?, r.is_complete))
-    }
-    fn truncate_to(&mut self, offset: i64) -> PyResult<()> {
-        Ok(self.inner.truncate_to(offset)?)
-    }
-    fn sanity_check(&self) -> PyResult<()> {
-        Ok(self.inner.sanity_check()?)
-    }
-    fn flush(&self) -> PyResult<()> {
-        Ok(self.inner.flush()?)
-    }
-    fn close(&mut self) -> PyResult<()> {
-        Ok(self.inner.close()?)
+        }
+        /// Kafka's `append`: adds an aborted transaction (an `AbortedTxn` entry).
+        fn append(
+            &mut self,
+            producer_id: i64,
+            first_offset: i64,
+            last_offset: i64,
+            last_stable_offset: i64,
+        ) -> PyResult<()> {
+            Ok(self.inner.append(AbortedTxn::new(
+                producer_id,
+                first_offset,
+                last_offset,
+                last_stable_offset,
+            ))?)
+        }
+        /// Kafka's `allAbortedTxns`: every entry, as `AbortedTxn` dicts.
+        fn all_aborted_txns<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+            aborted_to_py(py, &self.inner.all_aborted_txns()?)
+        }
+        /// Aborted transactions overlapping [fetch_offset, upper_bound_offset): (list, is_complete).
+        fn collect_aborted_txns<'py>(
+            &self,
+            py: Python<'py>,
+            fetch_offset: i64,
+            upper_bound_offset: i64,
+        ) -> PyResult<(Bound<'py, PyList>, bool)> {
+            let r = self
+                .inner
+                .collect_aborted_txns(fetch_offset, upper_bound_offset)?;
+            Ok((aborted_to_py(py, &r.aborted)?, r.is_complete))
+        }
     }
 }
 
@@ -358,29 +322,31 @@ impl Segment {
 
     /// (offset, position, size) of the first batch whose last offset is >= offset, or None.
     #[pyo3(signature = (offset, starting_position = 0))]
-    fn translate_offset(
+    fn translate_offset<'py>(
         &self,
+        py: Python<'py>,
         offset: i64,
         starting_position: u64,
-    ) -> PyResult<Option<(i64, u64, usize)>> {
-        Ok(self
-            .inner
+    ) -> PyResult<Option<Bound<'py, PyAny>>> {
+        self.inner
             .translate_offset(offset, starting_position)?
-            .map(|p| (p.offset, p.position, p.size)))
+            .map(|p| p.into_py_result(py))
+            .transpose()
     }
 
     /// (timestamp, offset) of the first record with timestamp >= `timestamp`, or None.
     #[pyo3(signature = (timestamp, starting_offset = None))]
-    fn find_offset_by_timestamp(
+    fn find_offset_by_timestamp<'py>(
         &self,
+        py: Python<'py>,
         timestamp: i64,
         starting_offset: Option<i64>,
-    ) -> PyResult<Option<(i64, i64)>> {
+    ) -> PyResult<Option<Bound<'py, PyAny>>> {
         let start = starting_offset.unwrap_or(self.inner.base_offset());
-        Ok(self
-            .inner
+        self.inner
             .find_offset_by_timestamp(timestamp, start)?
-            .map(|t| (t.timestamp, t.offset)))
+            .map(|t| t.into_py_result(py))
+            .transpose()
     }
 
     /// Validates every batch, rebuilds the indexes and truncates an invalid tail; returns the
@@ -390,10 +356,13 @@ impl Segment {
         Ok(py.allow_threads(|| inner.recover(&mut |_| Ok(())))?)
     }
 
+    /// Kafka's `truncateTo`: removes every batch at or after `offset` (and their index
+    /// entries); returns the number of bytes removed.
     fn truncate_to(&mut self, offset: i64) -> PyResult<u64> {
         Ok(self.inner.truncate_to(offset)?)
     }
 
+    /// Kafka's `sanityCheck`: the segment's index files are valid (CorruptIndexError if not).
     fn sanity_check(&self) -> PyResult<()> {
         Ok(self.inner.sanity_check()?)
     }
@@ -419,22 +388,27 @@ impl Segment {
         })?)
     }
 
+    /// Kafka's `changeFileSuffixes`: renames the segment's files (".deleted", ".cleaned", ...).
     fn change_file_suffixes(&mut self, old_suffix: &str, new_suffix: &str) -> PyResult<()> {
         Ok(self.inner.change_file_suffixes(old_suffix, new_suffix)?)
     }
 
+    /// Kafka's `flush`: the `.log` and its indexes to disk.
     fn flush(&self) -> PyResult<()> {
         Ok(self.inner.flush()?)
     }
 
+    /// Closes the segment's files.
     fn close(&mut self) -> PyResult<()> {
         Ok(self.inner.close()?)
     }
 
+    /// The offset of the segment's first record (its file name).
     #[getter]
     fn base_offset(&self) -> i64 {
         self.inner.base_offset()
     }
+    /// The `.log` file's size in bytes.
     #[getter]
     fn size(&self) -> u64 {
         self.inner.size()
@@ -444,34 +418,32 @@ impl Segment {
     fn next_offset(&self) -> PyResult<i64> {
         Ok(self.inner.read_next_offset()?)
     }
+    /// Kafka's `maxTimestampSoFar`: the largest timestamp in the segment (-1 when empty).
     #[getter]
-    fn max_timestamp(&mut self) -> i64 {
+    fn max_timestamp_so_far(&mut self) -> i64 {
         self.inner.max_timestamp_so_far()
     }
+    /// Alias of `max_timestamp_so_far` (its earlier name).
+    #[getter]
+    fn max_timestamp(&mut self) -> i64 {
+        self.max_timestamp_so_far()
+    }
+    /// The path of the segment's `.log` file.
     #[getter]
     fn log_path(&self) -> PathBuf {
         self.inner.log().path().to_path_buf()
     }
-    fn offset_index_entries(&self) -> PyResult<Vec<(i64, i32)>> {
+    /// The `.index` entries, as `OffsetPosition`s.
+    fn offset_index_entries<'py>(&self, py: Python<'py>) -> PyResult<Vec<Bound<'py, PyAny>>> {
         let idx = self.inner.offset_index();
-        (0..idx.entries())
-            .map(|n| {
-                idx.entry(n)
-                    .map(|p| (p.offset, p.position))
-                    .map_err(PyErr::from)
-            })
-            .collect()
+        into_py_results(py, (0..idx.entries()).map(|n| idx.entry(n)))
     }
-    fn time_index_entries(&self) -> PyResult<Vec<(i64, i64)>> {
+    /// The `.timeindex` entries, as `TimestampOffset`s.
+    fn time_index_entries<'py>(&self, py: Python<'py>) -> PyResult<Vec<Bound<'py, PyAny>>> {
         let idx = self.inner.time_index();
-        (0..idx.entries())
-            .map(|n| {
-                idx.entry(n)
-                    .map(|t| (t.timestamp, t.offset))
-                    .map_err(PyErr::from)
-            })
-            .collect()
+        into_py_results(py, (0..idx.entries()).map(|n| idx.entry(n)))
     }
+    /// The `.txnindex` entries, as `AbortedTxn` dicts.
     fn aborted_txns<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
         aborted_to_py(py, &self.inner.txn_index().all_aborted_txns()?)
     }

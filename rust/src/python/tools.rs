@@ -7,6 +7,7 @@ use pyo3::prelude::*;
 
 use pyo3::types::PyDict;
 
+use crate::python::results::dict_of;
 use crate::tools::dump_log_segments::{
     dump_log_segments as dump, Decoder, DumpOptions, MessageParser,
 };
@@ -78,26 +79,12 @@ fn partition_stats<'py>(
     progress: Option<PyObject>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let s = with_progress(py, progress, |cb| stats::partition_stats(&path, cb))?;
-    let d = PyDict::new(py);
-    d.set_item("log_start_offset", s.log_start_offset)?;
-    d.set_item("log_end_offset", s.log_end_offset)?;
-    d.set_item("high_watermark", s.high_watermark)?;
-    d.set_item("checkpointed_high_watermark", s.checkpointed_high_watermark)?;
-    d.set_item("last_stable_offset", s.last_stable_offset)?;
-    d.set_item("segments", s.segments)?;
-    d.set_item("bytes", s.bytes)?;
-    d.set_item("batches", s.batches)?;
-    d.set_item("records", s.records)?;
-    d.set_item("control_batches", s.control_batches)?;
-    d.set_item("transactional_records", s.transactional_records)?;
-    d.set_item("committed_transactions", s.committed_transactions)?;
-    d.set_item("aborted_transactions", s.aborted_transactions)?;
-    d.set_item("producers", s.producers)?;
-    d.set_item("first_timestamp", s.first_timestamp)?;
-    d.set_item("last_timestamp", s.last_timestamp)?;
-    d.set_item("codecs", s.codecs)?;
-    d.set_item("magic", s.magic)?;
-    Ok(d)
+    Ok(
+        dict_of!(py, s; log_start_offset, log_end_offset, high_watermark,
+        checkpointed_high_watermark, last_stable_offset, segments, bytes, batches, records,
+        control_batches, transactional_records, committed_transactions, aborted_transactions,
+        producers, first_timestamp, last_timestamp, codecs, magic),
+    )
 }
 
 /// Kafka's DumpLogSegments over `files`, printed to stdout (reports to stderr).

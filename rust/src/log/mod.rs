@@ -448,7 +448,7 @@ impl Log {
                 st.log_end_offset.message_offset,
                 leader_epoch,
                 stamp_log_append_time.then_some(now),
-            );
+            )?;
         }
         let batches = bounds
             .iter()
@@ -559,7 +559,24 @@ impl Log {
         log_end_offset: i64,
         leader_epoch: Option<i32>,
         log_append_time: Option<i64>,
-    ) {
+    ) -> Result<()> {
+        let mut next_offset = log_end_offset;
+        for &(pos, size) in bounds {
+            let bytes = &buf[pos..pos + size];
+            let delta = &bytes[LAST_OFFSET_DELTA_OFFSET..LAST_OFFSET_DELTA_OFFSET + 4];
+            let last_offset_delta = i32::from_be_bytes(delta.try_into().expect("4 bytes"));
+            // The offsets must fit below i64::MAX (a log restarted near it with
+            // truncate_fully_and_start_at); checked before any batch is stamped.
+            next_offset = next_offset
+                .checked_add(i64::from(last_offset_delta) + 1)
+                .ok_or_else(|| {
+                    Error::InvalidOffset(format!(
+                        "appending at offset {log_end_offset} would run past the largest \
+                         offset {}",
+                        i64::MAX
+                    ))
+                })?;
+        }
         let mut next_offset = log_end_offset;
         for &(pos, size) in bounds {
             let bytes = &mut buf[pos..pos + size];
@@ -574,6 +591,7 @@ impl Log {
             let last_offset_delta = i32::from_be_bytes(delta.try_into().expect("4 bytes"));
             next_offset += i64::from(last_offset_delta) + 1;
         }
+        Ok(())
     }
 
     /// The offsets and timestamps of the stamped batches (Kafka's `LogAppendInfo` fields); a
@@ -724,7 +742,7 @@ impl Log {
         }
         if b.is_control() && origin == AppendOrigin::Client {
             return Err(Error::InvalidRecord(
-                "clients cannot append control batches; use write_txn_marker".into(),
+                "clients cannot append control batches; use append_txn_marker".into(),
             ));
         }
         Ok(())

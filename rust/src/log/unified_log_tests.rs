@@ -305,6 +305,21 @@ fn truncate_to_moves_the_log_end_and_high_watermark_back() {
 }
 
 #[test]
+fn an_append_past_the_largest_offset_is_refused_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = open(dir.path(), &[]);
+    log.truncate_fully_and_start_at(i64::MAX - 2).unwrap();
+    let stamps = [NOW, NOW + 1, NOW + 2];
+    let err = log.append_as_leader(&batch_at(0, &stamps), 0).unwrap_err();
+    assert!(
+        matches!(&err, Error::InvalidOffset(m) if m.contains("largest offset")),
+        "{err}"
+    );
+    assert_eq!(log.log_end_offset(), i64::MAX - 2, "nothing was appended");
+    assert_eq!(append(&log, 2).last_offset, i64::MAX - 1);
+}
+
+#[test]
 fn offset_for_timestamp_answers_list_offsets() {
     let dir = tempfile::tempdir().unwrap();
     let log = open(dir.path(), &[("segment.bytes", "300")]);

@@ -422,7 +422,9 @@ impl Log {
 
     /// The log's records as a `pyarrow.RecordBatchReader` with Spark's Kafka source schema
     /// (key, value, topic, partition, offset, timestamp, timestampType[, headers]). It streams:
-    /// Arrow batches of about `batch_rows` rows are decoded one at a time, so memory stays flat.
+    /// Arrow batches of about `batch_rows` rows, and at most about 64 MiB of keys and values
+    /// (large records), are decoded one at a time, so memory stays flat. A Kafka batch is never
+    /// split between two Arrow batches.
     /// `end=None` stops at what a consumer with `isolation` could read (the high watermark, or
     /// the last stable offset for read_committed); `isolation="log_end"` reads to the log end.
     /// `zero_copy=True` gives `binary_view` key and value columns whose values point into the

@@ -69,15 +69,34 @@ impl Default for LogConfig {
 impl LogConfig {
     /// Sets one property by its Kafka topic-config name (`segment.bytes`, ...) from a string.
     pub fn set(&mut self, name: &str, value: &str) -> Result<()> {
+        // Applied to a copy: a value the checks refuse leaves the config as it was.
+        let mut next = self.clone();
+        next.apply(name, value)?;
+        next.validate()?;
+        *self = next;
+        Ok(())
+    }
+
+    fn apply(&mut self, name: &str, value: &str) -> Result<()> {
         fn num<T: std::str::FromStr>(name: &str, value: &str) -> Result<T> {
             value.trim().parse().map_err(|_| {
                 Error::InvalidArgument(format!("{name}: '{value}' is not a valid number"))
             })
         }
+        // Kafka's `atLeast(min)` validators.
+        fn at_least(name: &str, value: &str, min: i64) -> Result<i64> {
+            let v: i64 = num(name, value)?;
+            if v < min {
+                return Err(Error::InvalidArgument(format!(
+                    "{name}: {v} is below the minimum ({min})"
+                )));
+            }
+            Ok(v)
+        }
         match name {
             "segment.bytes" => self.segment_bytes = num(name, value)?,
             "segment.ms" => self.segment_ms = num(name, value)?,
-            "segment.jitter.ms" => self.segment_jitter_ms = num(name, value)?,
+            "segment.jitter.ms" => self.segment_jitter_ms = at_least(name, value, 0)?,
             "segment.index.bytes" => self.max_index_size = num(name, value)?,
             "index.interval.bytes" => self.index_interval_bytes = num(name, value)?,
             "retention.ms" => self.retention_ms = num(name, value)?,
@@ -95,14 +114,25 @@ impl LogConfig {
                 }
             }
             "message.timestamp.before.max.ms" => {
-                self.message_timestamp_before_max_ms = num(name, value)?
+                self.message_timestamp_before_max_ms = at_least(name, value, 0)?
             }
             "message.timestamp.after.max.ms" => {
-                self.message_timestamp_after_max_ms = num(name, value)?
+                self.message_timestamp_after_max_ms = at_least(name, value, 0)?
             }
-            "file.delete.delay.ms" => self.file_delete_delay_ms = num(name, value)?,
-            "flush.messages" => self.flush_messages = num(name, value)?,
-            "preallocate" => self.preallocate = matches!(value, "true" | "True" | "1"),
+            "file.delete.delay.ms" => self.file_delete_delay_ms = at_least(name, value, 0)?,
+            "flush.messages" => self.flush_messages = at_least(name, value, 1)?,
+            // Kafka's BOOLEAN type: true or false in any case, nothing else.
+            "preallocate" => {
+                self.preallocate = match value.trim().to_ascii_lowercase().as_str() {
+                    "true" => true,
+                    "false" => false,
+                    _ => {
+                        return Err(Error::InvalidArgument(format!(
+                            "preallocate: '{value}' (true or false)"
+                        )))
+                    }
+                }
+            }
             // Settings of the broker's other machinery (compaction, replication) that do not change
             // how one log reads or writes its files.
             "cleanup.policy" => {
@@ -143,7 +173,7 @@ impl LogConfig {
                 )))
             }
         }
-        self.validate()
+        Ok(())
     }
 
     pub fn validate(&self) -> Result<()> {

@@ -214,3 +214,53 @@ fn test_from_props_invalid() {
         "unknown log config 'retention.millis'"
     );
 }
+
+/// Kafka's `atLeast` bounds and BOOLEAN parsing; a refused value leaves the config unchanged.
+#[test]
+fn test_from_props_out_of_bounds_and_refused_values_change_nothing() {
+    let mut c = LogConfig::default();
+    let before = c.clone();
+    for (name, value, message) in [
+        (
+            "segment.jitter.ms",
+            "-1",
+            "segment.jitter.ms: -1 is below the minimum (0)",
+        ),
+        (
+            "file.delete.delay.ms",
+            "-5",
+            "file.delete.delay.ms: -5 is below the minimum (0)",
+        ),
+        (
+            "flush.messages",
+            "0",
+            "flush.messages: 0 is below the minimum (1)",
+        ),
+        (
+            "message.timestamp.before.max.ms",
+            "-1",
+            "message.timestamp.before.max.ms: -1 is below the minimum (0)",
+        ),
+        (
+            "message.timestamp.after.max.ms",
+            "-1",
+            "message.timestamp.after.max.ms: -1 is below the minimum (0)",
+        ),
+        ("preallocate", "yes", "preallocate: 'yes' (true or false)"),
+        (
+            "segment.bytes",
+            "13",
+            "segment.bytes 13 is below the minimum (14)",
+        ),
+    ] {
+        let err = c.set(name, value).unwrap_err();
+        assert!(err.to_string().contains(message), "{name}: {err}");
+        assert_eq!(c, before, "{name}={value} refused, yet the config changed");
+    }
+    c.set("preallocate", "TRUE").unwrap();
+    assert!(c.preallocate);
+    c.set("preallocate", "false").unwrap();
+    assert!(!c.preallocate);
+    c.set("flush.messages", "1").unwrap();
+    assert_eq!(c.flush_messages, 1);
+}

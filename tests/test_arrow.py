@@ -138,6 +138,22 @@ def test_errors_are_kafkalog_errors(tmp_path):
             log.to_arrow(isolation="nope")
         with pytest.raises(ValueError):
             log.to_arrow(batch_rows=0)
+        with pytest.raises(ValueError, match="batch_bytes"):
+            log.to_arrow(batch_bytes=0)
+
+
+def test_large_records_cut_arrow_batches_by_bytes(tmp_path):
+    """Rows of 200 KiB values: Arrow batches end near batch_bytes, whatever batch_rows allows,
+    never inside a Kafka batch, and every row arrives once, in order."""
+    value = bytes(range(256)) * 800  # 204,800 bytes
+    with make_log(tmp_path / "big-0") as log:
+        for i in range(12):  # Kafka batches of 2 records, about 400 KiB each
+            log.append([{"key": b"k%d" % (2 * i), "value": value}, {"key": b"k%d" % (2 * i + 1), "value": value}])
+        batches = list(log.to_arrow(batch_bytes=1 << 20))
+    assert [b.num_rows for b in batches] == [4] * 6  # two Kafka batches (~800 KiB) each
+    table = pa.Table.from_batches(batches)
+    assert table.column("offset").to_pylist() == list(range(24))
+    assert all(v == value for v in table.column("value").to_pylist())
 
 
 def test_corruption_inside_the_stream_raises_a_kafkalog_error(tmp_path):

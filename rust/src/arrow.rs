@@ -535,10 +535,16 @@ impl LogArrowReader {
 
     /// Cuts Arrow batches at about `bytes` of keys, values and headers (counted as whole Kafka
     /// payloads; a Kafka batch is never split, so one batch may be larger), at most
-    /// [`MAX_BATCH_BYTES`] so a `binary` column's 32-bit offsets never overflow.
-    pub fn batch_bytes(mut self, bytes: usize) -> Self {
-        self.batch_bytes = bytes.clamp(1, MAX_BATCH_BYTES);
-        self
+    /// [`MAX_BATCH_BYTES`] (a larger value is capped there) so a `binary` column's 32-bit
+    /// offsets never overflow.
+    pub fn batch_bytes(mut self, bytes: usize) -> Result<Self> {
+        if bytes == 0 {
+            return Err(Error::InvalidArgument(
+                "batch_bytes must be at least 1".into(),
+            ));
+        }
+        self.batch_bytes = bytes.min(MAX_BATCH_BYTES);
+        Ok(self)
     }
 
     /// The offset the next Arrow batch starts at (the end once the reader is done).
@@ -1208,7 +1214,8 @@ mod tests {
             DEFAULT_BATCH_ROWS,
         )
         .unwrap()
-        .batch_bytes(7_000);
+        .batch_bytes(7_000)
+        .unwrap();
         let batches: Vec<_> = reader.map(|b| b.unwrap()).collect();
         // Two Kafka batches (about 6.1 KB) fit under 7,000 bytes, a third does not; the first
         // Arrow batch starts at offset 1, inside the first Kafka batch.

@@ -59,10 +59,12 @@ pub fn log_to_arrow(
     include_headers: bool,
     batch_rows: usize,
     zero_copy: bool,
+    batch_bytes: usize,
 ) -> PyResult<PyObject> {
     let reader = py.allow_threads(|| {
-        LogArrowReader::new(log, start, end, isolation, include_headers, batch_rows)
-            .map(|r| r.zero_copy(zero_copy))
+        LogArrowReader::new(log, start, end, isolation, include_headers, batch_rows)?
+            .zero_copy(zero_copy)
+            .batch_bytes(batch_bytes)
     })?;
     let schema = PySchema::new(reader.schema()).to_pyarrow(py)?;
     let batches = Py::new(

@@ -422,15 +422,16 @@ impl Log {
 
     /// The log's records as a `pyarrow.RecordBatchReader` with Spark's Kafka source schema
     /// (key, value, topic, partition, offset, timestamp, timestampType[, headers]). It streams:
-    /// Arrow batches of about `batch_rows` rows, and at most about 64 MiB of keys and values
-    /// (large records), are decoded one at a time, so memory stays flat. A Kafka batch is never
-    /// split between two Arrow batches.
+    /// Arrow batches of about `batch_rows` rows and at most about `batch_bytes` of keys and
+    /// values (64 MiB unless given; large records) are decoded one at a time, so memory stays
+    /// flat. A Kafka batch is never split between two Arrow batches.
     /// `end=None` stops at what a consumer with `isolation` could read (the high watermark, or
     /// the last stable offset for read_committed); `isolation="log_end"` reads to the log end.
     /// `zero_copy=True` gives `binary_view` key and value columns whose values point into the
     /// read buffers instead of being copied (uncompressed batches).
     #[pyo3(signature = (start = None, end = None, isolation = "read_uncommitted", include_headers = false,
-        batch_rows = crate::arrow::DEFAULT_BATCH_ROWS, zero_copy = false))]
+        batch_rows = crate::arrow::DEFAULT_BATCH_ROWS, zero_copy = false,
+        batch_bytes = crate::arrow::DEFAULT_BATCH_BYTES))]
     #[allow(clippy::too_many_arguments)]
     fn to_arrow(
         &self,
@@ -441,6 +442,7 @@ impl Log {
         include_headers: bool,
         batch_rows: usize,
         zero_copy: bool,
+        batch_bytes: usize,
     ) -> PyResult<PyObject> {
         crate::python::arrow::log_to_arrow(
             py,
@@ -451,6 +453,7 @@ impl Log {
             include_headers,
             batch_rows,
             zero_copy,
+            batch_bytes,
         )
     }
 

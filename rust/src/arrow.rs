@@ -1078,7 +1078,6 @@ impl BatchStager {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::log::LogOptions;
     use arrow_array::{BinaryArray, Int64Array, ListArray, StringArray, StructArray};
 
     type TestRecord<'a> = (
@@ -1090,15 +1089,7 @@ mod tests {
     fn log_with(records: &[TestRecord<'_>]) -> (tempfile::TempDir, Arc<Log>) {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("orders-3");
-        let log = Log::open(
-            &path,
-            LogOptions {
-                read_only: false,
-                create: true,
-                ..Default::default()
-            },
-        )
-        .unwrap();
+        let log = crate::testutil::create_log(&path);
         for (key, value, headers) in records {
             let mut b = BatchBuilder::new(BatchOptions::default());
             b.append(1_700_000_000_123, *key, *value, headers).unwrap();
@@ -1185,15 +1176,7 @@ mod tests {
     #[test]
     fn batches_are_cut_by_bytes_without_splitting_a_kafka_batch() {
         let dir = tempfile::tempdir().unwrap();
-        let log = Log::open(
-            dir.path().join("big-0"),
-            LogOptions {
-                read_only: false,
-                create: true,
-                ..Default::default()
-            },
-        )
-        .unwrap();
+        let log = crate::testutil::create_log(&dir.path().join("big-0"));
         // 10 Kafka batches of 3 records of 1000 bytes (a little over 3 KB of payload each).
         let value = vec![b'v'; 1000];
         for batch in 0..10 {

@@ -407,15 +407,7 @@ mod tests {
     fn one_writer_per_partition_folder() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("t-0");
-        let first = Log::open(
-            &path,
-            LogOptions {
-                read_only: false,
-                create: true,
-                ..Default::default()
-            },
-        )
-        .unwrap();
+        let first = crate::testutil::create_log(&path);
         let second = Log::open(
             &path,
             LogOptions {

@@ -74,3 +74,16 @@ pub fn writable_options(
         ..LogOptions::default()
     }
 }
+
+/// A new writable log at `path` with the default config (created if absent).
+pub fn create_log(path: &std::path::Path) -> crate::log::Log {
+    crate::log::Log::open(
+        path,
+        LogOptions {
+            read_only: false,
+            create: true,
+            ..LogOptions::default()
+        },
+    )
+    .unwrap()
+}

@@ -3,27 +3,37 @@
 
 use crate::error::{Error, Result};
 
-/// Decodes an unsigned LEB128 value of at most `max_bytes` bytes from `buf[*pos..]`; `None` when
-/// it runs past the buffer or is too long. Kept free of `Error` so the hot path stays in registers.
+/// Decodes an unsigned LEB128 value of at most `max_bytes` (5 or 10) bytes from `buf[*pos..]`;
+/// `None` when it runs past the buffer or is too long. Kept free of `Error` so the hot path stays
+/// in registers. One- and two-byte values (record lengths, deltas and sizes of most records) take
+/// a straight path; longer ones the loop.
 #[inline(always)]
 fn decode_unsigned(buf: &[u8], pos: &mut usize, max_bytes: usize) -> Option<u64> {
-    let rest = buf.get(*pos..)?;
-    let first = *rest.first()?;
-    if first < 0x80 {
-        *pos += 1;
-        return Some(u64::from(first));
+    let p = *pos;
+    let b0 = *buf.get(p)?;
+    if b0 < 0x80 {
+        *pos = p + 1;
+        return Some(u64::from(b0));
     }
-    let mut value = u64::from(first & 0x7f);
-    let limit = rest.len().min(max_bytes);
-    let mut i = 1;
-    while i < limit {
-        let byte = rest[i];
+    let b1 = *buf.get(p + 1)?;
+    if b1 < 0x80 {
+        *pos = p + 2;
+        return Some(u64::from(b0 & 0x7f) | (u64::from(b1) << 7));
+    }
+    decode_unsigned_long(buf, pos, max_bytes)
+}
+
+/// [`decode_unsigned`] of a value of three bytes or more.
+#[inline(never)]
+fn decode_unsigned_long(buf: &[u8], pos: &mut usize, max_bytes: usize) -> Option<u64> {
+    let rest = buf.get(*pos..)?;
+    let mut value = 0u64;
+    for (i, &byte) in rest.iter().take(max_bytes).enumerate() {
         value |= u64::from(byte & 0x7f) << (7 * i);
         if byte & 0x80 == 0 {
             *pos += i + 1;
             return Some(value);
         }
-        i += 1;
     }
     None
 }
@@ -135,5 +145,51 @@ mod tests {
         assert!(read_varint(&[0xff, 0xff, 0xff, 0xff, 0xff, 0x01], &mut pos).is_err());
         let mut pos = 0;
         assert!(read_varlong(&[0xff; 11], &mut pos).is_err());
+    }
+
+    /// Kafka's `ByteUtils.readVarlong` rule, byte by byte, as the reference: every 1-, 2- and
+    /// 3-byte input, at every offset, gives the same value, position and failure.
+    #[test]
+    fn fast_paths_decode_as_the_byte_by_byte_rule() {
+        fn reference(buf: &[u8], max_bytes: usize) -> Option<(u64, usize)> {
+            let mut value = 0u64;
+            for i in 0..max_bytes {
+                let byte = *buf.get(i)?;
+                value |= u64::from(byte & 0x7f) << (7 * i);
+                if byte & 0x80 == 0 {
+                    return Some((value, i + 1));
+                }
+            }
+            None
+        }
+        let mut inputs: Vec<Vec<u8>> = Vec::new();
+        for a in 0..=255u8 {
+            inputs.push(vec![a]);
+            for b in 0..=255u8 {
+                inputs.push(vec![a, b]);
+            }
+        }
+        for a in (0..=255u8).step_by(7) {
+            for b in (0..=255u8).step_by(5) {
+                for c in [0x00, 0x01, 0x7f, 0x80, 0xff] {
+                    inputs.push(vec![a, b, c]);
+                    inputs.push(vec![0x33, a, b, c]);
+                }
+            }
+        }
+        for input in &inputs {
+            for start in 0..input.len() {
+                for max_bytes in [5, 10] {
+                    let mut pos = start;
+                    let got = decode_unsigned(input, &mut pos, max_bytes);
+                    let want = reference(&input[start..], max_bytes);
+                    assert_eq!(
+                        got.map(|v| (v, pos - start)),
+                        want,
+                        "{input:02x?} at {start}"
+                    );
+                }
+            }
+        }
     }
 }

@@ -307,21 +307,15 @@ impl KafkaRecordBatchBuilder {
     }
 
     /// Adds the records of one Kafka batch as rows, the way Spark's Kafka source converts each
-    /// ConsumerRecord.
+    /// ConsumerRecord (copied: records given as a list borrow from no read window).
     pub fn append_batch(&mut self, records: &[Record<'_>]) {
-        self.append_batch_in_window(records, None)
-    }
-
-    /// [`Self::append_batch`] for records that may borrow from `window` (the read window of
-    /// `Log::for_each_batch_in_window`): zero-copy columns keep views into it.
-    pub fn append_batch_in_window(&mut self, records: &[Record<'_>], window: Option<&Buffer>) {
         let bytes = records
             .iter()
             .map(|r| r.key.map_or(0, <[u8]>::len) + r.value.map_or(0, <[u8]>::len))
             .sum();
         self.reserve(records.len(), bytes);
         for record in records {
-            self.push(record, window);
+            self.push(record, None);
         }
     }
 
@@ -353,9 +347,11 @@ impl KafkaRecordBatchBuilder {
     }
 
     fn reserve(&mut self, rows: usize, bytes: usize) {
-        // Keys and values share the payload's bytes; each column gets room for all of them,
-        // so neither regrows (and copies) while the batch is added.
-        self.key.reserve(rows, bytes);
+        // The payload's bytes bound the values, which take most of them: the value column gets
+        // room for all, so it never regrows (and copies) while the batch is added. Keys, a small
+        // share, grow as appended (reserving the whole payload for them too would regrow the key
+        // buffer to twice its size once per Arrow batch).
+        self.key.reserve(rows, 0);
         self.value.reserve(rows, bytes);
         self.offset.reserve(rows);
         self.timestamp.reserve(rows);

@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use kafkalog::index::{OffsetIndex, TimeIndex};
+use kafkalog::record::batch::Batch;
 use kafkalog::record::builder::{BatchBuilder, BatchOptions};
 use kafkalog::record::file_records::FileRecords;
 
@@ -78,6 +79,44 @@ fn deep_iteration(
     sum
 }
 
+/// Records of one batch touched as [`deep_iteration`] does; returns their bytes.
+#[inline(always)]
+fn touch_records(batch: &Batch<'_>, scratch: &mut Vec<u8>) -> kafkalog::Result<u64> {
+    let mut sum = 0u64;
+    for r in batch.record_iter(scratch, MAX_BATCH)? {
+        let r = r?;
+        sum +=
+            (r.key.map_or(0, <[u8]>::len) + r.value.map_or(0, <[u8]>::len) + r.headers.len()) as u64;
+    }
+    Ok(sum)
+}
+
+/// Kafka's bare `FileRecords` deep iteration, which checks no CRC: the crate's batch reader and
+/// record decoder with `ensure_valid` left out, the same work as the Java side's `deepIteration`.
+fn deep_iteration_without_crc(records: &FileRecords, scratch: &mut Vec<u8>) -> u64 {
+    let mut reader = records.batches(0, records.size_in_bytes(), MAX_BATCH);
+    let mut sum = 0u64;
+    while let Some((_, bytes)) = reader.next_batch().expect("segment reads") {
+        let batch = Batch::parse(bytes).expect("batch parses");
+        sum += touch_records(&batch, scratch).expect("records decode");
+    }
+    sum
+}
+
+/// Deep iteration of the segment's bytes already in memory, CRC checked per batch: what Kafka's
+/// consumer does with a fetch response (`MemoryRecords`), without the file read both sides pay
+/// in the `FileRecords` rows.
+fn deep_iteration_in_memory(bytes: &[u8], scratch: &mut Vec<u8>) -> u64 {
+    let (mut pos, mut sum) = (0usize, 0u64);
+    while pos < bytes.len() {
+        let batch = Batch::parse(&bytes[pos..]).expect("batch parses");
+        batch.ensure_valid().expect("batch CRC");
+        sum += touch_records(&batch, scratch).expect("records decode");
+        pos += batch.size_in_bytes();
+    }
+    sum
+}
+
 fn main() {
     let args: Vec<String> = std::env::args()
         .skip(1)
@@ -112,6 +151,28 @@ fn main() {
         ns,
         s,
         &format!(", \"records\": {n}, \"bytes\": {}", records.size_in_bytes()),
+    );
+    // For a profiler: `KAFKA_PEER_ONLY=deep_iteration` stops here.
+    if std::env::var("KAFKA_PEER_ONLY").is_ok_and(|v| v == "deep_iteration") {
+        return;
+    }
+    let bare = deep_iteration_without_crc(&records, &mut scratch);
+    let (ns, s) = measure(secs, || deep_iteration_without_crc(&records, &mut scratch));
+    report(
+        "deep_iteration_no_crc",
+        ns,
+        s,
+        &format!(", \"records\": {n}, \"sum\": {bare}"),
+    );
+    let bytes = std::fs::read(&log).expect("read segment");
+    let in_memory = deep_iteration_in_memory(&bytes, &mut scratch);
+    assert_eq!(in_memory, bare, "in-memory and file iteration touch the same bytes");
+    let (ns, s) = measure(secs, || deep_iteration_in_memory(&bytes, &mut scratch));
+    report(
+        "deep_iteration_in_memory",
+        ns,
+        s,
+        &format!(", \"records\": {n}, \"sum\": {in_memory}"),
     );
 
     let stem = log.with_extension("");

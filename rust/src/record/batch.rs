@@ -316,7 +316,7 @@ impl<'s> Iterator for RecordIter<'s> {
         (0, Some(self.remaining as usize + 1))
     }
 
-    #[inline]
+    #[inline(always)]
     fn next(&mut self) -> Option<Self::Item> {
         if self.remaining == 0 {
             if self.pos != self.buf.len() {
@@ -330,20 +330,20 @@ impl<'s> Iterator for RecordIter<'s> {
             return None;
         }
         self.remaining -= 1;
-        match read_default_record(
+        // Handed on as it came (no match rebuilding the `Result`), so the record is written
+        // once, in place, not copied through a temporary.
+        let record = read_default_record(
             self.buf,
             &mut self.pos,
             self.base_offset,
             self.base_timestamp,
             self.log_append_time,
-        ) {
-            Ok(r) => Some(Ok(r)),
-            Err(e) => {
-                self.remaining = 0;
-                self.pos = self.buf.len();
-                Some(Err(e))
-            }
+        );
+        if record.is_err() {
+            self.remaining = 0;
+            self.pos = self.buf.len();
         }
+        Some(record)
     }
 }
 
@@ -393,7 +393,7 @@ impl BatchRecordIter<'_> {
 impl<'s> Iterator for BatchRecordIter<'s> {
     type Item = Result<Record<'s>>;
 
-    #[inline]
+    #[inline(always)]
     fn next(&mut self) -> Option<Self::Item> {
         match self {
             BatchRecordIter::V2(it) => it.next(),

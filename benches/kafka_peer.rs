@@ -85,8 +85,8 @@ fn touch_records(batch: &Batch<'_>, scratch: &mut Vec<u8>) -> kafkalog::Result<u
     let mut sum = 0u64;
     for r in batch.record_iter(scratch, MAX_BATCH)? {
         let r = r?;
-        sum +=
-            (r.key.map_or(0, <[u8]>::len) + r.value.map_or(0, <[u8]>::len) + r.headers.len()) as u64;
+        sum += (r.key.map_or(0, <[u8]>::len) + r.value.map_or(0, <[u8]>::len) + r.headers.len())
+            as u64;
     }
     Ok(sum)
 }
@@ -166,7 +166,10 @@ fn main() {
     );
     let bytes = std::fs::read(&log).expect("read segment");
     let in_memory = deep_iteration_in_memory(&bytes, &mut scratch);
-    assert_eq!(in_memory, bare, "in-memory and file iteration touch the same bytes");
+    assert_eq!(
+        in_memory, bare,
+        "in-memory and file iteration touch the same bytes"
+    );
     let (ns, s) = measure(secs, || deep_iteration_in_memory(&bytes, &mut scratch));
     report(
         "deep_iteration_in_memory",

@@ -138,11 +138,13 @@ fn read_nullable_bytes<'a>(
         return Ok(None);
     }
     let len = len as usize;
-    let Some(out) = buf.get(*pos..).and_then(|rest| rest.get(..len)) else {
+    // `len` < 2^31 and `pos` <= `buf.len()`: the sum cannot overflow, one comparison bounds it.
+    let end = *pos + len;
+    let Some(out) = buf.get(*pos..end) else {
         let left = buf.len().saturating_sub(*pos);
         return Err(damaged(start, RecordDamage::PastRecordEnd(what, len, left)));
     };
-    *pos += len;
+    *pos = end;
     Ok(Some(out))
 }
 

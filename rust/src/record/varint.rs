@@ -3,12 +3,13 @@
 
 use crate::error::{Error, Result};
 
-/// Decodes an unsigned LEB128 value of at most `max_bytes` (5 or 10) bytes from `buf[*pos..]`;
-/// `None` when it runs past the buffer or is too long. Kept free of `Error` so the hot path stays
-/// in registers. One- and two-byte values (record lengths, deltas and sizes of most records) take
-/// a straight path; longer ones the loop.
+/// Decodes an unsigned LEB128 value of at most `MAX_BYTES` (5 or 10) bytes from `buf[*pos..]`;
+/// `None` when it runs past the buffer, is too long, or (5 bytes) exceeds 32 bits. Kept free of
+/// `Error` so the hot path stays in registers. One- and two-byte values (record lengths, deltas
+/// and sizes of most records) take a straight path; longer ones a call that takes the position
+/// by value, so `pos` is never spilled to memory for it.
 #[inline(always)]
-fn decode_unsigned(buf: &[u8], pos: &mut usize, max_bytes: usize) -> Option<u64> {
+fn decode_unsigned<const MAX_BYTES: usize>(buf: &[u8], pos: &mut usize) -> Option<u64> {
     let p = *pos;
     let b0 = *buf.get(p)?;
     if b0 < 0x80 {
@@ -20,19 +21,20 @@ fn decode_unsigned(buf: &[u8], pos: &mut usize, max_bytes: usize) -> Option<u64>
         *pos = p + 2;
         return Some(u64::from(b0 & 0x7f) | (u64::from(b1) << 7));
     }
-    decode_unsigned_long(buf, pos, max_bytes)
+    let (value, len) = decode_unsigned_long::<MAX_BYTES>(buf, p)?;
+    *pos = p + len;
+    Some(value)
 }
 
-/// [`decode_unsigned`] of a value of three bytes or more.
+/// [`decode_unsigned`] of a value of three bytes or more at `start`: the value and its length.
 #[inline(never)]
-fn decode_unsigned_long(buf: &[u8], pos: &mut usize, max_bytes: usize) -> Option<u64> {
-    let rest = buf.get(*pos..)?;
+fn decode_unsigned_long<const MAX_BYTES: usize>(buf: &[u8], start: usize) -> Option<(u64, usize)> {
+    let rest = buf.get(start..)?;
     let mut value = 0u64;
-    for (i, &byte) in rest.iter().take(max_bytes).enumerate() {
+    for (i, &byte) in rest.iter().take(MAX_BYTES).enumerate() {
         value |= u64::from(byte & 0x7f) << (7 * i);
         if byte & 0x80 == 0 {
-            *pos += i + 1;
-            return Some(value);
+            return (MAX_BYTES > 5 || value <= u64::from(u32::MAX)).then_some((value, i + 1));
         }
     }
     None
@@ -44,19 +46,16 @@ fn varint_error(pos: usize, max_bytes: usize) -> Error {
     Error::corrupt(format!("invalid varint at {pos}: runs past the end of the buffer or is longer than {max_bytes} bytes"))
 }
 
-/// Kafka's `readVarint`: a zig-zag encoded i32 in at most 5 bytes.
+/// Kafka's `readVarint`: a zig-zag encoded i32 in at most 5 bytes. On error `pos` is unchanged.
 #[inline(always)]
 pub fn read_varint(buf: &[u8], pos: &mut usize) -> Result<i32> {
     let start = *pos;
-    match decode_unsigned(buf, pos, 5) {
-        Some(raw) if raw <= u64::from(u32::MAX) => {
+    match decode_unsigned::<5>(buf, pos) {
+        Some(raw) => {
             let raw = raw as u32;
             Ok(((raw >> 1) as i32) ^ -((raw & 1) as i32))
         }
-        _ => {
-            *pos = start;
-            Err(varint_error(start, 5))
-        }
+        None => Err(varint_error(start, 5)),
     }
 }
 
@@ -64,7 +63,7 @@ pub fn read_varint(buf: &[u8], pos: &mut usize) -> Result<i32> {
 #[inline(always)]
 pub fn read_varlong(buf: &[u8], pos: &mut usize) -> Result<i64> {
     let start = *pos;
-    match decode_unsigned(buf, pos, 10) {
+    match decode_unsigned::<10>(buf, pos) {
         Some(raw) => Ok(((raw >> 1) as i64) ^ -((raw & 1) as i64)),
         None => Err(varint_error(start, 10)),
     }
@@ -145,6 +144,15 @@ mod tests {
         assert!(read_varint(&[0xff, 0xff, 0xff, 0xff, 0xff, 0x01], &mut pos).is_err());
         let mut pos = 0;
         assert!(read_varlong(&[0xff; 11], &mut pos).is_err());
+        // Five bytes carry 35 bits: past 32 is refused, and a refused varint leaves `pos` as it was.
+        let mut pos = 1;
+        assert!(read_varint(&[0, 0xff, 0xff, 0xff, 0xff, 0x1f], &mut pos).is_err());
+        assert_eq!(pos, 1);
+        assert_eq!(
+            read_varint(&[0, 0xff, 0xff, 0xff, 0xff, 0x0f], &mut pos).unwrap(),
+            i32::MIN
+        );
+        assert_eq!(pos, 6);
     }
 
     /// Kafka's `ByteUtils.readVarlong` rule, byte by byte, as the reference: every 1-, 2- and
@@ -181,7 +189,11 @@ mod tests {
             for start in 0..input.len() {
                 for max_bytes in [5, 10] {
                     let mut pos = start;
-                    let got = decode_unsigned(input, &mut pos, max_bytes);
+                    let got = if max_bytes == 5 {
+                        decode_unsigned::<5>(input, &mut pos)
+                    } else {
+                        decode_unsigned::<10>(input, &mut pos)
+                    };
                     let want = reference(&input[start..], max_bytes);
                     assert_eq!(
                         got.map(|v| (v, pos - start)),

@@ -148,6 +148,19 @@ impl CopiedBytes {
     }
 }
 
+/// `v.reserve(additional)`, except that a vector holding only its first `prefix` elements (a
+/// column with no row yet) is replaced by a new allocation: growing it would have the allocator
+/// copy its whole old capacity (mimalloc's realloc does), for nothing.
+fn reserve_fresh<T: Copy + Default>(v: &mut Vec<T>, prefix: usize, additional: usize) {
+    if v.len() <= prefix && v.capacity() < v.len() + additional {
+        let mut fresh = Vec::with_capacity(v.len() + additional);
+        fresh.extend_from_slice(v);
+        *v = fresh;
+    } else {
+        v.reserve(additional);
+    }
+}
+
 /// A key or value column: bytes copied into a `binary` column, or `binary_view` views into
 /// the read windows (zero-copy; values of compressed batches, which live in a decompression
 /// buffer, are copied into the view builder's own blocks).
@@ -176,8 +189,8 @@ impl BytesColumn {
     /// Room for `rows` more rows of at most `bytes` bytes in all.
     fn reserve(&mut self, rows: usize, bytes: usize) {
         if let BytesColumn::Copied(c) = self {
-            c.offsets.reserve(rows);
-            c.values.reserve(bytes);
+            reserve_fresh(&mut c.offsets, 1, rows);
+            reserve_fresh(&mut c.values, 0, bytes);
         }
     }
 
@@ -351,12 +364,17 @@ impl KafkaRecordBatchBuilder {
         // room for all, so it never regrows (and copies) while the batch is added. Keys, a small
         // share, grow as appended (reserving the whole payload for them too would regrow the key
         // buffer to twice its size once per Arrow batch).
-        self.key.reserve(rows, 0);
-        self.value.reserve(rows, bytes);
-        self.offset.reserve(rows);
-        self.timestamp.reserve(rows);
-        self.timestamp_type.reserve(rows);
+        self.reserve_columns(rows, bytes);
         self.bytes += bytes;
+    }
+
+    /// Room in every column for `rows` more rows with `value_bytes` of values.
+    fn reserve_columns(&mut self, rows: usize, value_bytes: usize) {
+        self.key.reserve(rows, 0);
+        self.value.reserve(rows, value_bytes);
+        reserve_fresh(&mut self.offset, 0, rows);
+        reserve_fresh(&mut self.timestamp, 0, rows);
+        reserve_fresh(&mut self.timestamp_type, 0, rows);
     }
 
     #[inline(always)]
@@ -566,6 +584,14 @@ impl LogArrowReader {
                 // byte budget starts the next one instead.
                 if !builder.is_empty() && builder.bytes() + records.payload_len() > byte_limit {
                     return Ok(false);
+                }
+                if builder.is_empty() {
+                    // Room for the whole Arrow batch, estimated from its first Kafka batch: grown
+                    // Kafka batch by Kafka batch, the columns would be reallocated (and copied)
+                    // a dozen times per Arrow batch (11% of `to_arrow`'s time, perf).
+                    let rows = limit.min(usize::try_from(offsets.end - offsets.start).unwrap_or(0));
+                    let per_row = records.payload_len() / records.count_hint().max(1);
+                    builder.reserve_columns(rows, per_row.saturating_mul(rows).min(byte_limit));
                 }
                 builder.append_records(records, offsets, Some(window))?;
                 *next = batch.last_offset() + 1;

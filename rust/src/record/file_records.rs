@@ -526,17 +526,8 @@ impl BatchReader<'_> {
     fn fill(&mut self, position: u64, len: usize) -> Result<()> {
         let want = len.max(CHUNK).min((self.end - position) as usize);
         // Reuse the window's memory unless Arrow arrays still hold slices of it.
-        let mut buf: Vec<u8> = match std::mem::take(&mut self.buf).into_vec() {
-            Ok(mut buf) => {
-                buf.resize(want, 0);
-                buf
-            }
-            // A fresh zeroed allocation comes zeroed from the OS (no memset).
-            Err(_) => vec![0; want],
-        };
-        self.records
-            .file
-            .read_exact_at(&mut buf, position)
+        let mut buf: Vec<u8> = std::mem::take(&mut self.buf).into_vec().unwrap_or_default();
+        read_exact_at_into(&self.records.file, &mut buf, want, position)
             .map_err(|e| Error::io(&self.records.path, e))?;
         self.buf = Buffer::from_vec(buf);
         self.buf_start = position;
@@ -582,6 +573,55 @@ impl BatchReader<'_> {
         self.next = position + prefix.size_in_bytes as u64;
         Ok(Some((position, off..off + prefix.size_in_bytes)))
     }
+}
+
+/// Replaces `buf`'s contents with the `len` bytes of `file` at `position`, read straight into its
+/// spare capacity: zero-filling a window first (1 MiB per fill) would cost as much as the read's
+/// own copy. A file that ends before is an `UnexpectedEof` error.
+pub(crate) fn read_exact_at_into(
+    file: &File,
+    buf: &mut Vec<u8>,
+    len: usize,
+    position: u64,
+) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    buf.clear();
+    buf.reserve_exact(len);
+    let spare = buf.spare_capacity_mut();
+    let mut done = 0usize;
+    while done < len {
+        let at = libc::off_t::try_from(position + done as u64)
+            .map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))?;
+        // SAFETY: the destination is `len - done` bytes of `buf`'s spare capacity (at least
+        // `len` after `reserve_exact`), which the kernel writes and nothing reads before
+        // `set_len` below.
+        let rc = unsafe {
+            libc::pread(
+                file.as_raw_fd(),
+                spare[done..].as_mut_ptr().cast(),
+                len - done,
+                at,
+            )
+        };
+        match rc {
+            0 => {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::UnexpectedEof,
+                    format!("the file ends {done} bytes into a read of {len} at {position}"),
+                ))
+            }
+            n if n > 0 => done += n as usize,
+            _ => {
+                let e = std::io::Error::last_os_error();
+                if e.kind() != std::io::ErrorKind::Interrupted {
+                    return Err(e);
+                }
+            }
+        }
+    }
+    // SAFETY: the loop above initialised all `len` bytes.
+    unsafe { buf.set_len(len) };
+    Ok(())
 }
 
 /// Reads a batch header from the first bytes of a batch (at least 17, ideally 61); `available` is

@@ -468,3 +468,44 @@ fn rename_and_delete() {
     // Deleting what is already gone is fine, as Kafka's deleteIfExists.
     records.delete().unwrap();
 }
+
+/// The read window is filled without zeroing it first: what comes back is exactly the file's
+/// bytes, a reused buffer holds no stale tail, and a file that ends early is an error, never
+/// a window with unread bytes in it.
+#[test]
+fn windows_are_read_whole_or_not_at_all() {
+    use crate::record::file_records::read_exact_at_into;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bytes");
+    let content: Vec<u8> = (0..10_000u32).map(|i| (i * 7 % 251) as u8).collect();
+    std::fs::write(&path, &content).unwrap();
+    let file = std::fs::File::open(&path).unwrap();
+    let mut buf = vec![0xAA; 50];
+    read_exact_at_into(&file, &mut buf, 4_000, 1_000).unwrap();
+    assert_eq!(buf, content[1_000..5_000]);
+    read_exact_at_into(&file, &mut buf, 10, 9_990).unwrap();
+    assert_eq!(buf, content[9_990..]);
+    let err = read_exact_at_into(&file, &mut buf, 11, 9_990).unwrap_err();
+    assert_eq!(err.kind(), std::io::ErrorKind::UnexpectedEof);
+}
+
+/// A segment cut short by another process after it was opened (a broker truncating it) makes a
+/// scan fail with an I/O error naming the file; no batch is made up from bytes not read.
+#[test]
+fn a_segment_truncated_under_an_open_reader_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let (records, _) = values_file(dir.path());
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(records.path())
+        .unwrap()
+        .set_len(10)
+        .unwrap();
+    let err = records
+        .for_each_batch(0, records.size_in_bytes(), MAX, &mut |_, _| Ok(true))
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("00000000000000000000.log"),
+        "{err}"
+    );
+}

@@ -5,17 +5,15 @@
 
 use std::sync::Arc;
 
-use arrow_array::builder::{
-    BinaryBuilder, BinaryViewBuilder, ListBuilder, StringBuilder, StructBuilder,
-};
+use arrow_array::builder::{BinaryBuilder, ListBuilder, StringBuilder, StructBuilder};
 use arrow_array::cast::AsArray;
 use arrow_array::types::{
     Int32Type, Int64Type, TimestampMicrosecondType, TimestampMillisecondType,
     TimestampNanosecondType, TimestampSecondType,
 };
 use arrow_array::{
-    Array, ArrayRef, BinaryArray, Int32Array, Int64Array, RecordBatch, RecordBatchReader,
-    StringArray, TimestampMicrosecondArray,
+    Array, ArrayRef, BinaryArray, BinaryViewArray, Int32Array, Int64Array, RecordBatch,
+    RecordBatchReader, StringArray, TimestampMicrosecondArray,
 };
 use arrow_buffer::{Buffer, NullBufferBuilder, OffsetBuffer, ScalarBuffer};
 use arrow_schema::{ArrowError, DataType, Field, Fields, Schema, SchemaRef, TimeUnit};
@@ -161,26 +159,151 @@ fn reserve_fresh<T: Copy + Default>(v: &mut Vec<T>, prefix: usize, additional: u
     }
 }
 
+/// Keys or values as one `binary_view` column (Arrow's BinaryView layout written directly): a
+/// 16-byte view per row, values of up to 12 bytes inside their view, longer ones pointing into
+/// the read window that holds them (added once as a data buffer, never copied). Values outside
+/// any window (in a decompression buffer) are copied into blocks of the column's own.
+struct ViewedBytes {
+    views: Vec<u128>,
+    buffers: Vec<Buffer>,
+    nulls: NullBufferBuilder,
+    /// The window last added to `buffers`: (address, length, index). A window held in
+    /// `buffers` cannot be freed, so its address identifies it.
+    window: Option<(usize, usize, u32)>,
+    /// Copied values not yet a buffer, and the index that buffer will take: nothing else is
+    /// added to `buffers` before it (`add_buffer` flushes it first).
+    copies: Vec<u8>,
+    copies_index: Option<u32>,
+}
+
+/// Bytes per block of copied values (Arrow's own view builder grows its blocks up to 2 MiB).
+const COPY_BLOCK_BYTES: usize = 2 << 20;
+
+impl ViewedBytes {
+    fn with_capacity(rows: usize) -> Self {
+        ViewedBytes {
+            views: Vec::with_capacity(rows),
+            buffers: Vec::new(),
+            nulls: NullBufferBuilder::new(rows),
+            window: None,
+            copies: Vec::new(),
+            copies_index: None,
+        }
+    }
+
+    /// The view of a value of up to 12 bytes: its length, then the bytes, zero-padded.
+    #[inline(always)]
+    fn inline_view(v: &[u8]) -> u128 {
+        let mut view = [0u8; 16];
+        view[..4].copy_from_slice(&(v.len() as u32).to_le_bytes());
+        view[4..4 + v.len()].copy_from_slice(v);
+        u128::from_le_bytes(view)
+    }
+
+    /// The view of a longer value at `offset` in buffer `index`: length, first 4 bytes, index,
+    /// offset.
+    #[inline(always)]
+    fn buffer_view(v: &[u8], index: u32, offset: u32) -> u128 {
+        let prefix = u32::from_le_bytes([v[0], v[1], v[2], v[3]]);
+        u128::from(v.len() as u32)
+            | (u128::from(prefix) << 32)
+            | (u128::from(index) << 64)
+            | (u128::from(offset) << 96)
+    }
+
+    fn add_buffer(&mut self, buffer: Buffer) -> u32 {
+        self.flush_copies();
+        self.buffers.push(buffer);
+        (self.buffers.len() - 1) as u32
+    }
+
+    fn flush_copies(&mut self) {
+        if self.copies_index.take().is_some() {
+            let copies = std::mem::take(&mut self.copies);
+            self.buffers.push(Buffer::from_vec(copies));
+        }
+    }
+
+    #[inline(always)]
+    fn append(&mut self, value: Option<&[u8]>, window: Option<&Buffer>) {
+        let Some(v) = value else {
+            self.views.push(0);
+            self.nulls.append_null();
+            return;
+        };
+        self.nulls.append_non_null();
+        if v.len() <= 12 {
+            self.views.push(Self::inline_view(v));
+            return;
+        }
+        if let Some(w) = window {
+            let (start, p) = (w.as_ptr() as usize, v.as_ptr() as usize);
+            if p >= start && p + v.len() <= start + w.len() {
+                let index = match self.window {
+                    Some((s, l, i)) if s == start && l == w.len() => i,
+                    _ => {
+                        let i = self.add_buffer(w.clone());
+                        self.window = Some((start, w.len(), i));
+                        i
+                    }
+                };
+                // A window is at most a Kafka batch or 1 MiB: offsets fit in 32 bits.
+                self.views
+                    .push(Self::buffer_view(v, index, (p - start) as u32));
+                return;
+            }
+        }
+        self.append_copy(v);
+    }
+
+    #[inline(never)]
+    fn append_copy(&mut self, v: &[u8]) {
+        if self.copies_index.is_some() && self.copies.len() + v.len() > COPY_BLOCK_BYTES {
+            self.flush_copies();
+        }
+        let index = match self.copies_index {
+            Some(i) => i,
+            None => {
+                self.copies = Vec::with_capacity(v.len().max(COPY_BLOCK_BYTES));
+                let i = self.buffers.len() as u32;
+                self.copies_index = Some(i);
+                i
+            }
+        };
+        let offset = self.copies.len() as u32;
+        self.copies.extend_from_slice(v);
+        self.views.push(Self::buffer_view(v, index, offset));
+    }
+
+    fn finish(&mut self) -> BinaryViewArray {
+        self.flush_copies();
+        let fresh = ViewedBytes::with_capacity(self.views.len());
+        let ViewedBytes {
+            views,
+            buffers,
+            mut nulls,
+            ..
+        } = std::mem::replace(self, fresh);
+        // SAFETY: every view was made above from the bytes it describes: inline ones hold their
+        // value, the others name a buffer of `buffers` and a range checked to lie inside it (a
+        // window) or written there (a copy); any bytes are valid binary.
+        unsafe {
+            BinaryViewArray::new_unchecked(ScalarBuffer::from(views), buffers, nulls.finish())
+        }
+    }
+}
+
 /// A key or value column: bytes copied into a `binary` column, or `binary_view` views into
-/// the read windows (zero-copy; values of compressed batches, which live in a decompression
-/// buffer, are copied into the view builder's own blocks).
+/// the read windows (zero-copy).
 enum BytesColumn {
     Copied(CopiedBytes),
-    Views {
-        builder: BinaryViewBuilder,
-        /// The window last added as a block: (address, length, block index). A window added as
-        /// a block is held by the builder, so its address cannot be reused by another one.
-        window: Option<(usize, usize, u32)>,
-    },
+    Views(ViewedBytes),
 }
 
 impl BytesColumn {
     fn new(zero_copy: bool, rows: usize, bytes: usize) -> Self {
         if zero_copy {
-            BytesColumn::Views {
-                builder: BinaryViewBuilder::with_capacity(rows),
-                window: None,
-            }
+            BytesColumn::Views(ViewedBytes::with_capacity(rows))
         } else {
             BytesColumn::Copied(CopiedBytes::with_capacity(rows, bytes))
         }
@@ -188,9 +311,12 @@ impl BytesColumn {
 
     /// Room for `rows` more rows of at most `bytes` bytes in all.
     fn reserve(&mut self, rows: usize, bytes: usize) {
-        if let BytesColumn::Copied(c) = self {
-            reserve_fresh(&mut c.offsets, 1, rows);
-            reserve_fresh(&mut c.values, 0, bytes);
+        match self {
+            BytesColumn::Copied(c) => {
+                reserve_fresh(&mut c.offsets, 1, rows);
+                reserve_fresh(&mut c.values, 0, bytes);
+            }
+            BytesColumn::Views(v) => reserve_fresh(&mut v.views, 0, rows),
         }
     }
 
@@ -198,46 +324,14 @@ impl BytesColumn {
     fn append(&mut self, value: Option<&[u8]>, window: Option<&Buffer>) {
         match self {
             BytesColumn::Copied(c) => c.append(value),
-            BytesColumn::Views {
-                builder,
-                window: held,
-            } => {
-                let Some(v) = value else {
-                    builder.append_null();
-                    return;
-                };
-                // Values of up to 12 bytes live inside the view itself.
-                if let Some(w) = window.filter(|_| v.len() > 12) {
-                    let (start, p) = (w.as_ptr() as usize, v.as_ptr() as usize);
-                    if p >= start && p + v.len() <= start + w.len() {
-                        let block = match *held {
-                            Some((s, l, b)) if s == start && l == w.len() => b,
-                            _ => {
-                                let b = builder.append_block(w.clone());
-                                *held = Some((start, w.len(), b));
-                                b
-                            }
-                        };
-                        // SAFETY: `block` was added with append_block and holds `w`; the range
-                        // was just checked to lie inside it; any bytes are valid binary.
-                        unsafe {
-                            builder.append_view_unchecked(block, (p - start) as u32, v.len() as u32)
-                        };
-                        return;
-                    }
-                }
-                builder.append_value(v);
-            }
+            BytesColumn::Views(v) => v.append(value, window),
         }
     }
 
     fn finish(&mut self) -> ArrayRef {
         match self {
             BytesColumn::Copied(c) => Arc::new(c.finish()),
-            BytesColumn::Views { builder, window } => {
-                *window = None;
-                Arc::new(builder.finish())
-            }
+            BytesColumn::Views(v) => Arc::new(v.finish()),
         }
     }
 }
@@ -1236,6 +1330,76 @@ mod tests {
             .map(|b| b.column(1).as_binary::<i32>().value_data().len())
             .sum();
         assert_eq!(values, 29 * 1000);
+    }
+
+    /// Zero-copy columns hold exactly the copying reader's bytes, and Arrow's full validation
+    /// accepts every view (they are built without Arrow's checks): inline values, nulls, values
+    /// pointing into read windows, and copies of compressed batches' values spilling over
+    /// several copy blocks.
+    #[test]
+    fn zero_copy_views_are_valid_arrow_and_equal_the_copies() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = Arc::new(crate::testutil::create_log(&dir.path().join("views-0")));
+        let big = vec![7u8; 300 << 10];
+        // Twelve compressed batches first (their copies overflow a copy block), then both kinds
+        // in turn (windows and copies interleaved).
+        for b in 0..30usize {
+            let compression = if b < 12 || b % 3 == 1 {
+                Compression::Lz4
+            } else {
+                Compression::None
+            };
+            let mut batch = BatchBuilder::new(BatchOptions {
+                compression,
+                ..BatchOptions::default()
+            });
+            for i in 0..20usize {
+                let value: Option<&[u8]> = match i % 4 {
+                    0 => None,
+                    1 => Some(&big[..5]),
+                    2 => Some(&big[..(i + b) << 10]),
+                    _ => Some(&big[..(b % 3 + 1) * 30 << 10]),
+                };
+                let key = format!("key-{b}-{i}");
+                batch
+                    .append(1_700_000_000_000, Some(key.as_bytes()), value, &[])
+                    .unwrap();
+            }
+            log.append_as_leader(&batch.build().unwrap(), 0).unwrap();
+        }
+        // 97 rows: many Arrow batches; 100,000: one, whose copies fill several copy blocks.
+        for rows in [97, 100_000] {
+            let read = |zero_copy: bool| -> Vec<RecordBatch> {
+                LogArrowReader::new(
+                    log.clone(),
+                    None,
+                    None,
+                    FetchIsolation::HighWatermark,
+                    false,
+                    rows,
+                )
+                .unwrap()
+                .zero_copy(zero_copy)
+                .collect::<std::result::Result<_, _>>()
+                .unwrap()
+            };
+            let (copied, viewed) = (read(false), read(true));
+            assert_eq!(copied.len(), viewed.len());
+            for (c, v) in copied.iter().zip(&viewed) {
+                for name in ["key", "value"] {
+                    let view = v.column_by_name(name).unwrap();
+                    view.to_data().validate_full().unwrap();
+                    let view = view.as_binary_view();
+                    let copy = c.column_by_name(name).unwrap().as_binary::<i32>();
+                    assert_eq!(view.len(), copy.len());
+                    for i in 0..copy.len() {
+                        assert_eq!(view.is_null(i), copy.is_null(i), "{name} {i}");
+                        assert_eq!(view.value(i), copy.value(i), "{name} {i}");
+                    }
+                }
+            }
+            assert_eq!(copied.iter().map(|b| b.num_rows()).sum::<usize>(), 600);
+        }
     }
 
     #[test]

@@ -1358,7 +1358,7 @@ mod tests {
                     0 => None,
                     1 => Some(&big[..5]),
                     2 => Some(&big[..(i + b) << 10]),
-                    _ => Some(&big[..(b % 3 + 1) * 30 << 10]),
+                    _ => Some(&big[..((b % 3 + 1) * 30) << 10]),
                 };
                 let key = format!("key-{b}-{i}");
                 batch

@@ -75,6 +75,7 @@ fn main() {
                     None,
                     FetchIsolation::HighWatermark,
                     false,
+                    false,
                     &mut |_, _, records, _, _| {
                         for r in records {
                             let r = r?;

@@ -191,13 +191,31 @@ impl ViewedBytes {
         }
     }
 
-    /// The view of a value of up to 12 bytes: its length, then the bytes, zero-padded.
+    /// The view of a value of up to 12 bytes: its length, then the bytes, zero-padded. Built
+    /// from two fixed-size loads that overlap (a copy of a variable length is a `memcpy` call,
+    /// a fifth of a zero-copy read of 12-byte keys).
     #[inline(always)]
     fn inline_view(v: &[u8]) -> u128 {
-        let mut view = [0u8; 16];
-        view[..4].copy_from_slice(&(v.len() as u32).to_le_bytes());
-        view[4..4 + v.len()].copy_from_slice(v);
-        u128::from_le_bytes(view)
+        let n = v.len();
+        debug_assert!(n <= 12);
+        let data: u128 = if n >= 8 {
+            let head = u64::from_le_bytes(v[..8].try_into().expect("8 bytes"));
+            let tail = u64::from_le_bytes(v[n - 8..].try_into().expect("8 bytes"));
+            // `tail` ends with bytes 8..n: shifted down, the bytes before them drop out.
+            u128::from(head) | u128::from(tail.checked_shr(8 * (16 - n as u32)).unwrap_or(0)) << 64
+        } else if n >= 4 {
+            let head = u32::from_le_bytes(v[..4].try_into().expect("4 bytes"));
+            let tail = u32::from_le_bytes(v[n - 4..].try_into().expect("4 bytes"));
+            u128::from(head) | u128::from(tail.checked_shr(8 * (8 - n as u32)).unwrap_or(0)) << 32
+        } else if n > 0 {
+            // 1 to 3 bytes: the first, middle and last (some the same byte).
+            u128::from(v[0])
+                | u128::from(v[n / 2]) << (8 * (n / 2))
+                | u128::from(v[n - 1]) << (8 * (n - 1))
+        } else {
+            0
+        };
+        n as u128 | data << 32
     }
 
     /// The view of a longer value at `offset` in buffer `index`: length, first 4 bytes, index,
@@ -515,9 +533,10 @@ impl KafkaRecordBatchBuilder {
     /// many rows as this one had, so the next batch's columns are written once, not regrown.
     pub fn finish(&mut self) -> RecordBatch {
         let rows = self.len();
-        // The same topic and partition on every row: built once per Arrow batch.
+        // The same topic and partition on every row: built once per Arrow batch, in buffers
+        // of their final size (from an iterator, Arrow's builder regrows them as it goes).
         let topic: ArrayRef = match &self.topic {
-            Some(t) => Arc::new(StringArray::from_iter_values(std::iter::repeat_n(t, rows))),
+            Some(t) => Arc::new(repeated_string(t, rows)),
             None => Arc::new(StringArray::new_null(rows)),
         };
         let partition: ArrayRef = match self.partition {
@@ -560,6 +579,21 @@ impl KafkaRecordBatchBuilder {
     }
 }
 
+/// A `string` column of `rows` times `value` (the topic column).
+fn repeated_string(value: &str, rows: usize) -> StringArray {
+    let len = value.len();
+    // `LogArrowReader` cuts batches at MAX_BATCH_BYTES / len rows (plus one Kafka batch).
+    let offsets: Vec<i32> = (0..=rows)
+        .map(|i| i32::try_from(i * len).expect("topic column under 2 GiB"))
+        .collect();
+    let values = value.repeat(rows).into_bytes();
+    StringArray::new(
+        OffsetBuffer::new(ScalarBuffer::from(offsets)),
+        Buffer::from_vec(values),
+        None,
+    )
+}
+
 /// The topic and partition a `<topic>-<partition>` folder holds.
 pub fn topic_partition_of(log: &Log) -> (Option<String>, Option<i32>) {
     match log
@@ -584,6 +618,8 @@ pub struct LogArrowReader {
     isolation: FetchIsolation,
     batch_rows: usize,
     batch_bytes: usize,
+    /// Segments read through memory maps (zero-copy on a log no writer holds).
+    map_files: bool,
     done: bool,
 }
 
@@ -624,6 +660,7 @@ impl LogArrowReader {
             isolation,
             batch_rows,
             batch_bytes: DEFAULT_BATCH_BYTES,
+            map_files: false,
             done: false,
         })
     }
@@ -633,12 +670,23 @@ impl LogArrowReader {
     }
 
     /// Key and value as `binary_view` columns pointing into the read windows instead of copies
-    /// (see [`kafka_source_schema_with`]); call before the first batch.
+    /// (see [`kafka_source_schema_with`]); call before the first batch. A read-only log that no
+    /// writer holds (no running broker on its data dir, no writable `Log` on the folder) is read
+    /// through memory maps of its segments, so the views point into the page cache and reading
+    /// copies no value at all; otherwise into read windows (one copy, by the read).
     pub fn zero_copy(mut self, zero_copy: bool) -> Self {
         let (topic, partition) = (self.builder.topic.clone(), self.builder.partition);
         let headers = self.builder.headers.is_some();
         self.builder = KafkaRecordBatchBuilder::new_with(topic, partition, headers, zero_copy);
+        self.map_files = zero_copy
+            && self.log.is_read_only()
+            && !crate::datadir::partition_has_writer(self.log.dir());
         self
+    }
+
+    /// Whether segments are read through memory maps ([`Self::zero_copy`]).
+    pub fn maps_files(&self) -> bool {
+        self.map_files
     }
 
     /// Cuts Arrow batches at about `bytes` of keys, values and headers (counted as whole Kafka
@@ -666,13 +714,18 @@ impl LogArrowReader {
             self.done = true;
             return Ok(None);
         }
+        // The topic column repeats the name on every row: cut batches before its 32-bit
+        // offsets could overflow (millions of rows of a long name).
+        let topic_len = self.builder.topic.as_ref().map_or(0, String::len).max(1);
+        let limit = self.batch_rows.min(MAX_BATCH_BYTES / topic_len);
+        let byte_limit = self.batch_bytes;
         let (builder, next) = (&mut self.builder, &mut self.next);
-        let (limit, byte_limit) = (self.batch_rows, self.batch_bytes);
         self.log.for_each_batch_lazy(
             Some(*next),
             Some(self.end),
             self.isolation,
             false,
+            self.map_files,
             &mut |_position, batch, records, offsets, window| {
                 // A Kafka batch is never split: one that would take the Arrow batch past its
                 // byte budget starts the next one instead.
@@ -683,7 +736,10 @@ impl LogArrowReader {
                     // Room for the whole Arrow batch, estimated from its first Kafka batch: grown
                     // Kafka batch by Kafka batch, the columns would be reallocated (and copied)
                     // a dozen times per Arrow batch (11% of `to_arrow`'s time, perf).
-                    let rows = limit.min(usize::try_from(offsets.end - offsets.start).unwrap_or(0));
+                    // The last Kafka batch may run past `limit`: room for one more, so that
+                    // batch does not double every column (a copy of the whole Arrow batch).
+                    let rows = limit.min(usize::try_from(offsets.end - offsets.start).unwrap_or(0))
+                        + records.count_hint();
                     let per_row = records.payload_len() / records.count_hint().max(1);
                     builder.reserve_columns(rows, per_row.saturating_mul(rows).min(byte_limit));
                 }
@@ -1194,6 +1250,7 @@ impl BatchStager {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::log::LogOptions;
     use arrow_array::{BinaryArray, Int64Array, ListArray, StringArray, StructArray};
 
     type TestRecord<'a> = (
@@ -1367,6 +1424,63 @@ mod tests {
             }
             log.append_as_leader(&batch.build().unwrap(), 0).unwrap();
         }
+        // The writable log reads through windows; read-only, with no writer left, through
+        // memory maps of its segments (views into the mapping).
+        let path = log.dir().to_path_buf();
+        log.close().unwrap();
+        drop(log);
+        let writer = Arc::new(
+            Log::open(
+                &path,
+                LogOptions {
+                    read_only: false,
+                    ..Default::default()
+                },
+            )
+            .unwrap(),
+        );
+        let reader = Arc::new(Log::open(&path, LogOptions::default()).unwrap());
+        let mapped = |log: &Arc<Log>| {
+            LogArrowReader::new(
+                log.clone(),
+                None,
+                None,
+                FetchIsolation::HighWatermark,
+                false,
+                9,
+            )
+            .unwrap()
+            .zero_copy(true)
+            .maps_files()
+        };
+        assert!(!mapped(&writer), "a log being written is not mapped");
+        assert!(
+            !mapped(&reader),
+            "nor read-only while a writer holds the folder"
+        );
+        check_views_equal_copies(&writer);
+        writer.close().unwrap();
+        drop(writer);
+        assert!(mapped(&reader), "read-only with no writer: mapped");
+        check_views_equal_copies(&reader);
+    }
+
+    #[test]
+    fn inline_views_hold_length_then_bytes_zero_padded() {
+        let bytes: Vec<u8> = (1..=12).map(|b| b * 17).collect();
+        for n in 0..=12 {
+            let mut expected = [0u8; 16];
+            expected[..4].copy_from_slice(&(n as u32).to_le_bytes());
+            expected[4..4 + n].copy_from_slice(&bytes[..n]);
+            assert_eq!(
+                ViewedBytes::inline_view(&bytes[..n]),
+                u128::from_le_bytes(expected),
+                "{n} bytes"
+            );
+        }
+    }
+
+    fn check_views_equal_copies(log: &Arc<Log>) {
         // 97 rows: many Arrow batches; 100,000: one, whose copies fill several copy blocks.
         for rows in [97, 100_000] {
             let read = |zero_copy: bool| -> Vec<RecordBatch> {

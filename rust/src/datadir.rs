@@ -372,6 +372,19 @@ pub fn broker_lock_holder(data_dir: &Path) -> Option<i32> {
     (rc == 0 && query.l_type != libc::F_UNLCK as libc::c_short).then_some(query.l_pid)
 }
 
+/// Whether anything may be writing a partition folder now: a running broker holding the data
+/// dir around it, or a writable `Log` (here or in another process) holding the folder's lock.
+/// Probed with a shared `flock` taken and dropped at once, so no writer is ever held up.
+pub fn partition_has_writer(dir: &Path) -> bool {
+    if dir.parent().and_then(broker_lock_holder).is_some() {
+        return true;
+    }
+    let Ok(handle) = std::fs::File::open(dir) else {
+        return true;
+    };
+    !matches!(handle.try_lock_shared(), Ok(()))
+}
+
 /// Takes the one-writer lock of a partition folder for a writable `Log`: an exclusive `flock`
 /// on the folder itself (no file is added, so a broker sees nothing new), released when the
 /// handle drops or the process dies, so a crash never leaves the folder locked. Refused while a

@@ -109,6 +109,7 @@ impl Log {
             end,
             isolation,
             include_control,
+            false,
             &mut |pos, batch, iter, offsets, window| {
                 let mut records = Vec::with_capacity(iter.count_hint());
                 for record in iter {
@@ -125,13 +126,16 @@ impl Log {
     }
 
     /// The one loop under [`Self::for_each_batch`]: each batch a consumer with `isolation`
-    /// sees in [start, end), with its records still to decode ([`LazyBatchVisitor`]).
+    /// sees in [start, end), with its records still to decode ([`LazyBatchVisitor`]). With
+    /// `map_files` the segments are read through memory maps (`FileRecords::for_each_batch_mapped`):
+    /// only for callers that checked no writer can truncate them while the windows live.
     pub fn for_each_batch_lazy(
         &self,
         start: Option<i64>,
         end: Option<i64>,
         isolation: FetchIsolation,
         include_control: bool,
+        map_files: bool,
         visit: &mut LazyBatchVisitor<'_>,
     ) -> Result<()> {
         let st = self.readable_state()?;
@@ -173,10 +177,11 @@ impl Log {
                 .map_or(segment.size(), |p| p.position);
             let log = segment.log();
             let max_decompressed = segment.max_decompressed();
-            log.for_each_batch_in_window(
+            log.for_each_batch_mapped(
                 position,
                 log.size_in_bytes(),
                 segment.max_batch_size(),
+                map_files,
                 &mut |pos, batch, window| {
                     let first = match batch {
                         Batch::V2(b) => b.base_offset(),

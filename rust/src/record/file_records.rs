@@ -54,6 +54,9 @@ pub struct FileRecords {
     /// Damaged `[start, end)` byte ranges every reader steps over (a read-only view that skips
     /// damage); sorted, disjoint.
     skipped: Vec<(u64, u64)>,
+    /// The file memory-mapped as one Arrow buffer, made on the first mapped read of a
+    /// read-only file ([`Self::mapped`]); `None` inside when it cannot be mapped.
+    mapping: std::sync::OnceLock<Option<(std::sync::Arc<memmap2::Mmap>, Buffer)>>,
 }
 
 impl FileRecords {
@@ -77,6 +80,7 @@ impl FileRecords {
             size,
             writable,
             skipped: Vec::new(),
+            mapping: std::sync::OnceLock::new(),
         })
     }
 
@@ -304,8 +308,46 @@ impl FileRecords {
         max_batch_size: usize,
         visit: &mut dyn FnMut(u64, &Batch<'_>, &Buffer) -> Result<bool>,
     ) -> Result<()> {
+        self.for_each_batch_mapped(start, end, max_batch_size, false, visit)
+    }
+
+    /// [`Self::for_each_batch_in_window`] over the file memory-mapped ([`Self::mapped`]) when
+    /// `map` is set and it can be: every batch's window is then the one mapping, so zero-copy
+    /// readers keep slices of the page cache itself and no byte is copied by a read. Otherwise
+    /// (writable, empty, over 2 GiB, or the map failed) the same read windows as without `map`.
+    pub fn for_each_batch_mapped(
+        &self,
+        start: u64,
+        end: u64,
+        max_batch_size: usize,
+        map: bool,
+        visit: &mut dyn FnMut(u64, &Batch<'_>, &Buffer) -> Result<bool>,
+    ) -> Result<()> {
         let mut reader = self.batches(start, end, max_batch_size);
-        while let Some((position, range)) = reader.next_batch_range()? {
+        let map = map.then(|| self.mapping()).flatten();
+        if let Some((_, buffer)) = &map {
+            reader.end = reader.end.min(buffer.len() as u64);
+            reader.buf = buffer.clone();
+            reader.buf_start = 0;
+        }
+        let mut populated_to = 0u64;
+        loop {
+            if let Some((mmap, _)) = &map {
+                // The page tables of the next few MiB in one call: faulting the mapping in page
+                // by page costs more than the reads it replaces.
+                if reader.next >= populated_to && reader.next < reader.end {
+                    let len = (reader.end - reader.next).min(POPULATE_CHUNK);
+                    let _ = mmap.advise_range(
+                        memmap2::Advice::PopulateRead,
+                        reader.next as usize,
+                        len as usize,
+                    );
+                    populated_to = reader.next + len;
+                }
+            }
+            let Some((position, range)) = reader.next_batch_range()? else {
+                break;
+            };
             let window = reader.window();
             let batch =
                 Batch::parse(&window[range]).map_err(|e| e.at(Some(&self.path), position))?;
@@ -317,6 +359,40 @@ impl FileRecords {
             }
         }
         Ok(())
+    }
+
+    /// The file's first `size` bytes memory-mapped as an Arrow buffer that keeps the mapping
+    /// alive, for read-only files of 1 byte to 2 GiB (a view's offset into it is 32 bits). A
+    /// mapped file that another process truncates faults (SIGBUS) when the cut pages are read:
+    /// callers map only files no writer holds ([`crate::arrow::LogArrowReader::zero_copy`]).
+    pub fn mapped(&self) -> Option<Buffer> {
+        self.mapping().map(|(_, buffer)| buffer)
+    }
+
+    fn mapping(&self) -> Option<(std::sync::Arc<memmap2::Mmap>, Buffer)> {
+        self.mapping
+            .get_or_init(|| {
+                if self.writable || self.size == 0 || self.size > i32::MAX as u64 {
+                    return None;
+                }
+                // SAFETY: read-only, private to this process's reads; the length is the size
+                // this view trusts (a longer file's tail is not mapped).
+                let map = unsafe {
+                    memmap2::MmapOptions::new()
+                        .len(self.size as usize)
+                        .map(&self.file)
+                }
+                .ok()?;
+                let _ = map.advise(memmap2::Advice::Sequential);
+                let ptr = std::ptr::NonNull::new(map.as_ptr() as *mut u8)?;
+                let len = map.len();
+                let map = std::sync::Arc::new(map);
+                // SAFETY: `ptr` and `len` describe the mapping, which the Arc keeps mapped
+                // for as long as any Buffer (or slice of it) lives.
+                let buffer = unsafe { Buffer::from_custom_allocation(ptr, len, map.clone()) };
+                Some((map, buffer))
+            })
+            .clone()
     }
 
     /// Kafka's `searchForTimestamp`: the first record at or after `starting_position` and
@@ -512,6 +588,9 @@ pub struct BatchReader<'a> {
 }
 
 const CHUNK: usize = 1 << 20;
+
+/// Bytes of a mapped file whose page tables a mapped read fills at a time.
+const POPULATE_CHUNK: u64 = 4 << 20;
 
 impl BatchReader<'_> {
     pub fn position(&self) -> u64 {

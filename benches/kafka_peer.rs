@@ -91,6 +91,25 @@ fn touch_records(batch: &Batch<'_>, scratch: &mut Vec<u8>) -> kafkalog::Result<u
     Ok(sum)
 }
 
+/// [`deep_iteration`] through `FileRecords::for_each_batch_mapped`: CRC checked, records decoded,
+/// the batches read from a memory map of the file.
+fn deep_iteration_mapped(records: &FileRecords, scratch: &mut Vec<u8>) -> u64 {
+    let mut sum = 0u64;
+    records
+        .for_each_batch_mapped(
+            0,
+            records.size_in_bytes(),
+            MAX_BATCH,
+            true,
+            &mut |_, batch, _| {
+                sum += touch_records(batch, scratch)?;
+                Ok(true)
+            },
+        )
+        .expect("segment decodes");
+    sum
+}
+
 /// Kafka's bare `FileRecords` deep iteration, which checks no CRC: the crate's batch reader and
 /// record decoder with `ensure_valid` left out, the same work as the Java side's `deepIteration`.
 fn deep_iteration_without_crc(records: &FileRecords, scratch: &mut Vec<u8>) -> u64 {
@@ -128,6 +147,7 @@ fn main() {
     };
     let secs: f64 = args.get(1).map_or(3.0, |s| s.parse().expect("seconds"));
     let records = FileRecords::open(&log, false).expect("open segment");
+    assert!(records.mapped().is_some(), "a read-only segment maps");
     let mut scratch = Vec::new();
 
     // The same check as the Java side: record count and zlib's chained CRC32 of keys then values.
@@ -156,7 +176,21 @@ fn main() {
     if std::env::var("KAFKA_PEER_ONLY").is_ok_and(|v| v == "deep_iteration") {
         return;
     }
+    // The same iteration over the file memory-mapped (how kafkalog's zero-copy reader reads a
+    // read-only file no writer holds): no copy of the file into a read buffer.
+    let mapped = deep_iteration_mapped(&records, &mut scratch);
+    let (ns, s) = measure(secs, || deep_iteration_mapped(&records, &mut scratch));
+    report(
+        "deep_iteration_mapped",
+        ns,
+        s,
+        &format!(", \"records\": {n}, \"sum\": {mapped}"),
+    );
     let bare = deep_iteration_without_crc(&records, &mut scratch);
+    assert_eq!(
+        mapped, bare,
+        "mapped and read iteration touch the same bytes"
+    );
     let (ns, s) = measure(secs, || deep_iteration_without_crc(&records, &mut scratch));
     report(
         "deep_iteration_no_crc",

@@ -4,6 +4,7 @@
 //! (`skip_ranges`), and `find_next_valid_batch` finds where valid batches resume after damage.
 
 use std::ops::Range;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use arrow_buffer::Buffer;
 use std::fs::{File, OpenOptions};
@@ -56,7 +57,7 @@ pub struct FileRecords {
     skipped: Vec<(u64, u64)>,
     /// The file memory-mapped as one Arrow buffer, made on the first mapped read of a
     /// read-only file ([`Self::mapped`]); `None` inside when it cannot be mapped.
-    mapping: std::sync::OnceLock<Option<(std::sync::Arc<memmap2::Mmap>, Buffer)>>,
+    mapping: std::sync::OnceLock<Option<Mapping>>,
 }
 
 impl FileRecords {
@@ -325,24 +326,15 @@ impl FileRecords {
     ) -> Result<()> {
         let mut reader = self.batches(start, end, max_batch_size);
         let map = map.then(|| self.mapping()).flatten();
-        if let Some((_, buffer)) = &map {
-            reader.end = reader.end.min(buffer.len() as u64);
-            reader.buf = buffer.clone();
+        if let Some(mapping) = &map {
+            reader.end = reader.end.min(mapping.buffer.len() as u64);
+            reader.buf = mapping.buffer.clone();
             reader.buf_start = 0;
         }
-        let mut populated_to = 0u64;
         loop {
-            if let Some((mmap, _)) = &map {
-                // The page tables of the next few MiB in one call: faulting the mapping in page
-                // by page costs more than the reads it replaces.
-                if reader.next >= populated_to && reader.next < reader.end {
-                    let len = (reader.end - reader.next).min(POPULATE_CHUNK);
-                    let _ = mmap.advise_range(
-                        memmap2::Advice::PopulateRead,
-                        reader.next as usize,
-                        len as usize,
-                    );
-                    populated_to = reader.next + len;
+            if let Some(mapping) = &map {
+                if reader.next < reader.end {
+                    mapping.populate(reader.next);
                 }
             }
             let Some((position, range)) = reader.next_batch_range()? else {
@@ -366,10 +358,10 @@ impl FileRecords {
     /// mapped file that another process truncates faults (SIGBUS) when the cut pages are read:
     /// callers map only files no writer holds ([`crate::arrow::LogArrowReader::zero_copy`]).
     pub fn mapped(&self) -> Option<Buffer> {
-        self.mapping().map(|(_, buffer)| buffer)
+        self.mapping().map(|m| m.buffer.clone())
     }
 
-    fn mapping(&self) -> Option<(std::sync::Arc<memmap2::Mmap>, Buffer)> {
+    fn mapping(&self) -> Option<&Mapping> {
         self.mapping
             .get_or_init(|| {
                 if self.writable || self.size == 0 || self.size > i32::MAX as u64 {
@@ -390,9 +382,14 @@ impl FileRecords {
                 // SAFETY: `ptr` and `len` describe the mapping, which the Arc keeps mapped
                 // for as long as any Buffer (or slice of it) lives.
                 let buffer = unsafe { Buffer::from_custom_allocation(ptr, len, map.clone()) };
-                Some((map, buffer))
+                let chunks = len.div_ceil(POPULATE_CHUNK as usize).div_ceil(64);
+                Some(Mapping {
+                    map,
+                    buffer,
+                    populated: (0..chunks).map(|_| AtomicU64::new(0)).collect(),
+                })
             })
-            .clone()
+            .as_ref()
     }
 
     /// Kafka's `searchForTimestamp`: the first record at or after `starting_position` and
@@ -591,6 +588,39 @@ const CHUNK: usize = 1 << 20;
 
 /// Bytes of a mapped file whose page tables a mapped read fills at a time.
 const POPULATE_CHUNK: u64 = 4 << 20;
+
+/// A read-only file memory-mapped ([`FileRecords::mapped`]), with the chunks whose page tables
+/// were filled.
+#[derive(Debug)]
+struct Mapping {
+    map: std::sync::Arc<memmap2::Mmap>,
+    buffer: Buffer,
+    /// One bit per `POPULATE_CHUNK` of the file.
+    populated: Box<[AtomicU64]>,
+}
+
+impl Mapping {
+    /// Fills the page tables of the chunk holding `position` in one call, once: faulting the
+    /// mapping in page by page costs more than the copies it saves, and asking again for
+    /// pages already mapped walks them all (both measured, perf).
+    fn populate(&self, position: u64) {
+        let chunk = (position / POPULATE_CHUNK) as usize;
+        let (word, bit) = (chunk / 64, 1u64 << (chunk % 64));
+        let Some(flags) = self.populated.get(word) else {
+            return;
+        };
+        if flags.load(Ordering::Relaxed) & bit != 0 {
+            return;
+        }
+        flags.fetch_or(bit, Ordering::Relaxed);
+        let start = chunk * POPULATE_CHUNK as usize;
+        let len = (POPULATE_CHUNK as usize).min(self.map.len() - start);
+        // Best effort (MADV_POPULATE_READ needs Linux 5.14): the pages fault in otherwise.
+        let _ = self
+            .map
+            .advise_range(memmap2::Advice::PopulateRead, start, len);
+    }
+}
 
 impl BatchReader<'_> {
     pub fn position(&self) -> u64 {

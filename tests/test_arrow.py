@@ -359,3 +359,42 @@ def test_polars_and_duckdb_consume_zero_copy_columns(mixed_log):
     con = duckdb.connect()
     con.register("t", kafkalog.Log(str(mixed_log)).to_arrow(zero_copy=True))
     assert con.execute("select sum(octet_length(value)) from t").fetchone()[0] == sum(lengths)
+
+
+def test_zero_copy_maps_segments_only_when_no_writer_holds_the_log(mixed_log):
+    """Read-only with no writer: the views point into memory maps of the segments, and they stay
+    readable after the log is closed and its files deleted (the mapping keeps the pages). With a
+    writer holding the folder the reader uses read windows instead, with the same rows."""
+    expected = kafkalog.Log(str(mixed_log)).to_arrow().read_all()
+    with kafkalog.Log(str(mixed_log), read_only=False) as writer:
+        held = kafkalog.Log(str(mixed_log)).to_arrow(zero_copy=True).read_all()
+        assert writer.log_end_offset == expected.num_rows
+    mapped = kafkalog.Log(str(mixed_log)).to_arrow(zero_copy=True, batch_rows=777).read_all()
+    for name in ("key", "value"):
+        assert held.column(name).cast(pa.binary()).equals(expected.column(name))
+        assert mapped.column(name).cast(pa.binary()).equals(expected.column(name))
+    for f in mixed_log.iterdir():
+        f.unlink()
+    mixed_log.rmdir()
+    import gc
+    gc.collect()
+    assert mapped.column("value").cast(pa.binary()).equals(expected.column("value"))
+
+
+def test_zero_copy_reads_around_damage_through_maps(tmp_path):
+    """A read-only view that skips a damaged batch reads the same rows mapped as copied."""
+    path = tmp_path / "damaged-0"
+    with make_log(path) as log:
+        for b in range(6):
+            log.append([{"key": b"k%d" % i, "value": b"value-%d-%d" % (b, i) * 3} for i in range(50)])
+    segment = sorted(path.glob("*.log"))[0]
+    data = bytearray(segment.read_bytes())
+    first = int.from_bytes(data[8:12], "big") + 12
+    data[first + 200] ^= 0xFF  # inside the second batch: its CRC fails
+    segment.write_bytes(bytes(data))
+    log = kafkalog.Log(str(path), on_corruption="skip")
+    copied = log.to_arrow().read_all()
+    views = log.to_arrow(zero_copy=True).read_all()
+    assert copied.num_rows == views.num_rows == 250
+    assert views.column("value").cast(pa.binary()).equals(copied.column("value"))
+    assert views.column("offset").equals(copied.column("offset"))

@@ -268,13 +268,21 @@ impl<'a> DefaultBatch<'a> {
     where
         'a: 's,
     {
-        let raw = &self.bytes[RECORD_BATCH_OVERHEAD..];
-        match self.compression()? {
-            Compression::None => Ok(raw),
-            codec => {
-                *scratch = codec::decompress(codec, raw, max_decompressed, MAGIC_V2)?;
+        match self.decompressed_records(max_decompressed)? {
+            None => Ok(&self.bytes[RECORD_BATCH_OVERHEAD..]),
+            Some(records) => {
+                *scratch = records;
                 Ok(scratch.as_slice())
             }
+        }
+    }
+
+    /// The records section inflated into a buffer of its own, `None` when uncompressed.
+    pub fn decompressed_records(&self, max_decompressed: usize) -> Result<Option<Vec<u8>>> {
+        let raw = &self.bytes[RECORD_BATCH_OVERHEAD..];
+        match self.compression()? {
+            Compression::None => Ok(None),
+            codec => codec::decompress(codec, raw, max_decompressed, MAGIC_V2).map(Some),
         }
     }
 

@@ -127,13 +127,30 @@ pub fn decompress(codec: Compression, data: &[u8], max_size: usize, magic: u8) -
             Ok(data.to_vec())
         }
         // Multi-member, like Java's GZIPInputStream, which reads concatenated members.
-        Compression::Gzip => read_bounded(codec, flate2::read::MultiGzDecoder::new(data), max_size),
+        Compression::Gzip => read_bounded(
+            codec,
+            flate2::read::MultiGzDecoder::new(data),
+            max_size,
+            data.len(),
+        ),
         Compression::Snappy => snappy_decompress(data, max_size),
         Compression::Lz4 => lz4_decompress(data, max_size, magic),
         Compression::Zstd => {
+            // A frame that states its size (one-shot compressors write it) decodes in one call
+            // into a buffer of that size; any mismatch goes the streaming way, which reports it.
+            if let Ok(Some(size)) = zstd::zstd_safe::get_frame_content_size(data) {
+                if size <= max_size as u64 {
+                    let mut out = Vec::with_capacity(size as usize);
+                    if zstd::bulk::decompress_to_buffer(data, &mut out).is_ok()
+                        && out.len() as u64 == size
+                    {
+                        return Ok(out);
+                    }
+                }
+            }
             let decoder = zstd::stream::read::Decoder::with_buffer(data)
                 .map_err(|e| codec_error(codec, e))?;
-            read_bounded(codec, decoder, max_size)
+            read_bounded(codec, decoder, max_size, data.len())
         }
     }
 }
@@ -150,9 +167,15 @@ fn codec_error(codec: Compression, e: impl std::fmt::Display) -> Error {
 }
 
 /// Reads a decoder to its end, but never more than `max_size + 1` bytes, so a decompression
-/// bomb costs at most `max_size` of memory.
-fn read_bounded(codec: Compression, reader: impl Read, max_size: usize) -> Result<Vec<u8>> {
-    let mut out = Vec::new();
+/// bomb costs at most `max_size` of memory. Room for a few times the `compressed` length up
+/// front: grown from empty, the output was copied at every doubling.
+fn read_bounded(
+    codec: Compression,
+    reader: impl Read,
+    max_size: usize,
+    compressed: usize,
+) -> Result<Vec<u8>> {
+    let mut out = Vec::with_capacity(compressed.saturating_mul(4).min(max_size.saturating_add(1)));
     reader
         .take((max_size as u64).saturating_add(1))
         .read_to_end(&mut out)

@@ -161,8 +161,9 @@ fn reserve_fresh<T: Copy + Default>(v: &mut Vec<T>, prefix: usize, additional: u
 
 /// Keys or values as one `binary_view` column (Arrow's BinaryView layout written directly): a
 /// 16-byte view per row, values of up to 12 bytes inside their view, longer ones pointing into
-/// the read window that holds them (added once as a data buffer, never copied). Values outside
-/// any window (in a decompression buffer) are copied into blocks of the column's own.
+/// the window that holds them (a memory map, a read window or a compressed batch's inflated
+/// buffer, added once as a data buffer, never copied). Values outside any window (legacy
+/// batches' records, records handed in as a list) are copied into blocks of the column's own.
 struct ViewedBytes {
     views: Vec<u128>,
     buffers: Vec<Buffer>,
@@ -1395,15 +1396,14 @@ mod tests {
 
     /// Zero-copy columns hold exactly the copying reader's bytes, and Arrow's full validation
     /// accepts every view (they are built without Arrow's checks): inline values, nulls, values
-    /// pointing into read windows, and copies of compressed batches' values spilling over
-    /// several copy blocks.
+    /// pointing into read windows, memory maps and inflated compressed batches.
     #[test]
     fn zero_copy_views_are_valid_arrow_and_equal_the_copies() {
         let dir = tempfile::tempdir().unwrap();
         let log = Arc::new(crate::testutil::create_log(&dir.path().join("views-0")));
         let big = vec![7u8; 300 << 10];
-        // Twelve compressed batches first (their copies overflow a copy block), then both kinds
-        // in turn (windows and copies interleaved).
+        // Twelve compressed batches first (over 2 MiB of values), then both kinds in turn
+        // (windows and inflated buffers interleaved).
         for b in 0..30usize {
             let compression = if b < 12 || b % 3 == 1 {
                 Compression::Lz4
@@ -1444,19 +1444,7 @@ mod tests {
             .unwrap(),
         );
         let reader = Arc::new(Log::open(&path, LogOptions::default()).unwrap());
-        let mapped = |log: &Arc<Log>| {
-            LogArrowReader::new(
-                log.clone(),
-                None,
-                None,
-                FetchIsolation::HighWatermark,
-                false,
-                9,
-            )
-            .unwrap()
-            .zero_copy(true)
-            .maps_files()
-        };
+        let mapped = |log: &Arc<Log>| whole_log_reader(log, 9, true).maps_files();
         assert!(!mapped(&writer), "a log being written is not mapped");
         assert!(
             !mapped(&reader),
@@ -1484,22 +1472,60 @@ mod tests {
         }
     }
 
+    /// Records outside any window (handed in as a list) are copied into blocks of the column's
+    /// own, a new block once one is full: valid views, the same bytes.
+    #[test]
+    fn zero_copy_columns_copy_values_outside_windows_into_blocks() {
+        let big = vec![3u8; 300 << 10];
+        let records: Vec<Record<'_>> = (0..20usize)
+            .map(|i| Record {
+                offset: i as i64,
+                timestamp: 0,
+                timestamp_type: crate::record::record::TimestampType::CreateTime,
+                key: (i % 5 != 0).then_some(&big[..i]),
+                value: Some(&big[..(i * 37) << 10]),
+                headers: Vec::new(),
+            })
+            .collect();
+        let mut builder = KafkaRecordBatchBuilder::new_with(None, None, false, true);
+        builder.append_batch(&records);
+        let batch = builder.finish();
+        for (column, expected) in [
+            (1, records.iter().map(|r| r.value).collect::<Vec<_>>()),
+            (0, records.iter().map(|r| r.key).collect()),
+        ] {
+            let views = batch.column(column);
+            views.to_data().validate_full().unwrap();
+            let views = views.as_binary_view();
+            assert!(
+                column == 0 || views.data_buffers().len() > 1,
+                "several copy blocks"
+            );
+            let got: Vec<Option<&[u8]>> = views.iter().collect();
+            assert_eq!(got, expected);
+        }
+    }
+
+    fn whole_log_reader(log: &Arc<Log>, rows: usize, zero_copy: bool) -> LogArrowReader {
+        LogArrowReader::new(
+            log.clone(),
+            None,
+            None,
+            FetchIsolation::HighWatermark,
+            false,
+            rows,
+        )
+        .unwrap()
+        .zero_copy(zero_copy)
+    }
+
     fn check_views_equal_copies(log: &Arc<Log>) {
-        // 97 rows: many Arrow batches; 100,000: one, whose copies fill several copy blocks.
+        // 97 rows: many Arrow batches; 100,000: one, over every window.
         for rows in [97, 100_000] {
             let read = |zero_copy: bool| -> Vec<RecordBatch> {
-                LogArrowReader::new(
-                    log.clone(),
-                    None,
-                    None,
-                    FetchIsolation::HighWatermark,
-                    false,
-                    rows,
-                )
-                .unwrap()
-                .zero_copy(zero_copy)
-                .collect::<std::result::Result<_, _>>()
-                .unwrap()
+                whole_log_reader(log, rows, zero_copy)
+                    .collect::<std::result::Result<_, _>>()
+                    .unwrap()
             };
             let (copied, viewed) = (read(false), read(true));
             assert_eq!(copied.len(), viewed.len());

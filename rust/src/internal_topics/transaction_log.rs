@@ -95,7 +95,20 @@ pub fn parse_for_dump(
         return parse_3x(key, value);
     }
     Ok(match decode(key, value) {
-        Ok(r) => coordinator_record_for_dump(r.record_type, r.key, r.value),
+        Ok(r) => {
+            let value = r.value.map(|(version, mut json)| {
+                // 4.4's tool prints the state by name (`TransactionState.stateName`), an
+                // unknown id as its number in a string.
+                if let Some(status) = json.get_mut("transactionStatus") {
+                    let id = status.as_i64().unwrap_or(-1);
+                    *status = Value::String(
+                        transaction_state_name(id).map_or_else(|| id.to_string(), str::to_string),
+                    );
+                }
+                (version, json)
+            });
+            coordinator_record_for_dump(r.record_type, r.key, value)
+        }
         Err(e) => error_record(e, offset),
     })
 }
@@ -264,9 +277,21 @@ mod tests {
             p.payload.as_deref(),
             Some(concat!(
                 r#"{"version":"1","data":{"producerId":1000,"producerEpoch":3,"transactionTimeoutMs":60000,"#,
-                r#""transactionStatus":1,"transactionPartitions":[{"topic":"t","partitionIds":[0,1]}],"#,
+                r#""transactionStatus":"Ongoing","transactionPartitions":[{"topic":"t","partitionIds":[0,1]}],"#,
                 r#""transactionLastUpdateTimestampMs":5,"transactionStartTimestampMs":4,"clientTransactionVersion":2}}"#
             ))
+        );
+        // A status Kafka has no state for: its number, as a string (4.4's tool).
+        let mut unknown = value_v1();
+        unknown[16] = 9;
+        let p = parse_for_dump(Some(&key("tx")), Some(&unknown), 0, 4).unwrap();
+        assert!(
+            p.payload
+                .as_deref()
+                .unwrap()
+                .contains(r#""transactionStatus":"9","#),
+            "{:?}",
+            p.payload
         );
     }
 

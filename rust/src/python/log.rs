@@ -428,7 +428,8 @@ impl Log {
     /// `end=None` stops at what a consumer with `isolation` could read (the high watermark, or
     /// the last stable offset for read_committed); `isolation="log_end"` reads to the log end.
     /// `zero_copy=True` gives `binary_view` key and value columns whose values point into the
-    /// read buffers instead of being copied (uncompressed batches).
+    /// segment instead of being copied: into memory maps of its files when the log is read-only
+    /// and nothing writes it (no broker, no writable Log), else into the read buffers.
     #[pyo3(signature = (start = None, end = None, isolation = "read_uncommitted", include_headers = false,
         batch_rows = crate::arrow::DEFAULT_BATCH_ROWS, zero_copy = false,
         batch_bytes = crate::arrow::DEFAULT_BATCH_BYTES))]

@@ -1483,7 +1483,7 @@ mod tests {
                 timestamp: 0,
                 timestamp_type: crate::record::record::TimestampType::CreateTime,
                 key: (i % 5 != 0).then_some(&big[..i]),
-                value: Some(&big[..(i * 37) << 10]),
+                value: Some(&big[..(i * 15) << 10]),
                 headers: Vec::new(),
             })
             .collect();

@@ -340,22 +340,17 @@ impl<'s> Iterator for RecordIter<'s> {
         self.remaining -= 1;
         // Handed on as it came (no match rebuilding the `Result`), so the record is written
         // once, in place, not copied through a temporary.
-        // The position goes through a local, so it stays in a register while the record is
-        // decoded (through `&mut self.pos` it was stored to memory after every field).
-        let mut pos = self.pos;
         let record = read_default_record(
             self.buf,
-            &mut pos,
+            &mut self.pos,
             self.base_offset,
             self.base_timestamp,
             self.log_append_time,
         );
-        self.pos = if record.is_err() {
+        if record.is_err() {
             self.remaining = 0;
-            self.buf.len()
-        } else {
-            pos
-        };
+            self.pos = self.buf.len();
+        }
         Some(record)
     }
 }

@@ -337,6 +337,12 @@ impl<E: IndexEntry> MmapIndex<E> {
         self.length
     }
 
+    /// The entries as stored in the file (big-endian, `entry_size()` bytes each), read from the
+    /// mapping (writable) or the snapshot (read-only) the lookups search.
+    pub fn entry_bytes(&self) -> &[u8] {
+        &self.map.bytes()[..self.entries * E::SIZE]
+    }
+
     /// Bytes actually used by entries.
     pub fn size_in_bytes(&self) -> usize {
         self.entries * E::SIZE
@@ -525,6 +531,15 @@ impl<E: IndexEntry> MmapIndex<E> {
 
     /// Binary search over `[begin, end]`, given `entry[begin] <= target` (strictly `<` for the
     /// ceiling search).
+    ///
+    /// Branch-free, with both slots the next step may read prefetched. On an index larger than the
+    /// caches every step waits on a memory load; a branchy search mispredicts about half its steps
+    /// on random targets and discards the loads it had started, and a branch-free one alone
+    /// waits for each load in turn (measured no faster than branchy). Prefetching both candidates
+    /// overlaps the next step's load with this step's (Khuong and Morin, "Array layouts for
+    /// comparison-based searching"). Random lookups into a nearly full 10 MiB index, interleaved
+    /// with Kafka's branchy search over the same bytes (benches/index_lookup.rs, `PAIRED`), took
+    /// 0.83-0.88x its time; this search written branchy, as Kafka's, took 1.05x.
     #[inline]
     fn binary_search<O: SlotObserver>(
         &self,
@@ -535,27 +550,49 @@ impl<E: IndexEntry> MmapIndex<E> {
         end: usize,
         observer: &mut O,
     ) -> Option<usize> {
-        let (mut lo, mut hi) = (begin, end);
-        while lo < hi {
-            // Upper middle, so `lo = mid` always makes progress.
-            let mid = lo + (hi - lo).div_ceil(2);
+        // Invariant: entry[floor] <= target, and the answer lies in [floor, floor + len).
+        let (mut floor, mut len) = (begin, end - begin + 1);
+        while len > 1 {
+            let half = len / 2;
+            self.prefetch_slot(floor + half / 2);
+            self.prefetch_slot(floor + half + half / 2);
+            let mid = floor + half;
             let found = self.read_slot(mid, observer);
-            match Self::compare(&found, target, by) {
-                Ordering::Greater => hi = mid - 1,
-                Ordering::Less => lo = mid,
-                Ordering::Equal => return Some(mid),
-            }
+            let not_above = Self::compare(&found, target, by) != Ordering::Greater;
+            floor = std::hint::select_unpredictable(not_above, mid, floor);
+            len -= half;
         }
         match bound {
-            SearchBound::LargestLowerBound => Some(lo),
+            SearchBound::LargestLowerBound => Some(floor),
             SearchBound::SmallestUpperBound => {
-                if lo + 1 >= self.entries {
+                let at_floor = self.read_slot(floor, observer);
+                if Self::compare(&at_floor, target, by) == Ordering::Equal {
+                    Some(floor)
+                } else if floor + 1 >= self.entries {
                     None
                 } else {
-                    Some(lo + 1)
+                    Some(floor + 1)
                 }
             }
         }
+    }
+
+    /// Start loading slot `n`'s cache line; a hint only (slots past the entries load nothing
+    /// wrong: a prefetch never faults).
+    #[inline(always)]
+    fn prefetch_slot(&self, n: usize) {
+        #[cfg(target_arch = "x86_64")]
+        {
+            let at = self.map.bytes().as_ptr().wrapping_add(n * E::SIZE);
+            // SAFETY: a prefetch reads nothing the program sees and never faults.
+            unsafe {
+                std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+                    at as *const i8,
+                )
+            };
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = n;
     }
 
     /// What `OffsetIndex.append` and `TimeIndex.maybeAppend` check before their own ordering

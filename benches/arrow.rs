@@ -13,6 +13,7 @@ use criterion::Throughput;
 use kafkalog::arrow::LogArrowReader;
 use kafkalog::log::{FetchIsolation, Log, LogOptions};
 use kafkalog::record::builder::{BatchBuilder, BatchOptions};
+use kafkalog::record::file_records::FileAccess;
 
 const RECORDS: usize = 100_000;
 const PER_BATCH: usize = 500;
@@ -75,7 +76,7 @@ fn main() {
                     None,
                     FetchIsolation::HighWatermark,
                     false,
-                    false,
+                    FileAccess::Windows,
                     &mut |_, _, records, _, _| {
                         for r in records {
                             let r = r?;

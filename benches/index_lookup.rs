@@ -188,11 +188,8 @@ fn bench(c: &mut Criterion) {
     ] {
         for (kind, idx) in indexes {
             let bytes = idx.entry_bytes();
-            let mut draw = || -> Vec<i64> {
-                (0..BATCH)
-                    .map(|_| last - rng.gen_range(0..=span))
-                    .collect()
-            };
+            let mut draw =
+                || -> Vec<i64> { (0..BATCH).map(|_| last - rng.gen_range(0..=span)).collect() };
             let mut ratios: Vec<f64> = (0..PAIRED_ROUNDS)
                 .map(|round| {
                     let (ours, theirs) = (draw(), draw());

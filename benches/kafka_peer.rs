@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use kafkalog::index::{OffsetIndex, TimeIndex};
 use kafkalog::record::batch::Batch;
 use kafkalog::record::builder::{BatchBuilder, BatchOptions};
-use kafkalog::record::file_records::FileRecords;
+use kafkalog::record::file_records::{FileAccess, FileRecords};
 
 const LOOKUPS: usize = 1024;
 const APPEND_RECORDS: usize = 500;
@@ -92,7 +92,7 @@ fn touch_records(batch: &Batch<'_>, scratch: &mut Vec<u8>) -> kafkalog::Result<u
 }
 
 /// [`deep_iteration`] through `FileRecords::for_each_batch_mapped`: CRC checked, records decoded,
-/// the batches read from a memory map of the file.
+/// the batches read from a memory map of the file, on this thread only.
 fn deep_iteration_mapped(records: &FileRecords, scratch: &mut Vec<u8>) -> u64 {
     let mut sum = 0u64;
     records
@@ -100,7 +100,8 @@ fn deep_iteration_mapped(records: &FileRecords, scratch: &mut Vec<u8>) -> u64 {
             0,
             records.size_in_bytes(),
             MAX_BATCH,
-            true,
+            // One thread, as Kafka's side: the per-core comparison.
+            FileAccess::Mapped,
             &mut |_, batch, _| {
                 sum += touch_records(batch, scratch)?;
                 Ok(true)

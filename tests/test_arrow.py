@@ -381,6 +381,38 @@ def test_zero_copy_maps_segments_only_when_no_writer_holds_the_log(mixed_log):
     assert mapped.column("value").cast(pa.binary()).equals(expected.column("value"))
 
 
+@pytest.mark.parametrize("damaged", [False, True])
+def test_zero_copy_checks_crcs_ahead_on_a_second_thread_with_the_same_result(tmp_path, damaged):
+    """A mapped read of a few MiB checks CRCs on a second thread ahead of the decoder by
+    default: the same rows as checking them in line and as the copying read, also around a
+    damaged batch that on_corruption="skip" steps over (the checker's own CRC failures are
+    covered in the crate: crcs_checked_ahead_read_as_checked_in_line)."""
+    path = tmp_path / "big-0"
+    with make_log(path) as log:
+        for b in range(64):
+            log.append([{"key": b"k%d" % i, "value": b"%06d" % (b * 1000 + i) * 10} for i in range(500)])
+    if damaged:
+        segment = sorted(path.glob("*.log"))[0]
+        data = bytearray(segment.read_bytes())
+        position = 0
+        for _ in range(40):  # the 41st batch
+            position += int.from_bytes(data[position + 8:position + 12], "big") + 12
+        data[position + 300] ^= 0xFF
+        segment.write_bytes(bytes(data))
+        with pytest.raises(kafkalog.CorruptRecordError, match="batch at offset 20000 is corrupt"):
+            kafkalog.Log(str(path)).to_arrow(zero_copy=True).read_all()
+        log = kafkalog.Log(str(path), on_corruption="skip")
+    else:
+        log = kafkalog.Log(str(path))
+    copied = log.to_arrow().read_all()
+    ahead = log.to_arrow(zero_copy=True).read_all()
+    in_line = log.to_arrow(zero_copy=True, check_crcs_ahead=False).read_all()
+    assert copied.num_rows == (63 if damaged else 64) * 500
+    for table in (ahead, in_line):
+        assert table.column("value").cast(pa.binary()).equals(copied.column("value"))
+        assert table.column("offset").equals(copied.column("offset"))
+
+
 def test_zero_copy_reads_around_damage_through_maps(tmp_path):
     """A read-only view that skips a damaged batch reads the same rows mapped as copied."""
     path = tmp_path / "damaged-0"

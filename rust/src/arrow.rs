@@ -31,6 +31,7 @@ use crate::producer::{partition_for_key, StickyPartitioner};
 use crate::record::batch::BatchRecordIter;
 use crate::record::builder::{BatchBuilder, BatchOptions};
 use crate::record::codec::Compression;
+use crate::record::file_records::FileAccess;
 use crate::record::record::Record;
 
 /// Rows per Arrow batch unless the caller says otherwise.
@@ -623,8 +624,8 @@ pub struct LogArrowReader {
     isolation: FetchIsolation,
     batch_rows: usize,
     batch_bytes: usize,
-    /// Segments read through memory maps (zero-copy on a log no writer holds).
-    map_files: bool,
+    /// How segments are read: memory maps for zero-copy on a log no writer holds.
+    file_access: FileAccess,
     done: bool,
 }
 
@@ -665,7 +666,7 @@ impl LogArrowReader {
             isolation,
             batch_rows,
             batch_bytes: DEFAULT_BATCH_BYTES,
-            map_files: false,
+            file_access: FileAccess::Windows,
             done: false,
         })
     }
@@ -683,15 +684,34 @@ impl LogArrowReader {
         let (topic, partition) = (self.builder.topic.clone(), self.builder.partition);
         let headers = self.builder.headers.is_some();
         self.builder = KafkaRecordBatchBuilder::new_with(topic, partition, headers, zero_copy);
-        self.map_files = zero_copy
+        let map_files = zero_copy
             && self.log.is_read_only()
             && !crate::datadir::partition_has_writer(self.log.dir());
+        self.file_access = if map_files {
+            FileAccess::MappedCheckedAhead
+        } else {
+            FileAccess::Windows
+        };
         self
     }
 
     /// Whether segments are read through memory maps ([`Self::zero_copy`]).
     pub fn maps_files(&self) -> bool {
-        self.map_files
+        self.file_access != FileAccess::Windows
+    }
+
+    /// With `false`, a memory-mapped read ([`Self::zero_copy`]) checks CRCs on the reading
+    /// thread instead of on a second one running ahead ([`FileAccess::MappedCheckedAhead`], the
+    /// default): for callers that already keep every core busy. Call after `zero_copy`.
+    pub fn check_crcs_ahead(mut self, ahead: bool) -> Self {
+        if self.maps_files() {
+            self.file_access = if ahead {
+                FileAccess::MappedCheckedAhead
+            } else {
+                FileAccess::Mapped
+            };
+        }
+        self
     }
 
     /// Cuts Arrow batches at about `bytes` of keys, values and headers (counted as whole Kafka
@@ -730,7 +750,7 @@ impl LogArrowReader {
             Some(self.end),
             self.isolation,
             false,
-            self.map_files,
+            self.file_access,
             &mut |_position, batch, records, offsets, window| {
                 // A Kafka batch is never split: one that would take the Arrow batch past its
                 // byte budget starts the next one instead.

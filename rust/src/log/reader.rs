@@ -11,6 +11,7 @@ use crate::index::txn::AbortedTxn;
 use crate::log::{FetchIsolation, Log};
 use crate::record::batch::{Batch, BatchRecordIter};
 use crate::record::control::ControlRecordType;
+use crate::record::file_records::FileAccess;
 use crate::record::record::{OwnedRecord, Record};
 use std::ops::Range;
 
@@ -109,7 +110,7 @@ impl Log {
             end,
             isolation,
             include_control,
-            false,
+            FileAccess::Windows,
             &mut |pos, batch, iter, offsets, window| {
                 let mut records = Vec::with_capacity(iter.count_hint());
                 for record in iter {
@@ -126,16 +127,16 @@ impl Log {
     }
 
     /// The one loop under [`Self::for_each_batch`]: each batch a consumer with `isolation`
-    /// sees in [start, end), with its records still to decode ([`LazyBatchVisitor`]). With
-    /// `map_files` the segments are read through memory maps (`FileRecords::for_each_batch_mapped`):
-    /// only for callers that checked no writer can truncate them while the windows live.
+    /// sees in [start, end), with its records still to decode ([`LazyBatchVisitor`]). `access`
+    /// says how segments are read (`FileRecords::for_each_batch_mapped`); memory maps only for
+    /// callers that checked no writer can truncate them while the windows live.
     pub fn for_each_batch_lazy(
         &self,
         start: Option<i64>,
         end: Option<i64>,
         isolation: FetchIsolation,
         include_control: bool,
-        map_files: bool,
+        access: FileAccess,
         visit: &mut LazyBatchVisitor<'_>,
     ) -> Result<()> {
         let st = self.readable_state()?;
@@ -181,7 +182,7 @@ impl Log {
                 position,
                 log.size_in_bytes(),
                 segment.max_batch_size(),
-                map_files,
+                access,
                 &mut |pos, batch, window| {
                     let first = match batch {
                         Batch::V2(b) => b.base_offset(),

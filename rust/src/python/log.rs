@@ -429,10 +429,13 @@ impl Log {
     /// the last stable offset for read_committed); `isolation="log_end"` reads to the log end.
     /// `zero_copy=True` gives `binary_view` key and value columns whose values point into the
     /// segment instead of being copied: into memory maps of its files when the log is read-only
-    /// and nothing writes it (no broker, no writable Log), else into the read buffers.
+    /// and nothing writes it (no broker, no writable Log), else into the read buffers. A
+    /// memory-mapped read checks each batch's CRC on a second thread running ahead of the
+    /// decoder (on machines with more than one core); `check_crcs_ahead=False` checks them on
+    /// the reading thread, for callers that already keep every core busy.
     #[pyo3(signature = (start = None, end = None, isolation = "read_uncommitted", include_headers = false,
         batch_rows = crate::arrow::DEFAULT_BATCH_ROWS, zero_copy = false,
-        batch_bytes = crate::arrow::DEFAULT_BATCH_BYTES))]
+        batch_bytes = crate::arrow::DEFAULT_BATCH_BYTES, check_crcs_ahead = true))]
     #[allow(clippy::too_many_arguments)]
     fn to_arrow(
         &self,
@@ -444,6 +447,7 @@ impl Log {
         batch_rows: usize,
         zero_copy: bool,
         batch_bytes: usize,
+        check_crcs_ahead: bool,
     ) -> PyResult<PyObject> {
         crate::python::arrow::log_to_arrow(
             py,
@@ -455,6 +459,7 @@ impl Log {
             batch_rows,
             zero_copy,
             batch_bytes,
+            check_crcs_ahead,
         )
     }
 

@@ -9,7 +9,8 @@ use crate::error::Error;
 use crate::record::batch::{Batch, BatchPrefix};
 use crate::record::builder::BatchOptions;
 use crate::record::file_records::{
-    BatchHeader, FileRecords, LogOffsetPosition, TimestampAndOffset, DEFAULT_MAX_BATCH_SIZE,
+    BatchHeader, FileAccess, FileRecords, LogOffsetPosition, TimestampAndOffset,
+    CHECK_AHEAD_MIN_BYTES, DEFAULT_MAX_BATCH_SIZE,
 };
 use crate::testutil::{batch_at, batch_with, values_of};
 
@@ -508,4 +509,95 @@ fn a_segment_truncated_under_an_open_reader_is_an_error() {
         err.to_string().contains("00000000000000000000.log"),
         "{err}"
     );
+}
+
+/// Each visited batch's position and values.
+type Visited = Vec<(u64, Vec<String>)>;
+
+/// Every batch's (position, values) through `access`, stopping after `stop_after` batches; the
+/// error, if any, as (message, position).
+fn visit_with(
+    records: &FileRecords,
+    access: FileAccess,
+    stop_after: usize,
+) -> (Visited, Option<(String, Option<u64>)>) {
+    let mut seen = Vec::new();
+    let mut scratch = Vec::new();
+    let result = records.for_each_batch_mapped(
+        0,
+        records.size_in_bytes(),
+        MAX,
+        access,
+        &mut |pos, batch, _| {
+            let values = batch
+                .records(&mut scratch, usize::MAX)?
+                .into_iter()
+                .map(|r| String::from_utf8(r.value.unwrap().to_vec()).unwrap())
+                .collect();
+            seen.push((pos, values));
+            Ok(seen.len() < stop_after)
+        },
+    );
+    (seen, result.err().map(corrupt_at))
+}
+
+/// The checker thread of `MappedCheckedAhead` changes nothing a reader sees: the same batches,
+/// the same error at the same position for a CRC mismatch midway (the reader checks what the
+/// checker could not vouch for), and an early stop ends the read (and the checker) at once.
+#[test]
+fn crcs_checked_ahead_read_as_checked_in_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("00000000000000000000.log");
+    let mut writer = FileRecords::open(&path, true).unwrap();
+    let mut positions = Vec::new();
+    let mut offset = 0i64;
+    while writer.size_in_bytes() < 2 * CHECK_AHEAD_MIN_BYTES {
+        positions.push(writer.size_in_bytes());
+        writer.append(&batch_at(offset, &[7; 100])).unwrap();
+        offset += 100;
+    }
+    writer.flush().unwrap();
+    drop(writer);
+
+    let records = FileRecords::open(&path, false).unwrap();
+    let (inline, none) = visit_with(&records, FileAccess::Mapped, usize::MAX);
+    assert!(none.is_none());
+    assert_eq!(inline.len(), positions.len());
+    assert_eq!(
+        inline.iter().map(|(p, _)| *p).collect::<Vec<_>>(),
+        positions
+    );
+    for access in [FileAccess::Windows, FileAccess::MappedCheckedAhead] {
+        assert_eq!(
+            visit_with(&records, access, usize::MAX),
+            (inline.clone(), None),
+            "{access:?}"
+        );
+        let (stopped, error) = visit_with(&records, access, 3);
+        assert_eq!(
+            (stopped.as_slice(), error),
+            (&inline[..3], None),
+            "{access:?}"
+        );
+    }
+    drop(records);
+
+    // One value byte flipped in a batch two thirds in: its CRC no longer matches.
+    let damaged = positions.len() * 2 / 3;
+    let mut bytes = std::fs::read(&path).unwrap();
+    let end = positions[damaged + 1] as usize;
+    bytes[end - 2] ^= 0x55;
+    std::fs::write(&path, &bytes).unwrap();
+    let records = FileRecords::open(&path, false).unwrap();
+    let expected = visit_with(&records, FileAccess::Mapped, usize::MAX);
+    assert_eq!(expected.0, inline[..damaged]);
+    let (_, at) = expected.1.as_ref().expect("a CRC mismatch");
+    assert_eq!(*at, Some(positions[damaged]));
+    for access in [FileAccess::Windows, FileAccess::MappedCheckedAhead] {
+        assert_eq!(
+            visit_with(&records, access, usize::MAX),
+            expected,
+            "{access:?}"
+        );
+    }
 }

@@ -34,6 +34,11 @@ import time
 import zlib
 from pathlib import Path
 
+# pyarrow imports numpy, whose OpenBLAS threads spin for a while after the import on every core:
+# on 2 cores the first rows measured ran up to 1.8x slower for every contender. Nothing here
+# uses BLAS; one thread keeps it quiet (set before anything imports numpy; children inherit it).
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
 ROOT = Path(__file__).resolve().parent.parent
 BENCHES = ROOT / "benches"
 sys.path.insert(0, str(ROOT / "tests"))
@@ -455,7 +460,8 @@ def report(res: dict, size_name: str) -> str:
            f"Python {m['python']}; load average {m['load'][0]:.1f} at the start. **The machine was shared** with "
            f"other jobs building and testing while this ran: absolute figures are noisy; the ratios "
            f"compare contenders measured interleaved in the same run (medians). No bigger machine "
-           f"was available to this run, so scaling stops at {m['cores']} cores.\n",
+           f"was available to this run, so scaling stops at {m['cores']} cores. `OPENBLAS_NUM_THREADS=1` "
+           f"(numpy's BLAS threads, imported with pyarrow, otherwise spin on every core).\n",
            f"kafkalog: {res['build']}.\n"]
     if "python" in res:
         py = res["python"]

@@ -262,7 +262,9 @@ def section_python(size: dict, tmp: Path) -> dict:
             contenders["aiokafka no crc"] = python_peer(Aio, data, check_crcs=False)
             contenders["kafka-python"] = python_peer(KafkaPython, data)
             contenders["kafka-python no crc"] = python_peer(KafkaPython, data, check_crcs=False)
-            med = interleaved(contenders, size["repeat"])
+            # Uncompressed rows take milliseconds a read, where a shared machine's noise is
+            # largest (identical reads differed by 20% in medians of 3): more rounds for them.
+            med = interleaved(contenders, size["repeat"] * (3 if codec == "none" else 1))
             rows.append({"codec": codec, "value_bytes": vb, "records": n, "bytes": len(data),
                          "median_s": med})
             log(f"python {codec} {vb} B: " + ", ".join(f"{k} {n / v:,.0f}/s" for k, v in med.items()))

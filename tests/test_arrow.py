@@ -383,14 +383,14 @@ def test_zero_copy_maps_segments_only_when_no_writer_holds_the_log(mixed_log):
 
 @pytest.mark.parametrize("damaged", [False, True])
 def test_zero_copy_checks_crcs_ahead_on_a_second_thread_with_the_same_result(tmp_path, damaged):
-    """A mapped read of a few MiB checks CRCs on a second thread ahead of the decoder by
-    default: the same rows as checking them in line and as the copying read, also around a
+    """A mapped read of a few MiB of ~100-byte records checks CRCs on a second thread ahead of
+    the decoder by default: the same rows as checking them in line and as the copying read, also around a
     damaged batch that on_corruption="skip" steps over (the checker's own CRC failures are
     covered in the crate: crcs_checked_ahead_read_as_checked_in_line)."""
     path = tmp_path / "big-0"
     with make_log(path) as log:
         for b in range(64):
-            log.append([{"key": b"k%d" % i, "value": b"%06d" % (b * 1000 + i) * 10} for i in range(500)])
+            log.append([{"key": b"k%d" % i, "value": b"%06d" % (b * 1000 + i) * 16} for i in range(500)])
     if damaged:
         segment = sorted(path.glob("*.log"))[0]
         data = bytearray(segment.read_bytes())

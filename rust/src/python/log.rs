@@ -430,8 +430,9 @@ impl Log {
     /// `zero_copy=True` gives `binary_view` key and value columns whose values point into the
     /// segment instead of being copied: into memory maps of its files when the log is read-only
     /// and nothing writes it (no broker, no writable Log), else into the read buffers. A
-    /// memory-mapped read checks each batch's CRC on a second thread running ahead of the
-    /// decoder (on machines with more than one core); `check_crcs_ahead=False` checks them on
+    /// memory-mapped read of uncompressed records of about 64 B to 1 KiB checks each batch's
+    /// CRC on a second thread running ahead of the decoder (on machines with more than one
+    /// core); `check_crcs_ahead=False` checks them on
     /// the reading thread, for callers that already keep every core busy.
     #[pyo3(signature = (start = None, end = None, isolation = "read_uncommitted", include_headers = false,
         batch_rows = crate::arrow::DEFAULT_BATCH_ROWS, zero_copy = false,

@@ -689,7 +689,7 @@ pub enum FileAccess {
     Mapped,
     /// A memory map, with a second thread faulting its pages in and checking CRCs ahead of the
     /// caller, which then only decodes. Used for ranges of at least [`CHECK_AHEAD_MIN_BYTES`]
-    /// of uncompressed batches of small records (see [`CHECK_AHEAD_MAX_BYTES_PER_RECORD`]) on
+    /// of uncompressed batches of records of [`CHECK_AHEAD_BYTES_PER_RECORD`] bytes on
     /// machines with more than one core; otherwise the same as `Mapped`.
     MappedCheckedAhead,
 }
@@ -697,16 +697,16 @@ pub enum FileAccess {
 /// Below this many bytes a checker thread costs more to start than it saves.
 pub const CHECK_AHEAD_MIN_BYTES: u64 = 1 << 20;
 
-/// Batches with more bytes per record than this are read on one thread. The reader waits for
-/// each batch's check, so the checker helps only while decoding a batch takes about as long as
-/// checking it: with fewer records per byte the reader mostly waits, and the hand-over costs
-/// more than it saves (measured against one thread: 100 B values 0.73-0.81x the time, 10 B
-/// 0.96-1.02x, 1 KiB 0.95x, 100 KiB 1.07-1.10x).
-pub const CHECK_AHEAD_MAX_BYTES_PER_RECORD: u64 = 2048;
+/// Bytes per record (batch bytes over its record count) for which a checker thread pays. The
+/// reader waits for each batch's check and the checker competes for the cache, so it gains only
+/// while decoding a batch takes about as long as checking it. Measured against one thread
+/// (interleaved reads of one segment, 2 cores): 100 B values (~130 B a record) 0.73-0.84x the
+/// time; 10 B values 0.94-1.02x; 1 KiB values 0.93-1.04x; 100 KiB values 1.07-1.10x.
+pub const CHECK_AHEAD_BYTES_PER_RECORD: std::ops::RangeInclusive<u64> = 64..=1024;
 
 /// Whether the batch at `start` (later batches are assumed alike) suits
-/// [`FileAccess::MappedCheckedAhead`]: an uncompressed v2 batch of at most
-/// [`CHECK_AHEAD_MAX_BYTES_PER_RECORD`] bytes a record. A compressed batch's time goes to
+/// [`FileAccess::MappedCheckedAhead`]: an uncompressed v2 batch with
+/// [`CHECK_AHEAD_BYTES_PER_RECORD`] bytes a record. A compressed batch's time goes to
 /// inflating it on the reader's thread, which the checker cannot take over.
 fn first_batch_fits_check_ahead(map: &[u8], start: u64) -> bool {
     const HEADER: usize = 61; // through the v2 header's record count
@@ -724,7 +724,7 @@ fn first_batch_fits_check_ahead(map: &[u8], start: u64) -> bool {
         && attributes & 0x07 == 0
         && count > 0
         && length > 0
-        && (length as u64 + 12) / count as u64 <= CHECK_AHEAD_MAX_BYTES_PER_RECORD
+        && CHECK_AHEAD_BYTES_PER_RECORD.contains(&((length as u64 + 12) / count as u64))
 }
 
 /// Batches the checker thread may run ahead of the reader: enough to keep the reader from

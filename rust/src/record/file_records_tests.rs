@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use crate::error::Error;
 use crate::record::batch::{Batch, BatchPrefix};
-use crate::record::builder::BatchOptions;
+use crate::record::builder::{BatchBuilder, BatchOptions};
 use crate::record::file_records::{
     BatchHeader, FileAccess, FileRecords, LogOffsetPosition, TimestampAndOffset,
     CHECK_AHEAD_MIN_BYTES, DEFAULT_MAX_BATCH_SIZE,
@@ -553,7 +553,16 @@ fn crcs_checked_ahead_read_as_checked_in_line() {
     let mut offset = 0i64;
     while writer.size_in_bytes() < 2 * CHECK_AHEAD_MIN_BYTES {
         positions.push(writer.size_in_bytes());
-        writer.append(&batch_at(offset, &[7; 100])).unwrap();
+        // 100-byte values: records of the size the checker thread is used for.
+        let mut batch = BatchBuilder::new(BatchOptions {
+            base_offset: offset,
+            ..Default::default()
+        });
+        for i in 0..100 {
+            let value = format!("{:0100}", offset + i);
+            batch.append(7, None, Some(value.as_bytes()), &[]).unwrap();
+        }
+        writer.append(&batch.build().unwrap()).unwrap();
         offset += 100;
     }
     writer.flush().unwrap();

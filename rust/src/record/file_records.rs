@@ -687,8 +687,8 @@ pub enum FileAccess {
     Windows,
     /// A memory map of the file; each batch's CRC is checked on the caller's thread.
     Mapped,
-    /// A memory map, with a second thread faulting its pages in and checking CRCs ahead of the
-    /// caller, which then only decodes. Used for ranges of at least [`CHECK_AHEAD_MIN_BYTES`]
+    /// A memory map, with a second thread checking CRCs ahead of the caller (its reads fault the
+    /// pages in), which then only decodes. Used for ranges of at least [`CHECK_AHEAD_MIN_BYTES`]
     /// of uncompressed batches of records of [`CHECK_AHEAD_BYTES_PER_RECORD`] bytes on
     /// machines with more than one core; otherwise the same as `Mapped`.
     MappedCheckedAhead,
@@ -763,8 +763,8 @@ impl Mapping {
         let Some(flags) = self.populated.get(word) else {
             return;
         };
-        // Claimed by one thread (the reader or its checker); the other reads on meanwhile and
-        // faults in what it reaches first itself.
+        // Claimed by one reader (threads may share a file); the others read on meanwhile and
+        // fault in what they reach first themselves.
         if flags.load(Ordering::Relaxed) & bit != 0
             || flags.fetch_or(bit, Ordering::Relaxed) & bit != 0
         {

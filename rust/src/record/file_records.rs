@@ -17,6 +17,7 @@ use crate::record::batch::{
     Batch, BatchPrefix, HEADER_SIZE_UP_TO_MAGIC, LAST_OFFSET_DELTA_OFFSET, MAGIC_V1, MAGIC_V2,
     MAX_TIMESTAMP_OFFSET, NO_TIMESTAMP, RECORD_BATCH_OVERHEAD,
 };
+use crate::record::codec::Compression;
 
 /// Largest batch a reader accepts from a length field unless told otherwise; bounds allocation.
 pub const DEFAULT_MAX_BATCH_SIZE: usize = 256 * 1024 * 1024;
@@ -332,7 +333,7 @@ impl FileRecords {
         };
         let check_ahead = access == FileAccess::MappedCheckedAhead
             && end.saturating_sub(start) >= CHECK_AHEAD_MIN_BYTES
-            && map.is_some_and(|m| first_batch_fits_check_ahead(&m.buffer, start))
+            && map.is_some_and(|m| first_batch_fits_check_ahead(m.buffer.as_slice(), start))
             && cores() > 1;
         if !check_ahead {
             return self.visit_batches(start, end, max_batch_size, map, None, visit);
@@ -370,12 +371,10 @@ impl FileRecords {
         checked: Option<&Receiver<(u64, bool)>>,
         visit: &mut dyn FnMut(u64, &Batch<'_>, &Buffer) -> Result<bool>,
     ) -> Result<()> {
-        let mut reader = self.batches(start, end, max_batch_size);
-        if let Some(mapping) = map {
-            reader.end = reader.end.min(mapping.buffer.len() as u64);
-            reader.buf = mapping.buffer.clone();
-            reader.buf_start = 0;
-        }
+        let mut reader = match map {
+            Some(mapping) => self.mapped_batches(mapping, start, end, max_batch_size),
+            None => self.batches(start, end, max_batch_size),
+        };
         let mut ahead: Option<(u64, bool)> = None;
         loop {
             // With a checker, its CRCs fault the pages in ahead of this thread.
@@ -414,6 +413,21 @@ impl FileRecords {
         Ok(())
     }
 
+    /// [`Self::batches`] reading from `mapping` instead of read windows.
+    fn mapped_batches(
+        &self,
+        mapping: &Mapping,
+        start: u64,
+        end: u64,
+        max_batch_size: usize,
+    ) -> BatchReader<'_> {
+        let mut reader = self.batches(start, end, max_batch_size);
+        reader.end = reader.end.min(mapping.buffer.len() as u64);
+        reader.buf = mapping.buffer.clone();
+        reader.buf_start = 0;
+        reader
+    }
+
     /// The checker thread of [`FileAccess::MappedCheckedAhead`]: walks the batches of
     /// [start, end) through the mapping, checking each CRC (which faults its pages in), and sends
     /// (position, valid). It stops at the first batch it cannot read or that fails, at `stop`,
@@ -429,10 +443,7 @@ impl FileRecords {
         let Some(mapping) = self.mapping() else {
             return;
         };
-        let mut reader = self.batches(start, end, max_batch_size);
-        reader.end = reader.end.min(mapping.buffer.len() as u64);
-        reader.buf = mapping.buffer.clone();
-        reader.buf_start = 0;
+        let mut reader = self.mapped_batches(mapping, start, end, max_batch_size);
         // No `populate`: the CRC's own reads fault the pages in (with the kernel's fault-around);
         // filling 4 MiB chunks here measured slower at every record size.
         while !stop.load(Ordering::Relaxed) {
@@ -709,22 +720,17 @@ pub const CHECK_AHEAD_BYTES_PER_RECORD: std::ops::RangeInclusive<u64> = 64..=102
 /// [`CHECK_AHEAD_BYTES_PER_RECORD`] bytes a record. A compressed batch's time goes to
 /// inflating it on the reader's thread, which the checker cannot take over.
 fn first_batch_fits_check_ahead(map: &[u8], start: u64) -> bool {
-    const HEADER: usize = 61; // through the v2 header's record count
-    let Some(header) = usize::try_from(start)
+    let first = usize::try_from(start)
         .ok()
-        .and_then(|at| map.get(at..at.checked_add(HEADER)?))
-    else {
+        .and_then(|at| map.get(at..))
+        .and_then(|rest| Batch::parse(rest).ok());
+    let Some(Batch::V2(batch)) = first else {
         return false;
     };
-    let be_i32 = |at: usize| {
-        i32::from_be_bytes([header[at], header[at + 1], header[at + 2], header[at + 3]])
-    };
-    let (length, magic, attributes, count) = (be_i32(8), header[16], header[22], be_i32(57));
-    magic == 2
-        && attributes & 0x07 == 0
+    let count = batch.records_count();
+    matches!(batch.compression(), Ok(Compression::None))
         && count > 0
-        && length > 0
-        && CHECK_AHEAD_BYTES_PER_RECORD.contains(&((length as u64 + 12) / count as u64))
+        && CHECK_AHEAD_BYTES_PER_RECORD.contains(&(batch.size_in_bytes() as u64 / count as u64))
 }
 
 /// Batches the checker thread may run ahead of the reader: enough to keep the reader from

@@ -101,7 +101,10 @@ fn deep_iteration_mapped(records: &FileRecords, scratch: &mut Vec<u8>) -> u64 {
             records.size_in_bytes(),
             MAX_BATCH,
             // One thread, as Kafka's side: the per-core comparison.
-            FileAccess::Mapped,
+            FileAccess::Mapped {
+                check_crcs_ahead: false,
+                release_behind: false,
+            },
             &mut |_, batch, _| {
                 sum += touch_records(batch, scratch)?;
                 Ok(true)

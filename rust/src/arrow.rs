@@ -658,6 +658,17 @@ impl LogArrowReader {
         let bound = log.fetch_upper_bound(isolation);
         let end = end.map_or(bound, |e| e.min(bound));
         let (topic, partition) = topic_partition_of(&log);
+        // A log no writer holds cannot be truncated under a memory map of it: read through maps
+        // (no copy by the read), the pages released behind the reader since values are copied.
+        let file_access = if log.is_read_only() && !crate::datadir::partition_has_writer(log.dir())
+        {
+            FileAccess::Mapped {
+                check_crcs_ahead: true,
+                release_behind: true,
+            }
+        } else {
+            FileAccess::Windows
+        };
         Ok(LogArrowReader {
             builder: KafkaRecordBatchBuilder::new(topic, partition, include_headers),
             log,
@@ -666,7 +677,7 @@ impl LogArrowReader {
             isolation,
             batch_rows,
             batch_bytes: DEFAULT_BATCH_BYTES,
-            file_access: FileAccess::Windows,
+            file_access,
             done: false,
         })
     }
@@ -675,41 +686,36 @@ impl LogArrowReader {
         self.builder.schema()
     }
 
-    /// Key and value as `binary_view` columns pointing into the read windows instead of copies
+    /// Key and value as `binary_view` columns pointing into the segments instead of copies
     /// (see [`kafka_source_schema_with`]); call before the first batch. A read-only log that no
     /// writer holds (no running broker on its data dir, no writable `Log` on the folder) is read
     /// through memory maps of its segments, so the views point into the page cache and reading
-    /// copies no value at all; otherwise into read windows (one copy, by the read).
+    /// copies no value at all (the pages stay mapped while views hold them); otherwise into read
+    /// windows (one copy, by the read).
     pub fn zero_copy(mut self, zero_copy: bool) -> Self {
         let (topic, partition) = (self.builder.topic.clone(), self.builder.partition);
         let headers = self.builder.headers.is_some();
         self.builder = KafkaRecordBatchBuilder::new_with(topic, partition, headers, zero_copy);
-        let map_files = zero_copy
-            && self.log.is_read_only()
-            && !crate::datadir::partition_has_writer(self.log.dir());
-        self.file_access = if map_files {
-            FileAccess::MappedCheckedAhead
-        } else {
-            FileAccess::Windows
-        };
+        if let FileAccess::Mapped { release_behind, .. } = &mut self.file_access {
+            *release_behind = !zero_copy;
+        }
         self
     }
 
-    /// Whether segments are read through memory maps ([`Self::zero_copy`]).
+    /// Whether segments are read through memory maps: a read-only log no writer holds.
     pub fn maps_files(&self) -> bool {
         self.file_access != FileAccess::Windows
     }
 
-    /// With `false`, a memory-mapped read ([`Self::zero_copy`]) checks CRCs on the reading
-    /// thread instead of on a second one running ahead ([`FileAccess::MappedCheckedAhead`], the
-    /// default): for callers that already keep every core busy. Call after `zero_copy`.
+    /// With `false`, a memory-mapped read ([`Self::maps_files`]) checks CRCs on the reading
+    /// thread instead of on a second one running ahead (`FileAccess::Mapped`'s
+    /// `check_crcs_ahead`, the default): for callers that already keep every core busy.
     pub fn check_crcs_ahead(mut self, ahead: bool) -> Self {
-        if self.maps_files() {
-            self.file_access = if ahead {
-                FileAccess::MappedCheckedAhead
-            } else {
-                FileAccess::Mapped
-            };
+        if let FileAccess::Mapped {
+            check_crcs_ahead, ..
+        } = &mut self.file_access
+        {
+            *check_crcs_ahead = ahead;
         }
         self
     }

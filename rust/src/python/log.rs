@@ -429,11 +429,11 @@ impl Log {
     /// the last stable offset for read_committed); `isolation="log_end"` reads to the log end.
     /// `zero_copy=True` gives `binary_view` key and value columns whose values point into the
     /// segment instead of being copied: into memory maps of its files when the log is read-only
-    /// and nothing writes it (no broker, no writable Log), else into the read buffers. A
-    /// memory-mapped read of uncompressed records of about 64 B to 1 KiB checks each batch's
-    /// CRC on a second thread running ahead of the decoder (on machines with more than one
-    /// core); `check_crcs_ahead=False` checks them on
-    /// the reading thread, for callers that already keep every core busy.
+    /// and nothing writes it (no broker, no writable Log), else into the read buffers. Such a
+    /// log's uncompressed records of about 64 B to 1 KiB are read through the maps with each
+    /// batch's CRC checked on a second thread running ahead of the decoder (on machines with
+    /// more than one core), copying or not; `check_crcs_ahead=False` keeps the whole read on
+    /// the calling thread, for callers that already keep every core busy.
     #[pyo3(signature = (start = None, end = None, isolation = "read_uncommitted", include_headers = false,
         batch_rows = crate::arrow::DEFAULT_BATCH_ROWS, zero_copy = false,
         batch_bytes = crate::arrow::DEFAULT_BATCH_BYTES, check_crcs_ahead = true))]

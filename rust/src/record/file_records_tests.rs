@@ -10,7 +10,7 @@ use crate::record::batch::{Batch, BatchPrefix};
 use crate::record::builder::{BatchBuilder, BatchOptions};
 use crate::record::file_records::{
     BatchHeader, FileAccess, FileRecords, LogOffsetPosition, TimestampAndOffset,
-    CHECK_AHEAD_MIN_BYTES, DEFAULT_MAX_BATCH_SIZE,
+    CHECK_AHEAD_MIN_BYTES, DEFAULT_MAX_BATCH_SIZE, POPULATE_CHUNK,
 };
 use crate::testutil::{batch_at, batch_with, values_of};
 
@@ -541,19 +541,18 @@ fn visit_with(
     (seen, result.err().map(corrupt_at))
 }
 
-/// The checker thread of `MappedCheckedAhead` changes nothing a reader sees: the same batches,
-/// the same error at the same position for a CRC mismatch midway (the reader checks what the
-/// checker could not vouch for), and an early stop ends the read (and the checker) at once.
-#[test]
-fn crcs_checked_ahead_read_as_checked_in_line() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("00000000000000000000.log");
-    let mut writer = FileRecords::open(&path, true).unwrap();
+/// Batches of 100 records with 100-byte values (the size the checker thread is used for) up to
+/// `bytes`; their positions.
+fn write_batches_of_100_byte_values(path: &Path, bytes: u64) -> Vec<u64> {
+    assert!(
+        bytes > 2 * CHECK_AHEAD_MIN_BYTES,
+        "a range the checker thread reads"
+    );
+    let mut writer = FileRecords::open(path, true).unwrap();
     let mut positions = Vec::new();
     let mut offset = 0i64;
-    while writer.size_in_bytes() < 2 * CHECK_AHEAD_MIN_BYTES {
+    while writer.size_in_bytes() < bytes {
         positions.push(writer.size_in_bytes());
-        // 100-byte values: records of the size the checker thread is used for.
         let mut batch = BatchBuilder::new(BatchOptions {
             base_offset: offset,
             ..Default::default()
@@ -566,17 +565,49 @@ fn crcs_checked_ahead_read_as_checked_in_line() {
         offset += 100;
     }
     writer.flush().unwrap();
-    drop(writer);
+    positions
+}
+
+/// Read windows, and the memory map read with a checker thread and with its pages released
+/// behind the read, alone and together.
+fn other_accesses() -> Vec<FileAccess> {
+    let mut accesses = vec![FileAccess::Windows];
+    for (check_crcs_ahead, release_behind) in [(true, false), (false, true), (true, true)] {
+        accesses.push(FileAccess::Mapped {
+            check_crcs_ahead,
+            release_behind,
+        });
+    }
+    accesses
+}
+
+/// The checker thread of `check_crcs_ahead`, and releasing the map's pages behind the read,
+/// change nothing a reader sees: the same batches,
+/// the same error at the same position for a CRC mismatch midway (the reader checks what the
+/// checker could not vouch for), and an early stop ends the read (and the checker) at once.
+#[test]
+fn crcs_checked_ahead_read_as_checked_in_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("00000000000000000000.log");
+    // Past two chunks of the map, so pages are released behind the read midway.
+    let positions = write_batches_of_100_byte_values(&path, 2 * POPULATE_CHUNK + 100_000);
 
     let records = FileRecords::open(&path, false).unwrap();
-    let (inline, none) = visit_with(&records, FileAccess::Mapped, usize::MAX);
+    let (inline, none) = visit_with(
+        &records,
+        FileAccess::Mapped {
+            check_crcs_ahead: false,
+            release_behind: false,
+        },
+        usize::MAX,
+    );
     assert!(none.is_none());
     assert_eq!(inline.len(), positions.len());
     assert_eq!(
         inline.iter().map(|(p, _)| *p).collect::<Vec<_>>(),
         positions
     );
-    for access in [FileAccess::Windows, FileAccess::MappedCheckedAhead] {
+    for access in other_accesses() {
         assert_eq!(
             visit_with(&records, access, usize::MAX),
             (inline.clone(), None),
@@ -598,15 +629,84 @@ fn crcs_checked_ahead_read_as_checked_in_line() {
     bytes[end - 2] ^= 0x55;
     std::fs::write(&path, &bytes).unwrap();
     let records = FileRecords::open(&path, false).unwrap();
-    let expected = visit_with(&records, FileAccess::Mapped, usize::MAX);
+    let expected = visit_with(
+        &records,
+        FileAccess::Mapped {
+            check_crcs_ahead: false,
+            release_behind: false,
+        },
+        usize::MAX,
+    );
     assert_eq!(expected.0, inline[..damaged]);
     let (_, at) = expected.1.as_ref().expect("a CRC mismatch");
     assert_eq!(*at, Some(positions[damaged]));
-    for access in [FileAccess::Windows, FileAccess::MappedCheckedAhead] {
+    for access in other_accesses() {
         assert_eq!(
             visit_with(&records, access, usize::MAX),
             expected,
             "{access:?}"
         );
+    }
+}
+
+/// The resident bytes of this process's memory map of `path` (`/proc/self/smaps`), 0 when it
+/// is not mapped.
+#[cfg(target_os = "linux")]
+fn mapped_resident_bytes(path: &Path) -> u64 {
+    let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
+    let name = path.to_str().unwrap();
+    let mut lines = smaps.lines();
+    let mut resident = 0;
+    while let Some(line) = lines.next() {
+        if !line.ends_with(name) {
+            continue;
+        }
+        for field in lines.by_ref() {
+            if let Some(kb) = field.strip_prefix("Rss:") {
+                resident += kb
+                    .trim()
+                    .trim_end_matches(" kB")
+                    .trim()
+                    .parse::<u64>()
+                    .unwrap()
+                    * 1024;
+                break;
+            }
+        }
+    }
+    resident
+}
+
+/// A read through the map with `release_behind` hands back the pages it has passed, so a long
+/// copying read keeps only the chunks around it resident, and none once it reached the end;
+/// without it (zero-copy readers, whose views point into the map) the whole file stays mapped.
+#[cfg(target_os = "linux")]
+#[test]
+fn mapped_pages_are_released_behind_the_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("00000000000000000000.log");
+    write_batches_of_100_byte_values(&path, 4 * POPULATE_CHUNK + 100_000);
+    let size = std::fs::metadata(&path).unwrap().len();
+    for (check_crcs_ahead, release_behind) in [(false, false), (false, true), (true, true)] {
+        let records = FileRecords::open(&path, false).unwrap();
+        let access = FileAccess::Mapped {
+            check_crcs_ahead,
+            release_behind,
+        };
+        let (seen, error) = visit_with(&records, access, usize::MAX);
+        assert!(error.is_none() && !seen.is_empty(), "{access:?}");
+        let resident = mapped_resident_bytes(&path);
+        if release_behind {
+            // Read to the end: its last chunk is released too.
+            assert_eq!(
+                resident, 0,
+                "{access:?}: {resident} of {size} bytes resident"
+            );
+        } else {
+            assert!(
+                resident >= size - 4096,
+                "{access:?}: {resident} of {size} bytes resident"
+            );
+        }
     }
 }

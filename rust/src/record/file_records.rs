@@ -769,7 +769,7 @@ fn check_ahead_batches(map: &[u8], start: u64) -> Option<usize> {
     let Some(Batch::V2(batch)) = first else {
         return None;
     };
-    let (count, size) = (batch.records_count(), batch.size_in_bytes() as usize);
+    let (count, size) = (batch.records_count(), batch.size_in_bytes());
     let fits = matches!(batch.compression(), Ok(Compression::None))
         && count > 0
         && CHECK_AHEAD_BYTES_PER_RECORD.contains(&(size as u64 / count as u64));

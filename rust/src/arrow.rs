@@ -313,6 +313,34 @@ impl ViewedBytes {
     }
 }
 
+/// Appending one key or value to a column; the record decoding loop is generic over it, so each
+/// kind of column gets a loop of its own instead of a choice made for every value.
+trait AppendBytes {
+    /// `window`: the buffer holding the batch's bytes, for columns that point into it.
+    fn append_bytes(&mut self, value: Option<&[u8]>, window: Option<&Buffer>);
+}
+
+impl AppendBytes for CopiedBytes {
+    #[inline(always)]
+    fn append_bytes(&mut self, value: Option<&[u8]>, _window: Option<&Buffer>) {
+        self.append(value)
+    }
+}
+
+impl AppendBytes for ViewedBytes {
+    #[inline(always)]
+    fn append_bytes(&mut self, value: Option<&[u8]>, window: Option<&Buffer>) {
+        self.append(value, window)
+    }
+}
+
+impl AppendBytes for BytesColumn {
+    #[inline(always)]
+    fn append_bytes(&mut self, value: Option<&[u8]>, window: Option<&Buffer>) {
+        self.append(value, window)
+    }
+}
+
 /// A key or value column: bytes copied into a `binary` column, or `binary_view` views into
 /// the read windows (zero-copy).
 enum BytesColumn {
@@ -463,14 +491,47 @@ impl KafkaRecordBatchBuilder {
             )));
         }
         self.reserve(records.count_hint(), payload);
-        for record in records {
-            let record = record?;
-            // Every record is decoded (and checked), those outside the range are not rows.
-            if offsets.contains(&record.offset) {
-                self.push(&record, window);
+        // One loop per kind of batch and of column (both columns copy, or both point into the
+        // windows): nothing is chosen per record.
+        match records {
+            BatchRecordIter::V2(records) => self.append_decoded(records, offsets, window),
+            BatchRecordIter::Legacy(records) => {
+                self.append_decoded(records.map(Ok), offsets, window)
             }
         }
-        Ok(())
+    }
+
+    #[inline(always)]
+    fn append_decoded<'r>(
+        &mut self,
+        records: impl Iterator<Item = Result<Record<'r>>>,
+        offsets: Range<i64>,
+        window: Option<&Buffer>,
+    ) -> Result<()> {
+        let KafkaRecordBatchBuilder {
+            key,
+            value,
+            offset,
+            timestamp,
+            timestamp_type,
+            headers,
+            ..
+        } = self;
+        let mut rows = Rows {
+            offset,
+            timestamp,
+            timestamp_type,
+            headers: headers.as_mut(),
+        };
+        match (key, value) {
+            (BytesColumn::Copied(key), BytesColumn::Copied(value)) => {
+                rows.append_decoded(key, value, records, offsets, window)
+            }
+            (BytesColumn::Views(key), BytesColumn::Views(value)) => {
+                rows.append_decoded(key, value, records, offsets, window)
+            }
+            (key, value) => rows.append_decoded(key, value, records, offsets, window),
+        }
     }
 
     fn reserve(&mut self, rows: usize, bytes: usize) {
@@ -578,6 +639,46 @@ impl KafkaRecordBatchBuilder {
         self.bytes = 0;
         RecordBatch::try_new(self.schema.clone(), columns)
             .expect("columns built to the schema they are checked against")
+    }
+}
+
+/// The columns besides key and value, borrowed for one Kafka batch's decoding loop.
+struct Rows<'b> {
+    offset: &'b mut Vec<i64>,
+    timestamp: &'b mut Vec<i64>,
+    timestamp_type: &'b mut Vec<i32>,
+    headers: Option<&'b mut ListBuilder<StructBuilder>>,
+}
+
+impl Rows<'_> {
+    /// Decodes `records` into the columns, the rows of those in `offsets` (every record is
+    /// decoded, and checked, the others are not rows).
+    #[inline(always)]
+    fn append_decoded<'r>(
+        &mut self,
+        key: &mut impl AppendBytes,
+        value: &mut impl AppendBytes,
+        records: impl Iterator<Item = Result<Record<'r>>>,
+        offsets: Range<i64>,
+        window: Option<&Buffer>,
+    ) -> Result<()> {
+        for record in records {
+            let record = record?;
+            if !offsets.contains(&record.offset) {
+                continue;
+            }
+            key.append_bytes(record.key, window);
+            value.append_bytes(record.value, window);
+            self.offset.push(record.offset);
+            // Kafka's milliseconds as Spark's microseconds; exact, since 1000 divides them back.
+            self.timestamp.push(record.timestamp.saturating_mul(1000));
+            self.timestamp_type
+                .push(i32::from(record.timestamp_type.id()));
+            if let Some(headers) = self.headers.as_deref_mut() {
+                KafkaRecordBatchBuilder::append_headers(headers, &record);
+            }
+        }
+        Ok(())
     }
 }
 

@@ -31,7 +31,9 @@ use crate::producer::{partition_for_key, StickyPartitioner};
 use crate::record::batch::BatchRecordIter;
 use crate::record::builder::{BatchBuilder, BatchOptions};
 use crate::record::codec::Compression;
-use crate::record::file_records::FileAccess;
+use crate::record::file_records::{
+    FileAccess, CHECK_AHEAD_BYTES_PER_RECORD, CHECK_AHEAD_MIN_BYTES,
+};
 use crate::record::record::Record;
 
 /// Rows per Arrow batch unless the caller says otherwise.
@@ -851,13 +853,26 @@ impl LogArrowReader {
         let topic_len = self.builder.topic.as_ref().map_or(0, String::len).max(1);
         let limit = self.batch_rows.min(MAX_BATCH_BYTES / topic_len);
         let byte_limit = self.batch_bytes;
+        // An Arrow batch too small to take `CHECK_AHEAD_MIN_BYTES` of the records a checker
+        // thread is used for (a consumer's poll of 500 records) gets none: starting it would
+        // cost more than it saves, and it would check batches past where this read stops.
+        let mut file_access = self.file_access;
+        let min_rows = CHECK_AHEAD_MIN_BYTES / CHECK_AHEAD_BYTES_PER_RECORD.start();
+        if (limit as u64) < min_rows || (byte_limit as u64) < CHECK_AHEAD_MIN_BYTES {
+            if let FileAccess::Mapped {
+                check_crcs_ahead, ..
+            } = &mut file_access
+            {
+                *check_crcs_ahead = false;
+            }
+        }
         let (builder, next) = (&mut self.builder, &mut self.next);
         self.log.for_each_batch_lazy(
             Some(*next),
             Some(self.end),
             self.isolation,
             false,
-            self.file_access,
+            file_access,
             &mut |_position, batch, records, offsets, window| {
                 // A Kafka batch is never split: one that would take the Arrow batch past its
                 // byte budget starts the next one instead.
@@ -1582,6 +1597,49 @@ mod tests {
         drop(writer);
         assert!(mapped(&reader), "read-only with no writer: mapped");
         check_views_equal_copies(&reader);
+    }
+
+    /// A read-only log no writer holds is read through memory maps with the CRC checker thread,
+    /// copying or not, but only by readers whose Arrow batches take at least
+    /// `CHECK_AHEAD_MIN_BYTES` (not a consumer's poll of 500 records); all read the same rows.
+    #[test]
+    fn crc_checker_thread_only_for_large_arrow_batches() {
+        use crate::record::file_records::CHECKERS_STARTED;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("orders-0");
+        let log = crate::testutil::create_log(&path);
+        let value = vec![b'v'; 100];
+        for _ in 0..40 {
+            let mut batch = BatchBuilder::new(BatchOptions::default());
+            for i in 0..500 {
+                let key = format!("key-{i}");
+                batch
+                    .append(1_700_000_000_000, Some(key.as_bytes()), Some(&value), &[])
+                    .unwrap();
+            }
+            log.append_as_leader(&batch.build().unwrap(), 0).unwrap();
+        }
+        log.close().unwrap();
+        drop(log);
+        let log = Arc::new(Log::open(&path, LogOptions::default()).unwrap());
+        let checkers = || CHECKERS_STARTED.with(|n| n.get());
+        let read = |rows: usize, zero_copy: bool| {
+            let before = checkers();
+            let reader = whole_log_reader(&log, rows, zero_copy);
+            assert!(reader.maps_files());
+            let total: usize = reader.map(|b| b.unwrap().num_rows()).sum();
+            assert_eq!(total, 20_000);
+            checkers() - before
+        };
+        for zero_copy in [false, true] {
+            assert_eq!(read(500, zero_copy), 0, "zero_copy={zero_copy}");
+            let expected = usize::from(std::thread::available_parallelism().unwrap().get() > 1);
+            assert_eq!(
+                read(DEFAULT_BATCH_ROWS, zero_copy),
+                expected,
+                "zero_copy={zero_copy}"
+            );
+        }
     }
 
     #[test]

@@ -362,6 +362,8 @@ impl FileRecords {
                 });
             // No thread to be had (a process at its limit): every CRC checked here.
             let results = checker.is_ok().then_some(results);
+            #[cfg(test)]
+            CHECKERS_STARTED.with(|n| n.set(n.get() + usize::from(results.is_some())));
             let visited =
                 self.visit_batches(start, end, max_batch_size, map, results.as_ref(), visit);
             // The checker may be blocked on a full channel or still walking: stop it before
@@ -781,6 +783,12 @@ fn check_ahead_batches(map: &[u8], start: u64) -> Option<usize> {
 /// (a copying read releases those it has passed) and little is checked past where the reader
 /// stops (the end of an Arrow batch; the next read starts its own checker).
 const CHECK_AHEAD_BYTES: usize = 4 << 20;
+
+#[cfg(test)]
+thread_local! {
+    /// Checker threads started by this thread's reads: tests tell whether a read used one.
+    pub(crate) static CHECKERS_STARTED: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
 
 /// Cores this process may run on (cached: the call reads cgroup files).
 fn cores() -> usize {

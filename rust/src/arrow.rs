@@ -471,8 +471,9 @@ impl KafkaRecordBatchBuilder {
             .map(|r| r.key.map_or(0, <[u8]>::len) + r.value.map_or(0, <[u8]>::len))
             .sum();
         self.reserve(records.len(), bytes);
+        let (key, value, mut rows) = self.columns();
         for record in records {
-            self.push(record, None);
+            rows.push(key, value, record, None);
         }
     }
 
@@ -510,21 +511,7 @@ impl KafkaRecordBatchBuilder {
         offsets: Range<i64>,
         window: Option<&Buffer>,
     ) -> Result<()> {
-        let KafkaRecordBatchBuilder {
-            key,
-            value,
-            offset,
-            timestamp,
-            timestamp_type,
-            headers,
-            ..
-        } = self;
-        let mut rows = Rows {
-            offset,
-            timestamp,
-            timestamp_type,
-            headers: headers.as_mut(),
-        };
+        let (key, value, mut rows) = self.columns();
         match (key, value) {
             (BytesColumn::Copied(key), BytesColumn::Copied(value)) => {
                 rows.append_decoded(key, value, records, offsets, window)
@@ -554,18 +541,24 @@ impl KafkaRecordBatchBuilder {
         reserve_fresh(&mut self.timestamp_type, 0, rows);
     }
 
-    #[inline(always)]
-    fn push(&mut self, record: &Record<'_>, window: Option<&Buffer>) {
-        self.key.append(record.key, window);
-        self.value.append(record.value, window);
-        self.offset.push(record.offset);
-        // Kafka's milliseconds as Spark's microseconds; exact, since 1000 divides them back.
-        self.timestamp.push(record.timestamp.saturating_mul(1000));
-        self.timestamp_type
-            .push(i32::from(record.timestamp_type.id()));
-        if let Some(headers) = &mut self.headers {
-            Self::append_headers(headers, record);
-        }
+    /// The key and value columns, and the others, borrowed apart.
+    fn columns(&mut self) -> (&mut BytesColumn, &mut BytesColumn, Rows<'_>) {
+        let KafkaRecordBatchBuilder {
+            key,
+            value,
+            offset,
+            timestamp,
+            timestamp_type,
+            headers,
+            ..
+        } = self;
+        let rows = Rows {
+            offset,
+            timestamp,
+            timestamp_type,
+            headers: headers.as_mut(),
+        };
+        (key, value, rows)
     }
 
     /// Adds one record as a row.
@@ -644,7 +637,7 @@ impl KafkaRecordBatchBuilder {
     }
 }
 
-/// The columns besides key and value, borrowed for one Kafka batch's decoding loop.
+/// The columns besides key and value, borrowed for one Kafka batch's rows.
 struct Rows<'b> {
     offset: &'b mut Vec<i64>,
     timestamp: &'b mut Vec<i64>,
@@ -666,21 +659,32 @@ impl Rows<'_> {
     ) -> Result<()> {
         for record in records {
             let record = record?;
-            if !offsets.contains(&record.offset) {
-                continue;
-            }
-            key.append_bytes(record.key, window);
-            value.append_bytes(record.value, window);
-            self.offset.push(record.offset);
-            // Kafka's milliseconds as Spark's microseconds; exact, since 1000 divides them back.
-            self.timestamp.push(record.timestamp.saturating_mul(1000));
-            self.timestamp_type
-                .push(i32::from(record.timestamp_type.id()));
-            if let Some(headers) = self.headers.as_deref_mut() {
-                KafkaRecordBatchBuilder::append_headers(headers, &record);
+            if offsets.contains(&record.offset) {
+                self.push(key, value, &record, window);
             }
         }
         Ok(())
+    }
+
+    /// Adds `record` as a row, the way Spark's Kafka source converts a ConsumerRecord.
+    #[inline(always)]
+    fn push(
+        &mut self,
+        key: &mut impl AppendBytes,
+        value: &mut impl AppendBytes,
+        record: &Record<'_>,
+        window: Option<&Buffer>,
+    ) {
+        key.append_bytes(record.key, window);
+        value.append_bytes(record.value, window);
+        self.offset.push(record.offset);
+        // Kafka's milliseconds as Spark's microseconds; exact, since 1000 divides them back.
+        self.timestamp.push(record.timestamp.saturating_mul(1000));
+        self.timestamp_type
+            .push(i32::from(record.timestamp_type.id()));
+        if let Some(headers) = self.headers.as_deref_mut() {
+            KafkaRecordBatchBuilder::append_headers(headers, record);
+        }
     }
 }
 

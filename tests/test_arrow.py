@@ -384,9 +384,10 @@ def test_zero_copy_maps_segments_only_when_no_writer_holds_the_log(mixed_log):
 @pytest.mark.parametrize("damaged", [False, True])
 def test_zero_copy_checks_crcs_ahead_on_a_second_thread_with_the_same_result(tmp_path, damaged):
     """A mapped read of a few MiB of ~100-byte records checks CRCs on a second thread ahead of
-    the decoder by default: the same rows as checking them in line and as the copying read, also around a
-    damaged batch that on_corruption="skip" steps over (the checker's own CRC failures are
-    covered in the crate: crcs_checked_ahead_read_as_checked_in_line)."""
+    the decoder by default, zero-copy or copying (the copying read then goes through the maps,
+    without it through read windows): the same rows every way, the same error for a damaged
+    batch, and the same rows around it when on_corruption="skip" steps over it (the checker's
+    own CRC failures are covered in the crate: crcs_checked_ahead_read_as_checked_in_line)."""
     path = tmp_path / "big-0"
     with make_log(path) as log:
         for b in range(64):
@@ -399,15 +400,19 @@ def test_zero_copy_checks_crcs_ahead_on_a_second_thread_with_the_same_result(tmp
             position += int.from_bytes(data[position + 8:position + 12], "big") + 12
         data[position + 300] ^= 0xFF
         segment.write_bytes(bytes(data))
-        with pytest.raises(kafkalog.CorruptRecordError, match="batch at offset 20000 is corrupt"):
-            kafkalog.Log(str(path)).to_arrow(zero_copy=True).read_all()
+        for zero_copy in (True, False):
+            for ahead in (True, False):
+                with pytest.raises(kafkalog.CorruptRecordError, match="batch at offset 20000 is corrupt"):
+                    kafkalog.Log(str(path)).to_arrow(zero_copy=zero_copy, check_crcs_ahead=ahead).read_all()
         log = kafkalog.Log(str(path), on_corruption="skip")
     else:
         log = kafkalog.Log(str(path))
     copied = log.to_arrow().read_all()
+    copied_in_line = log.to_arrow(check_crcs_ahead=False).read_all()
     ahead = log.to_arrow(zero_copy=True).read_all()
     in_line = log.to_arrow(zero_copy=True, check_crcs_ahead=False).read_all()
     assert copied.num_rows == (63 if damaged else 64) * 500
+    assert copied_in_line.equals(copied)
     for table in (ahead, in_line):
         assert table.column("value").cast(pa.binary()).equals(copied.column("value"))
         assert table.column("offset").equals(copied.column("offset"))

@@ -569,7 +569,8 @@ fn write_batches_of_100_byte_values(path: &Path, bytes: u64) -> Vec<u64> {
 }
 
 /// Read windows, and the memory map read with a checker thread and with its pages released
-/// behind the read, alone and together.
+/// behind the read, alone and together (releasing alone takes the read windows: a copying
+/// reader uses the map only with the checker).
 fn other_accesses() -> Vec<FileAccess> {
     let mut accesses = vec![FileAccess::Windows];
     for (check_crcs_ahead, release_behind) in [(true, false), (false, true), (true, true)] {
@@ -582,9 +583,9 @@ fn other_accesses() -> Vec<FileAccess> {
 }
 
 /// The checker thread of `check_crcs_ahead`, and releasing the map's pages behind the read,
-/// change nothing a reader sees: the same batches,
-/// the same error at the same position for a CRC mismatch midway (the reader checks what the
-/// checker could not vouch for), and an early stop ends the read (and the checker) at once.
+/// change nothing a reader sees: the same batches, the same error at the same position for a
+/// CRC mismatch midway (the reader checks what the checker could not vouch for), and an early
+/// stop ends the read (and the checker) at once.
 #[test]
 fn crcs_checked_ahead_read_as_checked_in_line() {
     let dir = tempfile::tempdir().unwrap();

@@ -345,11 +345,17 @@ impl FileRecords {
         // A copying reader gains from the map only while a checker takes the CRCs and the page
         // faults off its thread: alone, it read 1 KiB values in 1.15x the time of read windows
         // (their one copy is cheaper than faulting and releasing the pages), others as fast.
-        let map = map
-            .filter(|_| ahead_batches.is_some() || !release_behind)
-            .map(|mapping| (mapping, release_behind));
+        let map = map.filter(|_| ahead_batches.is_some() || !release_behind);
         let Some(ahead_batches) = ahead_batches else {
-            return self.visit_batches(start, end, max_batch_size, map, None, visit);
+            return self.visit_batches(
+                start,
+                end,
+                max_batch_size,
+                map,
+                release_behind,
+                None,
+                visit,
+            );
         };
         let stop = AtomicBool::new(false);
         std::thread::scope(|scope| {
@@ -364,8 +370,15 @@ impl FileRecords {
             let results = checker.is_ok().then_some(results);
             #[cfg(test)]
             CHECKERS_STARTED.with(|n| n.set(n.get() + usize::from(results.is_some())));
-            let visited =
-                self.visit_batches(start, end, max_batch_size, map, results.as_ref(), visit);
+            let visited = self.visit_batches(
+                start,
+                end,
+                max_batch_size,
+                map,
+                release_behind,
+                results.as_ref(),
+                visit,
+            );
             // The checker may be blocked on a full channel or still walking: stop it before
             // the scope waits for it.
             stop.store(true, Ordering::Relaxed);
@@ -374,27 +387,28 @@ impl FileRecords {
         })
     }
 
-    /// The loop of [`Self::for_each_batch_mapped`], through `map` (the mapping, and whether to
-    /// release its pages behind the read) or read windows. With `checked`, a batch whose CRC the
+    /// The loop of [`Self::for_each_batch_mapped`], through `map` (its pages released behind
+    /// the read with `release_behind`) or read windows. With `checked`, a batch whose CRC the
     /// checker thread found valid at the same position is not checked again; any other is
     /// checked here, so a damaged batch fails with the same error either way.
+    #[allow(clippy::too_many_arguments)]
     fn visit_batches(
         &self,
         start: u64,
         end: u64,
         max_batch_size: usize,
-        map: Option<(&Mapping, bool)>,
+        map: Option<&Mapping>,
+        release_behind: bool,
         checked: Option<&Receiver<(u64, bool)>>,
         visit: &mut dyn FnMut(u64, &Batch<'_>, &Buffer) -> Result<bool>,
     ) -> Result<()> {
         let mut reader = match map {
-            Some((mapping, _)) => self.mapped_batches(mapping, start, end, max_batch_size),
+            Some(mapping) => self.mapped_batches(mapping, start, end, max_batch_size),
             None => self.batches(start, end, max_batch_size),
         };
-        let release_behind = map.and_then(|(mapping, release)| release.then_some(mapping));
+        let release_behind = map.filter(|_| release_behind);
         // The first chunk of the mapping not released yet.
         let mut kept_from = start / POPULATE_CHUNK;
-        let map = map.map(|(mapping, _)| mapping);
         let mut ahead: Option<(u64, bool)> = None;
         loop {
             // With a checker, its CRCs fault the pages in ahead of this thread.

@@ -405,6 +405,13 @@ pub(crate) fn load(dir: &Path, options: LogOptions) -> Result<Log> {
         &options,
         now,
     )?;
+    if writable && checkpoints.clean_shutdown {
+        // As Kafka's LogManager once a log dir is loaded: the marker vouches for files this
+        // writer is about to change, so a crash from here on must not read as a clean shutdown.
+        if let Some(log_dir) = dir.parent() {
+            checkpoint::CleanShutdownFile::in_log_dir(log_dir).remove()?;
+        }
+    }
     complete_load(
         dir,
         &options,

@@ -115,6 +115,39 @@ fn reopen_after_clean_shutdown_recovers_nothing() {
 }
 
 #[test]
+fn a_writer_removes_the_clean_shutdown_marker_so_its_crash_is_recovered() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("t-0");
+    let log = open(&dir);
+    for i in 0..15 {
+        log.append_as_leader(&batch_at(0, &[i, i]), 0).unwrap();
+    }
+    log.close().unwrap();
+    drop(log);
+    let marker = crate::log::checkpoint::CleanShutdownFile::in_log_dir(root.path());
+    marker.write(7).unwrap();
+    let read_only = Log::open(&dir, options(true)).unwrap();
+    drop(read_only);
+    assert!(marker.exists(), "a read-only open changes nothing");
+    let log = open(&dir);
+    assert!(
+        !marker.exists(),
+        "a writer must not leave a clean-shutdown claim behind it"
+    );
+    log.append_as_leader(&batch_at(0, &[1, 2]), 0).unwrap();
+    // The process dies halfway through its next batch.
+    let last_log = files(&dir, ".log").pop().unwrap();
+    let mut bytes = fs::read(&last_log).unwrap();
+    let torn = batch_at(32, &[3, 4, 5]);
+    bytes.extend_from_slice(&torn[..torn.len() / 2]);
+    drop(log);
+    fs::write(&last_log, &bytes).unwrap();
+    let log = open(&dir);
+    assert_eq!(log.recovered_bytes_truncated(), (torn.len() / 2) as u64);
+    assert_eq!(log.log_end_offset(), 32);
+}
+
+#[test]
 fn reopen_after_unclean_shutdown_recovers_every_segment() {
     let root = tempfile::tempdir().unwrap();
     let dir = crashed_copy(root.path());

@@ -27,7 +27,7 @@ use crate::datadir::validate_topic_name;
 use crate::error::{Error, Result};
 use crate::log::{FetchIsolation, Log};
 use crate::producer::partitioner::DEFAULT_BATCH_SIZE;
-use crate::producer::{partition_for_key, StickyPartitioner};
+use crate::producer::{estimated_record_bytes, partition_for_key, StickyPartitioner};
 use crate::record::batch::BatchRecordIter;
 use crate::record::builder::{BatchBuilder, BatchOptions};
 use crate::record::codec::Compression;
@@ -1317,11 +1317,15 @@ impl PartitionRouter {
             (Some(p), _) => p,
             (None, Some(key)) => partition_for_key(key, count),
             (None, None) => {
-                let size = row.value.map_or(0, <[u8]>::len);
-                self.sticky
+                let sticky = self
+                    .sticky
                     .entry(topic.clone())
-                    .or_insert_with(|| StickyPartitioner::new(count, DEFAULT_BATCH_SIZE))
-                    .partition(size)
+                    .or_insert_with(|| StickyPartitioner::new(count, DEFAULT_BATCH_SIZE));
+                let partition = sticky.partition();
+                // Spark's producer sends full batches while a task streams rows: each
+                // batch.size worth of bytes completes one, so the switch is never held back.
+                sticky.update(estimated_record_bytes(None, row.value, &row.headers), true);
+                partition
             }
         };
         Ok((topic, partition))
@@ -1758,5 +1762,50 @@ mod tests {
             RecordBatch::try_new(schema, vec![Arc::new(Int64Array::from(vec![1]))]).unwrap();
         let err = SinkColumns::new(&batch).err().unwrap().to_string();
         assert!(err.contains("'value'") && err.contains("Int64"), "{err}");
+    }
+
+    #[test]
+    fn rows_without_a_key_stick_to_a_partition_for_a_batch_size_of_bytes() {
+        let mut router =
+            PartitionRouter::new(Some("t".into()), BTreeMap::from([("t".into(), 2)]), 1).unwrap();
+        let value = [7u8; 1000];
+        let row = SinkRow {
+            key: None,
+            value: Some(&value),
+            headers: vec![],
+            timestamp: None,
+            topic: None,
+            partition: None,
+        };
+        let parts: Vec<i32> = (0..1700)
+            .map(|i| router.route(&row, i).unwrap().1)
+            .collect();
+        // 1,021 bytes counted a row: the 17th takes the partition past batch.size (16,384), and
+        // the next row draws again; a draw may land on the same partition, so every run of one
+        // partition is a whole number of 17-row stints (1,700 rows are 100 stints).
+        let per_stint = DEFAULT_BATCH_SIZE.div_ceil(1021);
+        assert_eq!(per_stint, 17);
+        let mut runs: Vec<usize> = vec![];
+        for (i, p) in parts.iter().enumerate() {
+            match runs.last_mut() {
+                Some(n) if parts[i - 1] == *p => *n += 1,
+                _ => runs.push(1),
+            }
+        }
+        assert!(runs.iter().all(|n| n % per_stint == 0), "{runs:?}");
+        // 100 draws over 2 partitions: the same one again about half the time.
+        assert!(
+            runs.len() > 25 && runs.len() < 75,
+            "{} runs of 100 stints",
+            runs.len()
+        );
+        let keyed = SinkRow {
+            key: Some(b"k"),
+            ..row
+        };
+        assert_eq!(
+            router.route(&keyed, 0).unwrap().1,
+            crate::producer::partition_for_key(b"k", 2)
+        );
     }
 }

@@ -13,7 +13,9 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use super::partitioner::{partition_for_key, to_positive};
+use super::partitioner::{
+    estimated_record_bytes, partition_for_key, to_positive, StickyPartitioner,
+};
 use crate::config::LogConfig;
 use crate::error::{Error, Result};
 use crate::log::{Log, LogOptions};
@@ -134,13 +136,6 @@ struct PartitionState {
     next_sequence: i32,
 }
 
-/// The sticky choice of `BuiltInPartitioner` without broker load figures: a uniformly random
-/// partition, kept until `batch.size` bytes went to it and its batch filled (or twice that).
-struct Sticky {
-    current: Option<i32>,
-    produced: usize,
-}
-
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 struct TxnFile {
     transactional_id: String,
@@ -158,7 +153,7 @@ pub struct TopicProducer {
     num_partitions: i32,
     options: ProducerOptions,
     partitions: Vec<PartitionState>,
-    sticky: Sticky,
+    sticky: StickyPartitioner,
     round_robin: i32,
     producer_id: i64,
     producer_epoch: i16,
@@ -199,10 +194,7 @@ impl TopicProducer {
             partitions: (0..num_partitions)
                 .map(|_| PartitionState::default())
                 .collect(),
-            sticky: Sticky {
-                current: None,
-                produced: 0,
-            },
+            sticky: StickyPartitioner::new(num_partitions, options.batch_size),
             round_robin: 0,
             producer_id: NO_PRODUCER_ID,
             producer_epoch: NO_PRODUCER_EPOCH,
@@ -361,10 +353,7 @@ impl TopicProducer {
             (PartitionerKind::Default | PartitionerKind::Murmur2, Some(k)) => {
                 partition_for_key(k, n)
             }
-            (PartitionerKind::Default, None) => *self
-                .sticky
-                .current
-                .get_or_insert_with(|| to_positive(rand::random::<i32>()) % n),
+            (PartitionerKind::Default, None) => self.sticky.partition(),
             (PartitionerKind::Murmur2 | PartitionerKind::RoundRobin, _) => {
                 let v = self.round_robin;
                 self.round_robin = self.round_robin.wrapping_add(1);
@@ -406,13 +395,7 @@ impl TopicProducer {
             Some(p) => p,
             None => self.choose_partition(key),
         };
-        let record_bytes = key.map_or(0, <[u8]>::len)
-            + value.map_or(0, <[u8]>::len)
-            + headers
-                .iter()
-                .map(|(k, v)| k.len() + v.map_or(0, <[u8]>::len) + 10)
-                .sum::<usize>()
-            + 21;
+        let record_bytes = estimated_record_bytes(key, value, headers);
         let timestamp = timestamp.unwrap_or_else(|| crate::log::system_clock()());
         if self.in_transaction && self.txn_partitions.insert(partition) {
             // Kafka's AddPartitionsToTxn: the partition is on record before data goes there.
@@ -447,17 +430,10 @@ impl TopicProducer {
             self.append_open(partition)?;
         }
         if sticky {
-            // RecordAccumulator.append + BuiltInPartitioner.updatePartitionInfo: once batch.size
-            // bytes went to the partition, switch when this record opened a new batch or filled
-            // its batch (no incomplete batch is left behind), and at twice batch.size regardless.
-            self.sticky.produced += record_bytes;
+            // RecordAccumulator.append: switching is allowed once no incomplete batch is left
+            // behind (this record opened a new batch, or filled its batch and it was appended).
             let filled = self.partitions[partition as usize].open.is_none();
-            if (self.sticky.produced >= batch_size && (new_batch || filled))
-                || self.sticky.produced >= 2 * batch_size
-            {
-                self.sticky.current = None;
-                self.sticky.produced = 0;
-            }
+            self.sticky.update(record_bytes, new_batch || filled);
         }
         self.append_lingered()?;
         Ok(handle)
@@ -747,7 +723,7 @@ mod tests {
         // 50 + 21 bytes per record counted; the batch (61 bytes of header) holds two.
         let r1 = s.send(None, Some(&[7; 50]), &[], None, None).unwrap();
         let r2 = s.send(None, Some(&[7; 50]), &[], None, None).unwrap();
-        assert!(s.sticky.current.is_some());
+        assert!(s.sticky.current().is_some());
         let r3 = s.send(None, Some(&[7; 50]), &[], None, None).unwrap();
         assert_eq!((r2.partition, r3.partition), (r1.partition, r1.partition));
         assert!(
@@ -756,7 +732,7 @@ mod tests {
         );
         assert!(r3.offset().is_none(), "r3 opened a new batch");
         assert!(
-            s.sticky.current.is_none(),
+            s.sticky.current().is_none(),
             "200 bytes went there and a new batch opened: the next record draws a partition"
         );
         s.close().unwrap();

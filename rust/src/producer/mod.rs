@@ -5,4 +5,6 @@
 pub mod accumulator;
 pub mod partitioner;
 
-pub use partitioner::{murmur2, partition_for_key, to_positive, StickyPartitioner};
+pub use partitioner::{
+    estimated_record_bytes, murmur2, partition_for_key, to_positive, StickyPartitioner,
+};

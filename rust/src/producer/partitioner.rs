@@ -1,9 +1,7 @@
 //! Kafka's producer partitioning (`BuiltInPartitioner`, `Utils.murmur2`, `Utils.toPositive`): a
 //! keyed record goes to `toPositive(murmur2(key)) % partitions`, exactly as the Java producer puts
 //! it; a record without a key sticks to one partition until a batch's worth of bytes went there,
-//! then moves to another (KIP-480/KIP-794's sticky behaviour, without broker load figures).
-
-use rand::Rng;
+//! then draws again (KIP-794's sticky behaviour, without broker load figures).
 
 /// Kafka's `Utils.murmur2` (MurmurHash2, seed 0x9747b28c), over signed 32-bit arithmetic.
 pub fn murmur2(data: &[u8]) -> i32 {
@@ -52,8 +50,27 @@ pub fn partition_for_key(key: &[u8], num_partitions: i32) -> i32 {
 /// producer moves to another.
 pub const DEFAULT_BATCH_SIZE: usize = 16384;
 
-/// The built-in partitioner's choice for records without a key: one partition until `batch_size`
-/// bytes were produced to it, then another picked at random.
+/// What a record adds to its batch, as the producer counts it for the sticky choice: its key,
+/// value and headers, plus a record's framing (a header's too).
+pub fn estimated_record_bytes(
+    key: Option<&[u8]>,
+    value: Option<&[u8]>,
+    headers: &[(&str, Option<&[u8]>)],
+) -> usize {
+    key.map_or(0, <[u8]>::len)
+        + value.map_or(0, <[u8]>::len)
+        + headers
+            .iter()
+            .map(|(k, v)| k.len() + v.map_or(0, <[u8]>::len) + 10)
+            .sum::<usize>()
+        + 21
+}
+
+/// The sticky half of Kafka's `BuiltInPartitioner`, without broker load figures: records without
+/// a key go to one partition until `batch_size` bytes went there and its batch is complete, or
+/// twice that regardless; then the next partition is drawn uniformly, which may draw the same one
+/// again (KIP-794's `nextPartition`; only the older `StickyPartitionCache` forced a change).
+#[derive(Debug)]
 pub struct StickyPartitioner {
     num_partitions: i32,
     batch_size: usize,
@@ -64,32 +81,37 @@ pub struct StickyPartitioner {
 impl StickyPartitioner {
     pub fn new(num_partitions: i32, batch_size: usize) -> Self {
         StickyPartitioner {
-            num_partitions,
+            num_partitions: num_partitions.max(1),
             batch_size: batch_size.max(1),
             current: None,
             produced: 0,
         }
     }
 
-    /// The partition for a record of `record_bytes` without a key.
-    pub fn partition(&mut self, record_bytes: usize) -> i32 {
-        let current = match self.current {
-            Some(p) if self.produced < self.batch_size => p,
-            previous => {
-                let mut rng = rand::thread_rng();
-                let mut next = rng.gen_range(0..self.num_partitions);
-                // Kafka moves to a different partition when there is one to move to.
-                if self.num_partitions > 1 && Some(next) == previous {
-                    next = (next + 1 + rng.gen_range(0..self.num_partitions - 1))
-                        % self.num_partitions;
-                }
-                self.produced = 0;
-                next
-            }
-        };
-        self.current = Some(current);
-        self.produced += record_bytes;
-        current
+    /// The partition a record without a key goes to now.
+    pub fn partition(&mut self) -> i32 {
+        let n = self.num_partitions;
+        *self
+            .current
+            .get_or_insert_with(|| to_positive(rand::random::<i32>()) % n)
+    }
+
+    /// The partition drawn, if one is (none before the first record and after a switch).
+    pub fn current(&self) -> Option<i32> {
+        self.current
+    }
+
+    /// Kafka's `updatePartitionInfo`: `appended_bytes` went to the current partition;
+    /// `batch_complete` says no incomplete batch is left there (the record opened a new batch or
+    /// filled one), so moving on leaves no small batch behind.
+    pub fn update(&mut self, appended_bytes: usize, batch_complete: bool) {
+        self.produced += appended_bytes;
+        if (self.produced >= self.batch_size && batch_complete)
+            || self.produced >= 2 * self.batch_size
+        {
+            self.current = None;
+            self.produced = 0;
+        }
     }
 }
 
@@ -126,17 +148,53 @@ mod tests {
     #[test]
     fn sticky_partitioner_moves_after_a_batch() {
         let mut p = StickyPartitioner::new(4, 100);
-        let first = p.partition(60);
-        assert_eq!(p.partition(30), first);
+        let first = p.partition();
+        p.update(60, true);
+        assert_eq!(p.partition(), first);
+        p.update(50, false);
         assert_eq!(
-            p.partition(20),
+            p.partition(),
             first,
-            "moves only once 100 bytes went there"
+            "110 bytes, but its batch is still open"
         );
-        let next = p.partition(1);
-        assert_ne!(next, first);
+        p.update(50, true);
+        assert_eq!(
+            p.current(),
+            None,
+            "past 100 bytes and the batch complete: draw again"
+        );
+        let next = p.partition();
         assert!((0..4).contains(&next));
+        p.update(150, false);
+        assert_eq!(p.partition(), next);
+        p.update(50, false);
+        assert_eq!(p.current(), None, "twice batch_size moves on regardless");
         let mut single = StickyPartitioner::new(1, 1);
-        assert!((0..10).all(|_| single.partition(5) == 0));
+        for _ in 0..10 {
+            assert_eq!(single.partition(), 0);
+            single.update(5, true);
+        }
+    }
+
+    #[test]
+    fn sticky_partitioner_draws_uniformly_and_may_draw_the_same_partition_again() {
+        // KIP-794's nextPartition draws among all partitions: over 4,000 switches between two
+        // partitions, staying put happens about half the time (it never did with the old cache).
+        let mut p = StickyPartitioner::new(2, 1);
+        let mut counts = [0usize; 2];
+        let mut stays = 0;
+        let mut previous = p.partition();
+        for _ in 0..4000 {
+            p.update(1, true);
+            let next = p.partition();
+            counts[next as usize] += 1;
+            stays += usize::from(next == previous);
+            previous = next;
+        }
+        assert!((1600..2400).contains(&stays), "{stays} stays of 4000");
+        assert!(
+            counts.iter().all(|c| (1600..2400).contains(c)),
+            "{counts:?}"
+        );
     }
 }

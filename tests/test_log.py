@@ -811,9 +811,15 @@ def test_truncate_to_mid_batch(tmp_path):
     log = open_log(tmp_path)
     log.append(recs(5))  # one batch 0..4
     log.append(recs(5))  # 5..9
-    log.truncate_to(7)  # Kafka truncates at the batch boundary holding the offset
+    # Kafka cuts the segment at the batch holding the offset. It then sets the log end to 7
+    # all the same, leaving 5 and 6 with no record; kafkalog's log end is the first offset gone,
+    # so the log keeps no gap that reopening it would report as damage.
+    assert log.truncate_to(7) is True
     assert log.log_end_offset == 5
     assert log.append(recs(1)) == (5, 5)
+    log.close()
+    again = open_log(tmp_path)
+    assert [o for o, _ in values(again)] == [0, 1, 2, 3, 4, 5]
 
 
 def test_truncate_below_first_segment(tmp_path):

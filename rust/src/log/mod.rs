@@ -994,8 +994,8 @@ impl Log {
 
     // ----- truncation -----
 
-    /// Kafka's `truncateTo`: removes every record at or after `target_offset`. Returns whether
-    /// anything was removed.
+    /// Kafka's `truncateTo`: removes every record at or after `target_offset`, and the records
+    /// before it in the batch that holds it. Returns whether anything was removed.
     pub fn truncate_to(&self, target_offset: i64) -> Result<bool> {
         if target_offset < 0 {
             return Err(Error::InvalidArgument(format!(
@@ -1028,6 +1028,10 @@ impl Log {
             .expect("a segment at or below the target offset");
         active.truncate_to(target_offset)?;
         active.offset_index_resize(self.config.max_index_size)?;
+        // Segments lose whole batches, so a target inside a batch takes the records before it
+        // too. Kafka then sets the log end to the target all the same, leaving offsets no record
+        // has below it; here the log end is the first offset really gone, so the log stays
+        // without gaps (which its loader checks) and the next append fills from there.
         let next = active.read_next_offset()?;
         let (base, size) = (active.base_offset(), active.size());
         st.log_end_offset = LogOffsetMetadata {

@@ -295,7 +295,8 @@ fn truncate_to_moves_the_log_end_and_high_watermark_back() {
         read_all(&log, 0, FetchIsolation::LogEnd),
         [(0, 1), (2, 3), (4, 5), (6, 7)]
     );
-    // Whole batches only: the batch holding offset 5 (4..5) goes with it.
+    // Whole batches only: the batch holding offset 5 (4..5) goes with it, and the log end is 4,
+    // the first offset gone (Kafka would say 5, with no record at 4).
     assert!(log.truncate_to(5).unwrap());
     assert_eq!(log.log_end_offset(), 4);
     assert!(!log.truncate_to(100).unwrap(), "nothing above the log end");

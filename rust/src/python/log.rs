@@ -538,8 +538,9 @@ impl Log {
     fn delete_records(&self, offset: i64) -> PyResult<i64> {
         Ok(self.inner.delete_records(offset)?)
     }
-    /// Kafka's `truncateTo`: removes every record at or after `offset`; returns whether
-    /// anything was removed.
+    /// Kafka's `truncateTo`: removes every record at or after `offset`, and the records before it
+    /// in the batch that holds it (segments lose whole batches); the log end becomes the first
+    /// offset removed. Returns whether anything was removed.
     fn truncate_to(&self, py: Python<'_>, offset: i64) -> PyResult<bool> {
         let log = self.inner.clone();
         Ok(py.allow_threads(move || log.truncate_to(offset))?)

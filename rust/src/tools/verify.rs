@@ -551,12 +551,10 @@ fn index_entries<E: IndexEntry, I: Deref<Target = MmapIndex<E>>>(
     let mut entries: Vec<E> = (0..index.entries())
         .filter_map(|n| index.entry(n).ok())
         .collect();
-    let zeros = entries
-        .iter()
-        .skip(1)
-        .rev()
-        .take_while(|e| is_zero(e))
-        .count();
+    // Down to the first entry: an index with no entry written yet is all zeros when its broker
+    // has not trimmed it (Kafka's sanity check passes it). A real first entry that happens to be
+    // zero is dropped with them, losing only a check it would pass.
+    let zeros = entries.iter().rev().take_while(|e| is_zero(e)).count();
     entries.truncate(entries.len() - zeros);
     Some(entries)
 }
@@ -919,6 +917,30 @@ mod tests {
             .problems
             .iter()
             .any(|p| p.file == time_index && p.position == Some(0)));
+    }
+
+    #[test]
+    fn an_untrimmed_index_with_no_entry_yet_is_sound() {
+        // What a broker leaves on the active segment of a log it never closed (a KRaft
+        // __cluster_metadata log after a clean stop): both indexes pre-allocated, all zeros.
+        let (_data, dir) = sound_log();
+        let last = segment_logs(&dir).pop().unwrap();
+        // Kafka rounds the 10 MiB segment.index.bytes down to whole entries.
+        for (suffix, len) in [("index", 10 << 20), ("timeindex", (10 << 20) / 12 * 12)] {
+            let f = std::fs::File::create(last.with_extension(suffix)).unwrap();
+            f.set_len(len).unwrap();
+        }
+        let r = verify(&dir);
+        assert!(r.problems.is_empty(), "{:?}", r.problems);
+        // Zeros after real entries are the same pre-allocation; a real entry that is wrong is not.
+        let first = segment_logs(&dir)[0].with_extension("timeindex");
+        let mut t = std::fs::read(&first).unwrap();
+        t.resize(t.len() + 1200, 0);
+        std::fs::write(&first, &t).unwrap();
+        assert!(verify(&dir).problems.is_empty());
+        t[7] ^= 0x01;
+        std::fs::write(&first, &t).unwrap();
+        assert_eq!(verify(&dir).problems.len(), 1);
     }
 
     #[test]

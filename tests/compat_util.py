@@ -73,6 +73,21 @@ def control_batch(kind: str, *, base_offset: int, producer_id: int, producer_epo
     return bytes(raw)
 
 
+def with_header_key_bytes(batch: bytes, placeholder: str, raw_key: bytes) -> bytes:
+    """An uncompressed v2 batch with each header key ``placeholder`` (ASCII) replaced by the same
+    number of raw bytes (not UTF-8, say) and its CRC-32C recomputed: what a client that does not
+    check header keys writes, which a broker stores as it is."""
+    from kafka.record.util import calc_crc32c
+
+    assert len(placeholder.encode()) == len(raw_key)
+    raw = bytearray(batch)
+    body = bytes(raw[ATTRIBUTES_OFFSET:]).replace(placeholder.encode(), raw_key)
+    assert body != bytes(raw[ATTRIBUTES_OFFSET:]), "placeholder not found"
+    raw[ATTRIBUTES_OFFSET:] = body
+    struct.pack_into(">I", raw, CRC_OFFSET, calc_crc32c(body))
+    return bytes(raw)
+
+
 def install_snappy_shim() -> bool:
     """Give kafka-python a ``snappy`` module (python-snappy API) backed by cramjam's raw
     snappy, unless python-snappy is installed. Returns True if kafka-python has snappy."""

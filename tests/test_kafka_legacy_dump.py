@@ -85,7 +85,7 @@ def test_legacy_message_sets_accepted_by_dump_log_segments(version, tmp_path):
 @pytest.mark.parametrize("version", kh.KAFKA_VERSIONS)
 def test_dump_prints_any_bytes_as_dump_log_segments(version, tmp_path):
     """Payloads and keys that are not ASCII: UTF-8 text, invalid UTF-8 (each bad sequence a U+FFFD,
-    as Java's decoder replaces it), random binary, empty and null; header keys in UTF-8; a
+    as Java's decoder replaces it), random binary, empty and null; header keys in UTF-8 and not; a
     LogAppendTime batch, an idempotent producer's sequences wrapping past 2^31-1."""
     import random
 
@@ -111,6 +111,14 @@ def test_dump_prints_any_bytes_as_dump_log_segments(version, tmp_path):
         seg.append(kafkalog.encode_batch(chunk, base_offset=off, compression=codec, producer_id=7,
                                          producer_epoch=0, base_sequence=(2**31 - 15 + off) % 2**31, **extra))
         off += len(chunk)
+    # Header keys that are not UTF-8 (no broker checks them): Java's decoder puts U+FFFD for each
+    # bad sequence, and so must kafkalog, rather than refusing the record.
+    for raw_key in (b"\xff\xfe", b"a\xe2\x82", b"\xed\xa0\x80z"):
+        placeholder = "K" * len(raw_key)
+        batch = kafkalog.encode_batch([{"value": b"v", "timestamp": 1_700_000_000_000,
+                                        "headers": [(placeholder, b"h"), ("ok", None)]}], base_offset=off)
+        seg.append(compat_util.with_header_key_bytes(batch, placeholder, raw_key))
+        off += 1
     seg.close()
     files = [d / f"{0:020d}{s}" for s in (".log", ".index", ".timeindex")]
     for options in (["--print-data-log"], ["--skip-record-metadata", "--print-data-log"]):

@@ -577,7 +577,7 @@ impl KafkaRecordBatchBuilder {
             entries
                 .field_builder::<StringBuilder>(0)
                 .expect("header key builder")
-                .append_value(h.key);
+                .append_value(&h.key);
             entries
                 .field_builder::<BinaryBuilder>(1)
                 .expect("header value builder")

@@ -6,7 +6,7 @@
 use serde_json::{Map, Value};
 
 use crate::error::{Error, Result};
-use crate::tools::dump_log_segments::java_utf8_lossy;
+use crate::record::java_utf8::java_utf8_lossy;
 
 use super::schemas::MESSAGES;
 

@@ -227,6 +227,13 @@ impl<'a> DefaultBatch<'a> {
     pub fn has_delete_horizon(&self) -> bool {
         self.attributes() & DELETE_HORIZON_FLAG_MASK != 0
     }
+    /// Whether Kafka's log cleaner rewrote this batch: it marked a delete horizon, or it removed
+    /// records from inside the batch, which keeps its offsets (fewer records than offsets).
+    /// Producers and leaders never write either, and the CRC covers both.
+    pub fn was_compacted(&self) -> bool {
+        self.has_delete_horizon()
+            || i64::from(self.records_count()) < i64::from(self.last_offset_delta()) + 1
+    }
     /// With the delete-horizon flag the base timestamp field holds the horizon (log compaction).
     pub fn delete_horizon_ms(&self) -> Option<i64> {
         self.has_delete_horizon().then(|| self.base_timestamp())

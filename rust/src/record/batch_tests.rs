@@ -5,9 +5,10 @@
 use crate::error::Error;
 use crate::record::batch::{
     is_partial_batch, set_base_offset, set_max_timestamp, set_partition_leader_epoch, Batch,
-    BatchInfo, BatchIter, DefaultBatch, DEFAULT_MAX_DECOMPRESSED_BYTES, LAST_OFFSET_DELTA_OFFSET,
-    LENGTH_OFFSET, MAGIC_OFFSET, NO_PARTITION_LEADER_EPOCH, NO_PRODUCER_EPOCH, NO_PRODUCER_ID,
-    NO_SEQUENCE, RECORDS_COUNT_OFFSET, RECORD_BATCH_OVERHEAD,
+    BatchInfo, BatchIter, DefaultBatch, ATTRIBUTES_OFFSET, CRC_OFFSET,
+    DEFAULT_MAX_DECOMPRESSED_BYTES, LAST_OFFSET_DELTA_OFFSET, LENGTH_OFFSET, MAGIC_OFFSET,
+    NO_PARTITION_LEADER_EPOCH, NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE,
+    RECORDS_COUNT_OFFSET, RECORD_BATCH_OVERHEAD,
 };
 use crate::record::builder::{end_txn_marker_batch, BatchBuilder, BatchOptions};
 use crate::record::codec::Compression;
@@ -650,4 +651,26 @@ fn partial_batches_and_iteration_errors() {
         }
         other => panic!("expected a corrupt record, got {other:?}"),
     }
+}
+
+/// Kafka's `DefaultRecord.readHeaders` decodes keys with `new String(bytes, UTF_8)`: bytes that
+/// are not UTF-8 become U+FFFD, one per malformed sequence, and the record still reads.
+#[test]
+fn header_keys_that_are_not_utf8_decode_as_java_decodes_them() {
+    let mut b = BatchBuilder::new(BatchOptions::default());
+    b.append(1, None, Some(b"v"), &[("KKK", Some(b"h")), ("ok", None)])
+        .unwrap();
+    let mut bytes = b.build().unwrap();
+    let at = bytes.windows(3).position(|w| w == b"KKK").unwrap();
+    bytes[at..at + 3].copy_from_slice(b"\xffA\xfe");
+    let crc = crc32c::crc32c(&bytes[ATTRIBUTES_OFFSET..]);
+    bytes[CRC_OFFSET..CRC_OFFSET + 4].copy_from_slice(&crc.to_be_bytes());
+    let records = owned_records(&bytes).unwrap();
+    assert_eq!(
+        records[0].headers,
+        [
+            ("\u{fffd}A\u{fffd}".to_string(), Some(b"h".to_vec())),
+            ("ok".to_string(), None)
+        ]
+    );
 }

@@ -5,6 +5,7 @@ pub mod builder;
 pub mod codec;
 pub mod control;
 pub mod file_records;
+pub mod java_utf8;
 pub mod legacy;
 #[allow(clippy::module_inception)]
 // record::record mirrors Kafka's record.Record, as DESIGN.md maps it

@@ -1,7 +1,10 @@
 //! One decoded record (Kafka's `Record`/`DefaultRecord`): a view borrowing key, value and header
 //! bytes from the batch's (decompressed) payload, so decoding allocates nothing per field.
 
+use std::borrow::Cow;
+
 use crate::error::{Error, Result};
+use crate::record::java_utf8::java_utf8_lossy;
 use crate::record::varint::{read_varint, read_varlong};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -33,7 +36,9 @@ impl TimestampType {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Header<'a> {
-    pub key: &'a str,
+    /// As Kafka's `DefaultRecord.readHeaders` decodes it: malformed UTF-8 becomes U+FFFD, as
+    /// Java's `new String(bytes, UTF_8)` does (brokers never check it).
+    pub key: Cow<'a, str>,
     pub value: Option<&'a [u8]>,
 }
 
@@ -88,7 +93,6 @@ enum RecordDamage {
     TooManyHeaders(i32, usize),
     NegativeHeaderKey(i32),
     HeaderKeyPastRecord,
-    HeaderKeyNotUtf8,
     SizeMismatch(i32, usize),
 }
 
@@ -114,7 +118,6 @@ fn damaged(start: usize, damage: RecordDamage) -> Error {
             format!("record at {start} has a header key of length {len}")
         }
         HeaderKeyPastRecord => format!("header key of record at {start} runs past the record"),
-        HeaderKeyNotUtf8 => format!("header key of record at {start} is not UTF-8"),
         SizeMismatch(size, took) => {
             format!("record at {start} declares {size} bytes but its fields take {took}")
         }
@@ -242,8 +245,7 @@ fn read_headers<'a>(
         let Some(key_end) = pos.checked_add(key_len as usize).filter(|&e| e <= body_end) else {
             return Err(damaged(start, HeaderKeyPastRecord));
         };
-        let key = std::str::from_utf8(&body[*pos..key_end])
-            .map_err(|_| damaged(start, HeaderKeyNotUtf8))?;
+        let key = java_utf8_lossy(&body[*pos..key_end]);
         *pos = key_end;
         let value = read_nullable_bytes(body, pos, start, "header value")?;
         headers.push(Header { key, value });

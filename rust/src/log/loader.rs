@@ -488,7 +488,6 @@ fn recover_log(
 ) -> Result<Recovery> {
     let writable = !options.read_only;
     let mode = options.on_corruption;
-    let compacted = options.config.cleanup_policy_compact || checkpoints.cleaned;
     let bases = segments.base_offsets();
     let to_check: BTreeSet<i64> = if mode == OnCorruption::Skip {
         bases.iter().copied().collect()
@@ -522,6 +521,14 @@ fn recover_log(
         .map(|b| segments.get(*b).map_or(0, LogSegment::size))
         .collect();
     let mut damage: Vec<DamagedRange> = Vec::new();
+    // Offset gaps are damage only in a log that is not compacted. Besides its config and the
+    // log dir's cleaner checkpoint (gone when a partition folder is copied alone), a batch the
+    // cleaner rewrote says so (`was_compacted`, in bytes its CRC covers, unlike a gap: a base
+    // offset is not covered). So gaps are reported once the scan is done.
+    let mut compacted = options.config.cleanup_policy_compact
+        || checkpoints.cleaned
+        || is_compacted_internal_topic(dir);
+    let mut gap_damage: Vec<DamagedRange> = Vec::new();
     let mut checked: Vec<Checked> = Vec::new();
     let mut expected: Option<i64> = None;
     // Replaying producer state goes on past damage only when reads will (Skip).
@@ -535,8 +542,8 @@ fn recover_log(
             .map(|(b, _)| *b);
         // The segment boundary: its base offset against where the previous segment ended.
         if let Some(e) = expected {
-            if base > e && !compacted {
-                damage.push(gap(dir, &bases, &sizes, i, e, base));
+            if base > e {
+                gap_damage.push(gap(dir, &bases, &sizes, i, e, base));
             } else if base < e {
                 damage.push(DamagedRange {
                     file: log_path(base),
@@ -563,7 +570,10 @@ fn recover_log(
         let mut gaps = Vec::new();
         let scan = segment.scan(&mut |position, batch, after_damage| {
             let (first, last) = match batch {
-                Batch::V2(b) => (Some(b.base_offset()), b.last_offset()),
+                Batch::V2(b) => {
+                    compacted |= b.was_compacted();
+                    (Some(b.base_offset()), b.last_offset())
+                }
                 Batch::Legacy(_) => (None, batch.last_offset()),
             };
             if let Some(n) = next {
@@ -576,7 +586,7 @@ fn recover_log(
                 }
                 // A gap between adjacent valid batches (not the offsets of damage between them).
                 if let Some(f) = first {
-                    if f > n && !compacted && position == prev_end_position {
+                    if f > n && position == prev_end_position {
                         gaps.push((position, n, f - 1));
                     }
                 }
@@ -591,7 +601,7 @@ fn recover_log(
             Ok(BatchVerdict::Accept)
         })?;
         for (position, a, b) in gaps {
-            damage.push(DamagedRange {
+            gap_damage.push(DamagedRange {
                 file: log_path(base),
                 position,
                 bytes: 0,
@@ -653,6 +663,9 @@ fn recover_log(
             expected_at_start,
             aborted,
         });
+    }
+    if !compacted {
+        damage.extend(gap_damage);
     }
     damage.sort_by(|a, b| (&a.file, a.position).cmp(&(&b.file, b.position)));
 
@@ -797,6 +810,15 @@ fn recover_log(
         bytes_truncated,
         damage,
     })
+}
+
+/// `__consumer_offsets` and `__transaction_state` are always compacted (Kafka creates them so);
+/// `__cluster_metadata` is not a compacted log.
+pub(crate) fn is_compacted_internal_topic(dir: &Path) -> bool {
+    dir.file_name()
+        .and_then(|n| n.to_str())
+        .and_then(checkpoint::parse_topic_partition)
+        .is_some_and(|(topic, _)| topic.starts_with("__") && topic != "__cluster_metadata")
 }
 
 /// A gap at segment `i`'s boundary: offsets `from..base` missing, blamed on the emptied

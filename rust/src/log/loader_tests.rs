@@ -317,3 +317,57 @@ fn a_missing_producer_snapshot_is_rebuilt_from_the_log() {
     assert_eq!(log.active_producers().len(), 1);
     assert!(log.append_as_leader(&idempotent(0), 0).unwrap().duplicate);
 }
+
+/// A batch as Kafka's cleaner leaves it: its offsets kept, records removed from inside.
+fn cleaned_batch(base_offset: i64, kept_deltas: &[i32], last_delta: i32) -> Vec<u8> {
+    let mut b = crate::record::builder::BatchBuilder::new(BatchOptions {
+        base_offset,
+        ..Default::default()
+    });
+    for &d in kept_deltas {
+        b.append_with_offset_delta(d, 1_000, Some(b"k"), Some(b"v"), &[])
+            .unwrap();
+    }
+    let bytes = b.build().unwrap();
+    let batch = crate::record::batch::DefaultBatch::new(&bytes).unwrap();
+    assert_eq!(batch.last_offset_delta(), last_delta);
+    bytes
+}
+
+#[test]
+fn a_compacted_folder_copied_alone_reads_its_gaps_as_compaction() {
+    // No cleaner checkpoint and no config beside the copy: the cleaned batch itself says the
+    // topic is compacted; the same gap in a log with no such batch is damage.
+    for cleaned in [true, false] {
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("users-0");
+        fs::create_dir_all(&dir).unwrap();
+        let mut seg = crate::segment::LogSegment::open(
+            &dir,
+            0,
+            &crate::config::LogConfig::default(),
+            true,
+            "",
+            0,
+        )
+        .unwrap();
+        seg.append(4, &batch_at(0, &[1_000; 5])).unwrap();
+        let later = if cleaned {
+            cleaned_batch(10, &[1, 4], 4)
+        } else {
+            batch_at(10, &[1_000; 5])
+        };
+        seg.append(14, &later).unwrap();
+        seg.flush().unwrap();
+        drop(seg);
+        let opened = Log::open(&dir, options(true));
+        if cleaned {
+            let log = opened.unwrap();
+            assert_eq!(log.log_end_offset(), 15);
+            assert_eq!(all_batches(&log), [(0, 4), (10, 14)]);
+        } else {
+            let err = opened.err().unwrap().to_string();
+            assert!(err.contains("offsets 5..9 are missing"), "{err}");
+        }
+    }
+}

@@ -223,12 +223,12 @@ pub fn verify_partition(
         Some((topic, partition)) => checkpoint_offsets(log_dir, topic, *partition, problems),
         None => (Vec::new(), false),
     };
-    let compacted = options.compacted
+    // As the loader decides it: gaps are problems unless something says the log is compacted,
+    // a batch the cleaner rewrote included, so gap problems wait for the end of the scan.
+    let mut compacted = options.compacted
         || listed_compacted
-        || topic_partition
-            .as_ref()
-            .is_some_and(|(t, _)| t.starts_with("__") && t != "__cluster_metadata");
-    report.compacted = compacted;
+        || crate::log::loader::is_compacted_internal_topic(dir);
+    let mut gap_problems = Vec::new();
 
     for path in &files.irregular {
         problems.push(problem(
@@ -328,7 +328,10 @@ pub fn verify_partition(
                     report.batches += 1;
                     let last = batch.last_offset();
                     let (first, v2) = match batch {
-                        Batch::V2(b) => (b.base_offset(), true),
+                        Batch::V2(b) => {
+                            compacted |= b.was_compacted();
+                            (b.base_offset(), true)
+                        }
                         // A legacy wrapper's inner offsets are known only once inflated.
                         Batch::Legacy(_) => (last, false),
                     };
@@ -341,8 +344,8 @@ pub fn verify_partition(
                         if first <= p {
                             problems.push(problem(log_path, Some(pos), format!(
                                 "offsets go back: batch at {first}..{last} follows offset {p}")));
-                        } else if v2 && prev_v2 && first != p + 1 && !compacted {
-                            problems.push(problem(log_path, Some(pos), format!(
+                        } else if v2 && prev_v2 && first != p + 1 {
+                            gap_problems.push(problem(log_path, Some(pos), format!(
                                 "offsets {}..{} are missing before this batch at {first} (only a compacted log has gaps; give --compacted if this topic is)",
                                 p + 1, first - 1)));
                         }
@@ -508,6 +511,10 @@ pub fn verify_partition(
             problems.push(problem_of(&e, metadata.path(), None));
         }
     }
+    if !compacted {
+        problems.extend(gap_problems);
+    }
+    report.compacted = compacted;
     Ok(report)
 }
 
@@ -1028,6 +1035,49 @@ mod tests {
         )
         .unwrap();
         assert!(verify(&dir).compacted);
+    }
+
+    #[test]
+    fn a_batch_the_cleaner_rewrote_says_the_log_is_compacted() {
+        // A copied partition folder: no cleaner checkpoint beside it, no --compacted.
+        let data = tempfile::tempdir().unwrap();
+        let dir = data.path().join("users-0");
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut whole = BatchBuilder::new(BatchOptions::default());
+        for _ in 0..5 {
+            whole.append(1_000, Some(b"k"), Some(b"v"), &[]).unwrap();
+        }
+        // Offsets 10..14 with two records left in them, as the cleaner leaves a batch.
+        let mut cleaned = BatchBuilder::new(BatchOptions {
+            base_offset: 10,
+            ..Default::default()
+        });
+        for delta in [1, 4] {
+            cleaned
+                .append_with_offset_delta(delta, 1_000, Some(b"k"), Some(b"v"), &[])
+                .unwrap();
+        }
+        let first = whole.build().unwrap();
+        let mut bytes = first.clone();
+        bytes.extend(cleaned.build().unwrap());
+        std::fs::write(dir.join(format!("{:020}.log", 0)), &bytes).unwrap();
+        let r = verify(&dir);
+        assert!(r.compacted && r.problems.is_empty(), "{:?}", r.problems);
+        // The same gap before a whole batch is a problem.
+        let mut later = first.clone();
+        crate::record::batch::set_base_offset(&mut later, 10);
+        let mut bytes = first;
+        bytes.extend(later);
+        std::fs::write(dir.join(format!("{:020}.log", 0)), &bytes).unwrap();
+        let r = verify(&dir);
+        assert!(!r.compacted);
+        assert!(
+            r.problems
+                .iter()
+                .any(|p| p.message.contains("offsets 5..9 are missing")),
+            "{:?}",
+            r.problems
+        );
     }
 
     #[test]

@@ -129,7 +129,37 @@ def test_timestamps_survive_in_milliseconds(tmp_path):
     assert [m // 1000 for m in table.column("timestamp").cast(pa.int64()).to_pylist()] == stamps
 
 
+def test_header_keys_that_are_not_utf8_read_as_java_decodes_them(tmp_path):
+    """A client that does not check header keys can leave bytes that are not UTF-8 there; Kafka
+    stores and serves them, and its Java code decodes each bad sequence as U+FFFD. kafkalog reads
+    them the same way on every path, rather than refusing the partition."""
+    import compat_util
+
+    batch = kafkalog.encode_batch([{"value": b"v", "headers": [("KK", b"h"), ("ok", None)]}])
+    with make_log(tmp_path / "t-0") as log:
+        log.append([{"value": b"before"}])
+        log.append_batches(compat_util.with_header_key_bytes(batch, "KK", b"\xff\xfe"), as_follower=False)
+        log.append([{"value": b"after"}])
+    expected = [[], [("\ufffd\ufffd", b"h"), ("ok", None)], []]
+    log = kafkalog.Log(tmp_path / "t-0")
+    assert [r.headers for r in log.records()] == expected
+    for zero_copy in (False, True):
+        table = log.to_arrow(include_headers=True, zero_copy=zero_copy).read_all()
+        assert [[(h["key"], h["value"]) for h in hs or []] for hs in table.column("headers").to_pylist()] == expected
+        assert log.to_arrow(zero_copy=zero_copy).read_all().num_rows == 3
+
+
 def test_errors_are_kafkalog_errors(tmp_path):
+    # Python's own kinds too, for code that catches those.
+    with pytest.raises(kafkalog.PathNotFoundError) as missing:
+        kafkalog.Log(tmp_path / "nowhere-0")
+    assert isinstance(missing.value, (kafkalog.KafkaLogError, FileNotFoundError, OSError))
+    assert isinstance(missing.value, kafkalog.KafkaStorageError)
+    (tmp_path / "empty-0").mkdir()
+    for not_a_log in (tmp_path / "empty-0", tmp_path):
+        with pytest.raises(kafkalog.InvalidArgumentError) as bad:
+            kafkalog.Log(not_a_log)
+        assert isinstance(bad.value, kafkalog.KafkaLogError) and isinstance(bad.value, ValueError)
     with make_log(tmp_path / "t-0") as log:
         log.append([{"value": b"x"}])
         with pytest.raises(kafkalog.OffsetOutOfRangeError):

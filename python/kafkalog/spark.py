@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 from . import _kafkalog
+from ._kafkalog import KafkaLogError
 from ._kafkalog import Log
 
 try:  # pyspark is an extra: `pip install kafkalog[spark]`
@@ -131,7 +132,7 @@ _BROKER_ONLY = {
 _INTERNAL_TOPICS = {"__consumer_offsets", "__transaction_state", "__share_group_state", "__cluster_metadata"}
 
 
-class KafkaLogOptionError(ValueError):
+class KafkaLogOptionError(KafkaLogError, ValueError):
     """An option kafkalog's Spark source does not take, or a value it cannot use."""
 
 

@@ -1,8 +1,10 @@
 //! The Python exception hierarchy: one class per kind of `Error`, all under `KafkaLogError`.
 
 use pyo3::create_exception;
-use pyo3::exceptions::PyException;
+use pyo3::exceptions::{PyException, PyFileNotFoundError, PyOSError, PyValueError};
 use pyo3::prelude::*;
+use pyo3::sync::GILOnceCell;
+use pyo3::types::{PyDict, PyTuple, PyType};
 
 use crate::error::Error;
 
@@ -93,8 +95,70 @@ create_exception!(
     "Kafka's TransactionCoordinatorFencedException: a marker from an older coordinator epoch."
 );
 
+/// Errors that are also Python's own kinds, so `except ValueError` / `except OSError` still
+/// catch them: classes with two bases, which `create_exception!` cannot make.
+static INVALID_ARGUMENT: GILOnceCell<Py<PyType>> = GILOnceCell::new();
+static KAFKA_STORAGE: GILOnceCell<Py<PyType>> = GILOnceCell::new();
+static PATH_NOT_FOUND: GILOnceCell<Py<PyType>> = GILOnceCell::new();
+
+fn new_error_type(
+    py: Python<'_>,
+    name: &str,
+    bases: (&Bound<'_, PyType>, &Bound<'_, PyType>),
+    doc: &str,
+) -> PyResult<Py<PyType>> {
+    let namespace = PyDict::new(py);
+    namespace.set_item("__module__", "kafkalog")?;
+    namespace.set_item("__doc__", doc)?;
+    let class = py
+        .get_type::<PyType>()
+        .call1((name, PyTuple::new(py, [bases.0, bases.1])?, namespace))?;
+    Ok(class.downcast_into::<PyType>()?.unbind())
+}
+
+/// An instance of one of the two-base classes, or of its Python base before the module made it.
+fn two_base_error(
+    cell: &GILOnceCell<Py<PyType>>,
+    fallback: fn(String) -> PyErr,
+    msg: String,
+) -> PyErr {
+    Python::with_gil(|py| match cell.get(py) {
+        Some(class) => PyErr::from_type(class.bind(py).clone(), msg),
+        None => fallback(msg),
+    })
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
+    let base = py.get_type::<KafkaLogError>();
+    let invalid_argument = new_error_type(
+        py,
+        "InvalidArgumentError",
+        (&base, &py.get_type::<PyValueError>()),
+        "An argument kafkalog cannot use (a bad option, a folder that is not a partition \
+         folder, ...); also a ValueError.",
+    )?;
+    let storage = new_error_type(
+        py,
+        "KafkaStorageError",
+        (&base, &py.get_type::<PyOSError>()),
+        "Kafka's KafkaStorageException: a file or folder that cannot be read or written; also an \
+         OSError.",
+    )?;
+    let not_found = new_error_type(
+        py,
+        "PathNotFoundError",
+        (storage.bind(py), &py.get_type::<PyFileNotFoundError>()),
+        "A file or folder that does not exist; also a FileNotFoundError.",
+    )?;
+    for (name, class, cell) in [
+        ("InvalidArgumentError", invalid_argument, &INVALID_ARGUMENT),
+        ("KafkaStorageError", storage, &KAFKA_STORAGE),
+        ("PathNotFoundError", not_found, &PATH_NOT_FOUND),
+    ] {
+        m.add(name, class.bind(py))?;
+        let _ = cell.set(py, class);
+    }
     m.add("KafkaLogError", py.get_type::<KafkaLogError>())?;
     m.add("CorruptRecordError", py.get_type::<CorruptRecordError>())?;
     m.add("LogDamagedError", py.get_type::<LogDamagedError>())?;
@@ -145,11 +209,13 @@ impl From<Error> for PyErr {
             Error::TransactionCoordinatorFenced(_) => {
                 TransactionCoordinatorFencedError::new_err(msg)
             }
-            Error::InvalidArgument(_) => pyo3::exceptions::PyValueError::new_err(msg),
-            Error::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
-                pyo3::exceptions::PyFileNotFoundError::new_err(msg)
+            Error::InvalidArgument(_) => {
+                two_base_error(&INVALID_ARGUMENT, PyValueError::new_err, msg)
             }
-            Error::Io { .. } => pyo3::exceptions::PyOSError::new_err(msg),
+            Error::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
+                two_base_error(&PATH_NOT_FOUND, PyFileNotFoundError::new_err, msg)
+            }
+            Error::Io { .. } => two_base_error(&KAFKA_STORAGE, PyOSError::new_err, msg),
             Error::Unsupported(_) | Error::IllegalState(_) => KafkaLogError::new_err(msg),
         }
     }

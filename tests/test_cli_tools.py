@@ -225,6 +225,55 @@ def test_one_range_rule_for_cat_and_records(data):
     far = run("records", o0, "--start", "1000")
     assert far.returncode == 0 and far.stdout == "" and "holds [0, 40)" in far.stderr
     assert "is at or before --start 20" in one_line_error(run("records", o0, "--start", "20", "--end", "10"), 2)
+    # By time too, as its help says.
+    assert rec("--start-time", str(1_700_000_000_000 + 35_000)) == [35, 36, 37, 38, 39]
+    assert rec("--start-time", "2023-11-14T22:13:20Z", "--end-time", "2023-11-14T22:13:22Z") == [0, 1]
+    assert "not allowed with" in one_line_error(run("records", o0, "--start", "1", "--start-time", "5"), 2)
+
+
+def test_damage_in_one_partition_is_reported_in_command_line_words(data, tmp_path):
+    """stats sums every partition and names the damaged one (exit 1); cat, export and records
+    stop on it with the flag that reads around it, and read around it when given that flag."""
+    seg = data / "orders-1" / f"{0:020d}.log"
+    raw = bytearray(seg.read_bytes())
+    first_len = int.from_bytes(raw[8:12], "big") + 12
+    raw[first_len + 70] ^= 0xFF  # the second batch's CRC fails; batches after it are whole
+    seg.write_bytes(bytes(raw))
+    before = fingerprint(data)
+    p = run("stats", data, "--json")
+    assert p.returncode == 1, p.stderr
+    rows = {r["topic"] + "-" + str(r["partition"]): r for r in json.loads(p.stdout)["partitions"]}
+    assert set(rows) == {"orders-0", "orders-1", "demo-0"}
+    assert rows["orders-1"]["damage"] and not rows["orders-0"]["damage"]
+    assert rows["orders-1"]["records"] == 20 and rows["orders-0"]["records"] == 40
+    assert "orders-1 is damaged" in p.stderr and str(seg) in p.stderr
+    for cmd in (["cat", data, "--topic", "orders"], ["export", data, "--to", tmp_path / "out"],
+                ["records", data / "orders-1"]):
+        err = one_line_error(run(*cmd), 1)
+        assert "give --on-corruption skip to read every valid batch" in err, err
+        assert "on_corruption=" not in err and "config" not in err, err
+        p = run(*cmd, "--on-corruption", "skip")
+        assert p.returncode == 0, p.stderr
+        assert "damaged (skipped)" in p.stderr and str(seg) in p.stderr
+    exported = read_export(tmp_path / "out").column("topic").to_pylist()
+    assert exported.count("orders") == 40 + 20 and exported.count("demo") == 300
+    skipped = lines(run("cat", data / "orders-1", "--on-corruption", "skip").stdout)
+    assert [r["offset"] for r in skipped] == list(range(0, 5)) + list(range(10, 25))
+    assert fingerprint(data) == before
+
+
+def test_cat_and_export_leave_internal_topics_out_unless_named(data, tmp_path):
+    shutil.copytree(data / "orders-0", data / "__consumer_offsets-0")
+    p = run("cat", data)
+    assert p.returncode == 0
+    assert {r["topic"] for r in lines(p.stdout)} == {"orders", "demo"}
+    assert "internal topics left out (__consumer_offsets)" in p.stderr
+    named = run("cat", data, "--topic", "__consumer_offsets")
+    assert {r["topic"] for r in lines(named.stdout)} == {"__consumer_offsets"}
+    assert len(lines(run("cat", data / "__consumer_offsets-0").stdout)) == 40
+    assert run("export", data, "--to", tmp_path / "out").returncode == 0
+    assert not (tmp_path / "out" / "topic=__consumer_offsets").exists()
+    assert "__consumer_offsets-0" in run("stats", data).stdout
 
 
 # ----- export -----

@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import base64
 import json
+import re
 import signal
 import sys
 from pathlib import Path
@@ -143,8 +144,9 @@ def cmd_records(args) -> int:
         raise DataError(f"{args.dir}: no such file or folder")
     if folder.is_dir():
         cli_tools._check_readable_folder(folder)
-    log = kafkalog.Log(args.dir, read_only=True, on_corruption=args.on_corruption)
-    start, end = cli_tools.resolve_range(log, args.start, args.end, args.isolation)
+    log = cli_tools.open_log(folder, args)
+    start, end = cli_tools.resolve_range(log, args.start, args.end, args.isolation,
+                                         args.start_time, args.end_time)
     count = 0
     for r in log.records(start=start, end=end, isolation=args.isolation):
         count += 1
@@ -156,17 +158,7 @@ def cmd_records(args) -> int:
     if count == 0:
         print(f"kafkalog records: no records in the range asked; {args.dir} holds "
               f"[{log.log_start_offset}, {log.latest_offset(args.isolation)})", file=sys.stderr)
-    return _report_damage(args.cmd, log, args.on_corruption)
-
-
-def _report_damage(cmd: str, log, on_corruption: str) -> int:
-    """One stderr line per damaged range the open skipped or removed; exit 1 unless told to skip."""
-    damaged = log.damaged_ranges
-    if damaged:
-        sys.stdout.flush()
-    for d in damaged:
-        print(f"kafkalog {cmd}: damaged ({d['action']}): {d['description']}", file=sys.stderr)
-    return 1 if damaged and on_corruption != "skip" else 0
+    return cli_tools.report_damage(args.cmd, log, args.on_corruption)
 
 
 def cmd_demo(args) -> int:
@@ -262,15 +254,18 @@ def build_parser() -> argparse.ArgumentParser:
                    choices=["read_uncommitted", "read_committed", "log_end"],
                    help="what a consumer may read (default read_uncommitted: up to the high watermark) "
                         "(e.g. --isolation read_committed)")
-    r.add_argument("--start", type=cli_tools._offset, metavar="OFFSET",
+    g = r.add_mutually_exclusive_group()
+    g.add_argument("--start", type=cli_tools._offset, metavar="OFFSET",
                    help="first offset (default: the log start); negative counts back from the end "
                         "(e.g. --start -10)")
-    r.add_argument("--end", type=cli_tools._offset, metavar="OFFSET",
+    g.add_argument("--start-time", type=cli_tools._time_ms, metavar="T",
+                   help="from the first record at or after T (e.g. --start-time 2025-01-31T00:00:00Z)")
+    g = r.add_mutually_exclusive_group()
+    g.add_argument("--end", type=cli_tools._offset, metavar="OFFSET",
                    help="offset to stop before (default: what the isolation level allows) (e.g. --end 200)")
-    r.add_argument("--on-corruption", default="error", choices=["error", "skip", "truncate"],
-                   help="damage beyond a torn tail: error (exit 1, the default); skip (read every "
-                        "valid batch around it, damaged ranges on stderr, exit 0); truncate (stop "
-                        "where Kafka's recovery would, exit 1)")
+    g.add_argument("--end-time", type=cli_tools._time_ms, metavar="T",
+                   help="stop before the first record at or after T (e.g. --end-time 1735689600000)")
+    cli_tools.add_damage_options(r)
     r.set_defaults(func=cmd_records)
 
     cli_tools.add_parsers(sub, argparse.RawDescriptionHelpFormatter)
@@ -311,9 +306,17 @@ def main(argv=None) -> int:
         return 130
     except (kafkalog.KafkaLogError, OSError, ValueError) as e:
         # One line, never a traceback: missing or unreadable paths, files that are not logs,
-        # damaged data.
-        print(f"kafkalog {args.cmd}: {e}", file=sys.stderr)
+        # damaged data; the way around damage in this command's flags, not the Python API's.
+        print(f"kafkalog {args.cmd}: {_in_flags(str(e))}", file=sys.stderr)
         return 1
+
+
+def _in_flags(message: str) -> str:
+    """A library message's advice (``on_corruption='skip'``, ``cleanup.policy=compact in
+    config``) in the command line's words."""
+    message = re.sub(r"open it( read-only)? with on_corruption='(\w+)'", r"give --on-corruption \2", message)
+    message = re.sub(r"on_corruption='(\w+)'", r"--on-corruption \1", message)
+    return message.replace("pass cleanup.policy=compact in config", "give --compacted")
 
 
 if __name__ == "__main__":

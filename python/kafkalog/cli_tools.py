@@ -62,9 +62,14 @@ def _has_segments(folder: Path) -> bool:
 
 
 def partition_dirs(paths: list[str], topic: str | None = None, partition: int | None = None,
-                   precheck: bool = True) -> list[tuple[str, int | None, Path]]:
-    """(topic, partition, folder) for each partition folder named or inside a data dir named."""
+                   precheck: bool = True, internal: bool = True,
+                   cmd: str = "") -> list[tuple[str, int | None, Path]]:
+    """(topic, partition, folder) for each partition folder named or inside a data dir named.
+    ``internal=False`` leaves a data dir's internal ``__`` topics out unless ``topic`` names one,
+    as a consumer's subscription leaves them out (``exclude.internal.topics``); a folder named
+    itself is always in."""
     out: list[tuple[str, int | None, Path]] = []
+    left_out: set[str] = set()
     for arg in paths:
         p = Path(arg)
         if not p.exists():
@@ -79,7 +84,14 @@ def partition_dirs(paths: list[str], topic: str | None = None, partition: int | 
         if not found:
             raise DataError(f"{arg}: neither a partition folder (no .log segment files) nor a data dir "
                             "(no <topic>-<partition> folders)")
-        out += [(t, n, Path(d)) for t, n, d in found]
+        for t, n, d in found:
+            if not internal and topic is None and t.startswith("__"):
+                left_out.add(t)
+            else:
+                out.append((t, n, Path(d)))
+    if left_out:
+        print(f"kafkalog {cmd}: internal topics left out ({', '.join(sorted(left_out))}); "
+              "name one with --topic to read it", file=sys.stderr)
     if topic is not None:
         out = [x for x in out if x[0] == topic]
         if not out:
@@ -96,6 +108,33 @@ def partition_dirs(paths: list[str], topic: str | None = None, partition: int | 
 
 def _name(topic: str, partition: int | None) -> str:
     return topic if partition is None else f"{topic}-{partition}"
+
+
+def report_damage(cmd: str, log, on_corruption: str) -> int:
+    """One stderr line per damaged range the open skipped or removed; exit 1 unless told to skip."""
+    damaged = log.damaged_ranges
+    if damaged:
+        sys.stdout.flush()
+    for d in damaged:
+        print(f"kafkalog {cmd}: damaged ({d['action']}): {d['description']}", file=sys.stderr)
+    return 1 if damaged and on_corruption != "skip" else 0
+
+
+def open_log(folder: Path, args) -> "kafkalog.Log":
+    """A partition folder read-only, as --on-corruption and --compacted ask."""
+    config = {"cleanup.policy": "compact"} if getattr(args, "compacted", False) else None
+    return kafkalog.Log(str(folder), config=config, on_corruption=getattr(args, "on_corruption", "error"))
+
+
+def add_damage_options(p: argparse.ArgumentParser) -> None:
+    """--on-corruption and --compacted, as records, cat and export take them."""
+    p.add_argument("--on-corruption", default="error", choices=["error", "skip", "truncate"],
+                   help="damage beyond a torn tail: error (exit 1, the default); skip (read every "
+                        "valid batch around it, damaged ranges on stderr, exit 0); truncate (stop "
+                        "where Kafka's recovery would, exit 1)")
+    p.add_argument("--compacted", action="store_true",
+                   help="the topic is compacted: offset gaps are not damage (a partition folder "
+                        "copied without its data dir's cleaner-offset-checkpoint may need it)")
 
 
 # ----- progress -----
@@ -183,13 +222,18 @@ def cmd_stats(args) -> int:
     rows: list[dict[str, Any]] = []
     with _Progress.over_segments(parts, "stats") as progress:
         for topic, partition, folder in parts:
-            s = _kafkalog.partition_stats(str(folder), progress=progress.update)
+            # A damaged partition is summed around its damage and reported, not the end of
+            # the table: an operator wants every partition's figures.
+            s = _kafkalog.partition_stats(str(folder), on_corruption="skip", progress=progress.update)
             rows.append({"topic": topic, "partition": partition, "path": str(folder), **s,
                          "transactional_share": s["transactional_records"] / s["records"] if s["records"] else 0.0})
+    damaged = [r for r in rows if r["damage"]]
+    status = 1 if damaged else 0
     if args.json:
         json.dump({"partitions": rows}, sys.stdout, indent=2)
         print()
-        return 0
+        _report_stats_damage(damaged)
+        return status
     headers = ["partition", "start", "end", "HW", "LSO", "segs", "bytes", "records", "first timestamp",
                "last timestamp", "codecs", "txn", "producers"]
     table = [[_name(r["topic"], r["partition"]), r["log_start_offset"], r["log_end_offset"],
@@ -204,7 +248,16 @@ def cmd_stats(args) -> int:
     print("start/end: log start and end offsets; HW: high watermark (read_uncommitted reads up to it); "
           "LSO: last stable offset (read_committed); txn: share of records in transactions; "
           "timestamps are batch-level, UTC.", file=sys.stderr)
-    return 0
+    _report_stats_damage(damaged)
+    return status
+
+
+def _report_stats_damage(damaged: list[dict[str, Any]]) -> None:
+    sys.stdout.flush()
+    for r in damaged:
+        for d in r["damage"]:
+            print(f"kafkalog stats: {_name(r['topic'], r['partition'])} is damaged (figures are of "
+                  f"the batches around it): {d}", file=sys.stderr)
 
 
 # ----- offset ranges -----
@@ -267,7 +320,7 @@ def _decoder(name: str):
 
 def cmd_cat(args) -> int:
     check_range(args.from_offset, args.to_offset, "--from", "--to")
-    parts = partition_dirs(args.paths, args.topic, args.partition)
+    parts = partition_dirs(args.paths, args.topic, args.partition, internal=False, cmd="cat")
     key_of, value_of = _decoder(args.key_decoder), _decoder(args.value_decoder)
     header_of = _decoder(args.value_decoder if args.value_decoder != "json" else "utf8")
     out = sys.stdout
@@ -277,9 +330,10 @@ def cmd_cat(args) -> int:
                          "headers"])
     elif args.format == "json":
         out.write("[")
-    count, ends = 0, []
+    count, ends, status = 0, [], 0
     for topic, partition, folder in parts:
-        log = kafkalog.Log(str(folder))
+        log = open_log(folder, args)
+        status = max(status, report_damage("cat", log, args.on_corruption))
         start, end = resolve_range(log, args.from_offset, args.to_offset, args.isolation,
                                    args.from_time, args.to_time)
         ends.append(f"{_name(topic, partition)} holds [{log.log_start_offset}, "
@@ -318,7 +372,7 @@ def cmd_cat(args) -> int:
     out.flush()
     if count == 0:
         print(f"kafkalog cat: no records in the range asked; {'; '.join(ends)}", file=sys.stderr)
-    return 0
+    return status
 
 
 def _csv_text(v) -> str:
@@ -343,7 +397,7 @@ def _write_atomically(path: Path, text: str) -> None:
 def cmd_export(args) -> int:
     import pyarrow.parquet as pq
 
-    parts = partition_dirs(args.paths, args.topic)
+    parts = partition_dirs(args.paths, args.topic, internal=False, cmd="export")
     out = Path(args.to)
     if out.exists() and not out.is_dir():
         raise DataError(f"--to {out}: a file, not a folder")
@@ -359,12 +413,13 @@ def cmd_export(args) -> int:
         if state.get("isolation") != args.isolation:
             raise UsageError(f"{out} was exported with --isolation {state.get('isolation')}; "
                              f"an export appending to it must use the same")
-    plans = []
+    plans, status = [], 0
     for topic, partition, folder in parts:
         if partition is None:
             raise DataError(f"{folder}: not named <topic>-<partition>, so it has no partition to "
                             "export it under")
-        log = kafkalog.Log(str(folder))
+        log = open_log(folder, args)
+        status = max(status, report_damage("export", log, args.on_corruption))
         target = out / f"topic={topic}" / f"partition={partition}"
         reached = state["offsets"].get(topic, {}).get(str(partition), 0)
         # The part files are the truth if the state file lags behind them (a crash in between).
@@ -406,7 +461,7 @@ def cmd_export(args) -> int:
             state["offsets"].setdefault(topic, {})[str(partition)] = max(start, end)
             _write_atomically(state_path, json.dumps(state, indent=1, sort_keys=True) + "\n")
     print(f"kafkalog export: {exported} records in {files} new file(s) under {out}", file=sys.stderr)
-    return 0
+    return status
 
 
 # ----- the parsers -----
@@ -453,7 +508,8 @@ def add_parsers(sub, formatter) -> None:
         description="One pass over the batch headers of each partition: log start and end offsets, "
                     "high watermark, last stable offset, segments, bytes, records, the batch-level "
                     "time range, codecs in use, the share of records in transactions, committed and "
-                    "aborted transactions, and how many producer ids wrote. Nothing is written.",
+                    "aborted transactions, and how many producer ids wrote. A damaged partition "
+                    "is summed around the damage, which stderr names (exit 1). Nothing is written.",
         epilog="examples:\n"
                "  kafkalog stats /var/lib/kafka/data\n"
                "  kafkalog stats /var/lib/kafka/data/orders-0 --json | jq '.partitions[0].records'\n")
@@ -468,7 +524,9 @@ def add_parsers(sub, formatter) -> None:
         help="records as kcat / kafka-console-consumer print them, across partitions",
         description="Prints records as a consumer with --isolation reads them, partition after "
                     "partition in offset order: JSON lines (topic, partition, offset, timestamp, "
-                    "timestamp_type, key, value, headers), a JSON array, or CSV.",
+                    "timestamp_type, key, value, headers), a JSON array, or CSV. A data dir's "
+                    "internal __ topics are left out unless --topic names one, as a consumer's "
+                    "subscription leaves them out.",
         epilog=RANGE_RULE + "\n\nexamples:\n"
                "  kafkalog cat /var/lib/kafka/data --topic orders --from -5\n"
                "  kafkalog cat /var/lib/kafka/data/orders-0 --from 100 --to 200 --value-decoder json\n"
@@ -490,6 +548,7 @@ def add_parsers(sub, formatter) -> None:
                    help="read_uncommitted (default): up to the high watermark; read_committed: up to "
                         "the last stable offset, aborted records left out; log_end: everything "
                         "(e.g. --isolation read_committed)")
+    add_damage_options(c)
     c.add_argument("--format", default="jsonl", choices=["jsonl", "json", "csv"],
                    help="jsonl (default, one object a line), json (one array) or csv (e.g. --format csv)")
     for which in ("key", "value"):
@@ -505,7 +564,8 @@ def add_parsers(sub, formatter) -> None:
                     "(key, value, offset, timestamp, timestampType, headers; topic and partition are "
                     "the Hive-style folders topic=T/partition=P). The offsets reached are kept in "
                     f"OUT/{STATE_FILE}, so exporting the same data dir again appends only what is "
-                    "new. Files are written under a temporary name and renamed when whole.",
+                    "new. Files are written under a temporary name and renamed when whole. A data "
+                    "dir's internal __ topics are left out unless --topic names one.",
         epilog="examples:\n"
                "  kafkalog export /var/lib/kafka/data --to /tmp/kafka-parquet\n"
                "  kafkalog export /var/lib/kafka/data --topic orders --to out --isolation read_committed\n"
@@ -517,4 +577,5 @@ def add_parsers(sub, formatter) -> None:
     e.add_argument("--isolation", default="read_uncommitted",
                    choices=["read_uncommitted", "read_committed", "log_end"],
                    help="what to export, as for cat (default read_uncommitted: up to the high watermark)")
+    add_damage_options(e)
     e.set_defaults(func=cmd_export)

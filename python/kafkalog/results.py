@@ -254,6 +254,9 @@ class PartitionStats(TypedDict):
     """Batches per compression codec name."""
     magic: dict[int, int]
     """Batches per record format (magic 0, 1, 2)."""
+    damage: list[str]
+    """Damaged ranges the open stepped over (``on_corruption="skip"``); the sums are of the
+    batches around them."""
 
 
 _document_fields(

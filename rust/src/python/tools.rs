@@ -7,6 +7,7 @@ use pyo3::prelude::*;
 
 use pyo3::types::PyDict;
 
+use crate::log::OnCorruption;
 use crate::python::results::dict_of;
 use crate::tools::dump_log_segments::{
     dump_log_segments as dump, Decoder, DumpOptions, MessageParser,
@@ -70,20 +71,25 @@ fn verify_partition(
 }
 
 /// `kafkalog stats` of one partition folder (opened read-only): a dict of its offsets, sizes,
-/// counts, batch-level time range, codecs and producers.
+/// counts, batch-level time range, codecs and producers. `on_corruption` as `Log` takes it;
+/// "skip" sums the batches around damage and lists it under "damage".
 #[pyfunction]
-#[pyo3(signature = (path, *, progress = None))]
+#[pyo3(signature = (path, *, on_corruption = "error", progress = None))]
 fn partition_stats<'py>(
     py: Python<'py>,
     path: std::path::PathBuf,
+    on_corruption: &str,
     progress: Option<PyObject>,
 ) -> PyResult<Bound<'py, PyDict>> {
-    let s = with_progress(py, progress, |cb| stats::partition_stats(&path, cb))?;
+    let on_corruption = OnCorruption::from_name(on_corruption)?;
+    let s = with_progress(py, progress, |cb| {
+        stats::partition_stats(&path, on_corruption, cb)
+    })?;
     Ok(
         dict_of!(py, s; log_start_offset, log_end_offset, high_watermark,
         checkpointed_high_watermark, last_stable_offset, segments, bytes, batches, records,
         control_batches, transactional_records, committed_transactions, aborted_transactions,
-        producers, first_timestamp, last_timestamp, codecs, magic),
+        producers, first_timestamp, last_timestamp, codecs, magic, damage),
     )
 }
 

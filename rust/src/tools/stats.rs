@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
 
 use crate::error::Result;
-use crate::log::{Log, LogOptions};
+use crate::log::{Log, LogOptions, OnCorruption};
 use crate::record::batch::Batch;
 use crate::record::control::ControlRecordType;
 use crate::record::file_records::DEFAULT_MAX_BATCH_SIZE;
@@ -42,21 +42,33 @@ pub struct PartitionStats {
     pub codecs: BTreeMap<String, u64>,
     /// Batches per record format (magic 0, 1, 2).
     pub magic: BTreeMap<u8, u64>,
+    /// The damaged ranges the open stepped over (`OnCorruption::Skip`), as `Log::damaged_ranges`
+    /// says them; the sums are of the batches around them.
+    pub damage: Vec<String>,
 }
 
 /// Opens `dir` read-only (the log a consumer would read: torn tails left out) and sums its
-/// batches; `progress` hears each segment's bytes and may stop the work with an error.
+/// batches; `on_corruption` as `Log::open` takes it (`Skip` sums what is around damage and
+/// lists it). `progress` hears each segment's bytes and may stop the work with an error.
 pub fn partition_stats(
     dir: &Path,
+    on_corruption: OnCorruption,
     progress: &mut dyn FnMut(u64) -> Result<()>,
 ) -> Result<PartitionStats> {
-    let log = Log::open(dir, LogOptions::default())?;
+    let log = Log::open(
+        dir,
+        LogOptions {
+            on_corruption,
+            ..Default::default()
+        },
+    )?;
     let mut s = PartitionStats {
         log_start_offset: log.log_start_offset(),
         log_end_offset: log.log_end_offset(),
         high_watermark: log.high_watermark(),
         checkpointed_high_watermark: log.checkpointed_high_watermark(),
         last_stable_offset: log.last_stable_offset(),
+        damage: log.damaged_ranges().iter().map(|d| d.to_string()).collect(),
         ..Default::default()
     };
     let mut producers: HashSet<i64> = HashSet::new();

@@ -1125,7 +1125,8 @@ mod tests {
     #[test]
     fn stats_sum_the_batches() {
         let (_data, dir) = sound_log();
-        let s = crate::tools::stats::partition_stats(&dir, &mut |_| Ok(())).unwrap();
+        let s = crate::tools::stats::partition_stats(&dir, Default::default(), &mut |_| Ok(()))
+            .unwrap();
         assert_eq!(s.log_start_offset, 0);
         assert_eq!(s.log_end_offset, 6 * 11);
         assert_eq!(s.high_watermark, 66);

@@ -110,9 +110,9 @@ fn new_error_type(
     let namespace = PyDict::new(py);
     namespace.set_item("__module__", "kafkalog")?;
     namespace.set_item("__doc__", doc)?;
-    let class = py
-        .get_type::<PyType>()
-        .call1((name, PyTuple::new(py, [bases.0, bases.1])?, namespace))?;
+    let class =
+        py.get_type::<PyType>()
+            .call1((name, PyTuple::new(py, [bases.0, bases.1])?, namespace))?;
     Ok(class.downcast_into::<PyType>()?.unbind())
 }
 

@@ -475,7 +475,18 @@ fn encode_batch(
                         )
                     })
                     .collect();
-                legacy::build_message_set(magic, base_offset, &recs, compression, timestamp_type)
+                let log_append_time = match timestamp_type {
+                    TimestampType::LogAppendTime => Some(log_append_time.unwrap_or(now)),
+                    _ => None,
+                };
+                legacy::build_message_set_at(
+                    magic,
+                    base_offset,
+                    &recs,
+                    compression,
+                    timestamp_type,
+                    log_append_time,
+                )
             }
             other => Err(Error::InvalidArgument(format!("magic {other} (0, 1 or 2)"))),
         }

@@ -471,6 +471,29 @@ pub fn build_message_set(
     compression: Compression,
     timestamp_type: TimestampType,
 ) -> Result<Vec<u8>> {
+    build_message_set_at(
+        magic,
+        base_offset,
+        records,
+        compression,
+        timestamp_type,
+        None,
+    )
+}
+
+/// [`build_message_set`] as a broker's `LogValidator` leaves a v1 set under LogAppendTime:
+/// `log_append_time` stamps each uncompressed message, or a compressed set's wrapper (its inner
+/// messages keep their own times, which readers then ignore).
+pub fn build_message_set_at(
+    magic: u8,
+    base_offset: i64,
+    records: &[RecordFields<'_>],
+    compression: Compression,
+    timestamp_type: TimestampType,
+    log_append_time: Option<i64>,
+) -> Result<Vec<u8>> {
+    let appended_at = log_append_time
+        .filter(|_| magic == MAGIC_VALUE_V1 && timestamp_type == TimestampType::LogAppendTime);
     if magic > MAGIC_VALUE_V1 {
         return Err(Error::InvalidArgument(format!(
             "legacy messages have magic 0 or 1, not {magic}"
@@ -494,7 +517,7 @@ pub fn build_message_set(
                 &mut set,
                 magic,
                 absolute(i)?,
-                ts,
+                appended_at.unwrap_or(ts),
                 inner_attributes,
                 key,
                 value,
@@ -516,7 +539,8 @@ pub fn build_message_set(
         write_entry(&mut set, magic, offset, ts, inner_attributes, key, value)?;
     }
     let compressed = codec::compress_for_magic(compression, &set, magic)?;
-    let max_timestamp = records.iter().map(|r| r.0).max().unwrap_or(NO_TIMESTAMP);
+    let max_timestamp =
+        appended_at.unwrap_or_else(|| records.iter().map(|r| r.0).max().unwrap_or(NO_TIMESTAMP));
     build_entry(
         magic,
         absolute(records.len() - 1)?,
@@ -844,6 +868,30 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("header checksum"), "{err}");
+    }
+
+    #[test]
+    fn a_v1_set_built_under_log_append_time_carries_it_as_a_broker_leaves_it() {
+        let recs = [(10, None, Some(&b"a"[..])), (20, None, Some(&b"b"[..]))];
+        for compression in CODECS {
+            let set = build_message_set_at(
+                1,
+                5,
+                &recs,
+                compression,
+                TimestampType::LogAppendTime,
+                Some(999),
+            )
+            .unwrap();
+            let read = deep_all(&set).unwrap();
+            assert_eq!(read.len(), 2);
+            assert!(
+                read.iter().all(|r| r.timestamp == 999
+                    && r.timestamp_type == TimestampType::LogAppendTime),
+                "{compression:?}: {read:?}"
+            );
+            assert_eq!(parse_entry(&set).unwrap().timestamp, 999);
+        }
     }
 
     #[test]

@@ -275,6 +275,12 @@ def test_append_arrow_round_trips_spark_sink_columns(tmp_path):
     assert [r.timestamp for r in records[:2]] == [1_700_000_000_001, 1_700_000_000_002]
     assert records[2].timestamp > 1_700_000_000_002  # stamped now when null
     assert [r.offset for r in records] == list(range(9))
+    # Before 1970: Kafka's producer (and so Spark's Kafka sink) refuses it; nothing is written.
+    early = pa.table({"value": [b"a", b"b"], "timestamp": pa.array([5, -5], pa.int64())})
+    with make_log(tmp_path / "sink-0") as log:
+        with pytest.raises(kafkalog.InvalidArgumentError, match="row 1 has timestamp -5"):
+            log.append_arrow(early)
+        assert log.log_end_offset == 9
 
 
 @pytest.mark.parametrize(

@@ -1143,6 +1143,13 @@ impl SinkColumns {
             }),
             _ => None,
         };
+        if let Some(t) = timestamp.filter(|t| *t < 0) {
+            // Kafka's ProducerRecord, through which Spark's Kafka sink writes every row.
+            return Err(Error::InvalidArgument(format!(
+                "row {i} has timestamp {t}: a timestamp must be non-negative or null, as \
+                 Kafka's producer requires"
+            )));
+        }
         let mut headers = Vec::new();
         if let Some(h) = &self.headers {
             if !h.is_null(i) {

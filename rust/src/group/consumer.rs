@@ -106,11 +106,7 @@ impl GroupConsumer {
             crate::datadir::validate_topic_name(t)?;
         }
         let store = GroupStore::new(data_dir, group_id)?;
-        let member_id = format!(
-            "kafkalog-{}-{:016x}",
-            std::process::id(),
-            rand::random::<u64>()
-        );
+        let member_id = new_member_id();
         let generation = membership::join(
             &store,
             &member_id,
@@ -173,15 +169,36 @@ impl GroupConsumer {
         )?))
     }
 
-    /// Heartbeats, releases and takes partitions (see `membership`).
+    /// Heartbeats, releases and takes partitions (see `membership`). A member whose session
+    /// expired joins again, as Kafka's consumer does from `poll`: its partitions are lost (what
+    /// it read past its last commit is read again by their next owner), and it gets a new member
+    /// id and its share of a new generation.
     pub fn sync(&mut self) -> Result<()> {
         self.check_open()?;
-        let result = membership::sync(
-            &self.store,
-            &self.member_id,
-            self.options.strategy,
-            &self.positions(),
-        )?;
+        let strategy = self.options.strategy;
+        let result =
+            match membership::sync(&self.store, &self.member_id, strategy, &self.positions())? {
+                Some(result) => result,
+                None => {
+                    self.owned.clear();
+                    self.member_id = new_member_id();
+                    self.generation = membership::join(
+                        &self.store,
+                        &self.member_id,
+                        &self.topics,
+                        strategy,
+                        self.options.session_timeout_ms,
+                    )?;
+                    membership::sync(&self.store, &self.member_id, strategy, &BTreeMap::new())?
+                        .ok_or_else(|| {
+                            Error::IllegalState(format!(
+                                "member '{}' left group '{}' as it joined",
+                                self.member_id,
+                                self.store.group_id()
+                            ))
+                        })?
+                }
+            };
         self.last_sync = Some(Instant::now());
         self.generation = result.generation;
         for tp in &result.released {
@@ -456,7 +473,7 @@ impl GroupConsumer {
                 .map(|(tp, o)| (tp, o, String::new()))
                 .collect(),
         };
-        self.store.commit(&list)
+        membership::commit(&self.store, &self.member_id, &list)
     }
 
     /// Leaves the group: commits positions when `commit`, then releases every partition.
@@ -478,6 +495,14 @@ impl GroupConsumer {
             &positions,
         )
     }
+}
+
+fn new_member_id() -> String {
+    format!(
+        "kafkalog-{}-{:016x}",
+        std::process::id(),
+        rand::random::<u64>()
+    )
 }
 
 impl Drop for GroupConsumer {
@@ -550,5 +575,67 @@ mod tests {
             .committed()
             .unwrap();
         assert!((0..4).all(|p| committed[&("t".to_string(), p)].offset == 10));
+    }
+
+    #[test]
+    fn a_member_whose_session_expired_cannot_commit_and_rejoins_on_poll() {
+        let dir = tempfile::tempdir().unwrap();
+        write(dir.path(), "t", 2, 10);
+        let topics = vec!["t".to_string()];
+        let mut a = GroupConsumer::join(
+            dir.path(),
+            "g",
+            &topics,
+            ConsumerOptions {
+                sync_interval: Duration::ZERO,
+                session_timeout_ms: 50,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(a.poll(4).unwrap().len(), 4);
+        let first_id = a.member_id().to_string();
+        // a stalls past its session; b's join finds it gone and takes both partitions.
+        std::thread::sleep(Duration::from_millis(120));
+        let mut b = GroupConsumer::join(
+            dir.path(),
+            "g",
+            &topics,
+            ConsumerOptions {
+                sync_interval: Duration::ZERO,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(b.assignment().len(), 2);
+        let read_by_b = b.poll(100).unwrap().len();
+        assert_eq!(read_by_b, 20, "a committed nothing: b reads every record");
+        b.commit(None).unwrap();
+        // a's positions are stale: committing them would rewind b's offsets.
+        let err = a.commit(None).unwrap_err().to_string();
+        assert!(err.contains("CommitFailed"), "{err}");
+        let committed = || {
+            GroupStore::new(dir.path(), "g")
+                .unwrap()
+                .committed()
+                .unwrap()
+        };
+        assert!((0..2).all(|p| committed()[&("t".to_string(), p)].offset == 10));
+        // a's next poll joins again, as a new member, and reads nothing b has committed.
+        let again = a.poll(100).unwrap();
+        assert_ne!(a.member_id(), first_id);
+        assert!(again.is_empty(), "{again:?}");
+        for _ in 0..5 {
+            b.poll(10).unwrap();
+            a.poll(10).unwrap();
+        }
+        assert_eq!(a.assignment().len() + b.assignment().len(), 2);
+        assert_eq!(
+            a.assignment().len(),
+            1,
+            "a got its share of the new generation"
+        );
+        a.close(true).unwrap();
+        assert!((0..2).all(|p| committed()[&("t".to_string(), p)].offset == 10));
     }
 }

@@ -195,24 +195,53 @@ pub fn join(
     Ok(state.generation)
 }
 
+/// Kafka's OffsetCommit from a member: refused (CommitFailed) once the member is gone from the
+/// group (its session expired) or a partition is no longer its own, so a member that stalled
+/// cannot overwrite what the partition's new owner committed.
+pub fn commit(
+    store: &GroupStore,
+    member_id: &str,
+    offsets: &[(TopicPartition, i64, String)],
+) -> Result<()> {
+    let lock = store.lock()?;
+    let state = GroupState::load(store)?;
+    let group = store.group_id();
+    if !state.members.contains_key(member_id) {
+        return Err(Error::IllegalState(format!(
+            "CommitFailed: '{member_id}' is no longer a member of group '{group}' (its session \
+             expired and its partitions went to other members); poll to rejoin"
+        )));
+    }
+    for ((topic, partition), _, _) in offsets {
+        let owned = state
+            .owners
+            .iter()
+            .any(|(t, p, m)| t == topic && p == partition && m == member_id);
+        if !owned {
+            return Err(Error::IllegalState(format!(
+                "CommitFailed: {topic}-{partition} is not assigned to '{member_id}' in group \
+                 '{group}' now (a rebalance moved it)"
+            )));
+        }
+    }
+    store.commit_locked(&lock, offsets)
+}
+
 /// Heartbeat, release and take (see the module comment). `positions` are the member's positions
-/// of the partitions it owns, committed for those it releases.
+/// of the partitions it owns, committed for those it releases. `None` when the member is no
+/// longer in the group (its session expired): Kafka's UnknownMemberId, answered by joining again.
 pub fn sync(
     store: &GroupStore,
     member_id: &str,
     strategy: AssignmentStrategy,
     positions: &BTreeMap<TopicPartition, i64>,
-) -> Result<SyncResult> {
+) -> Result<Option<SyncResult>> {
     let lock = store.lock()?;
     let mut state = GroupState::load(store)?;
     let now = crate::log::system_clock()();
     let host = hostname();
     let Some(me) = state.members.get_mut(member_id) else {
-        return Err(Error::IllegalState(format!(
-            "UnknownMemberId: '{member_id}' is not a member of group '{}' (its session expired); \
-             it has to join again",
-            store.group_id()
-        )));
+        return Ok(None);
     };
     me.heartbeat_ms = now;
     if state.expire(now, &host) || state.counts_changed(store)? {
@@ -261,12 +290,12 @@ pub fn sync(
         .filter(|o| o.2 == member_id)
         .map(|o| (o.0.clone(), o.1))
         .collect();
-    Ok(SyncResult {
+    Ok(Some(SyncResult {
         generation: state.generation,
         owned,
         taken,
         released,
-    })
+    }))
 }
 
 /// Leaves the group: commits `positions`, releases every partition, and starts a new generation
@@ -279,8 +308,16 @@ pub fn leave(
 ) -> Result<()> {
     let lock = store.lock()?;
     let mut state = GroupState::load(store)?;
+    // Only what it still owns: a partition a rebalance moved on has its new owner's offsets.
+    let owns = |(t, p): &TopicPartition| {
+        state
+            .owners
+            .iter()
+            .any(|(ot, op, om)| ot == t && op == p && om == member_id)
+    };
     let commits: Vec<_> = positions
         .iter()
+        .filter(|(tp, _)| owns(tp))
         .map(|(tp, &o)| (tp.clone(), o, String::new()))
         .collect();
     store.commit_locked(&lock, &commits)?;

@@ -19,7 +19,10 @@ use super::partitioner::{
 use crate::config::LogConfig;
 use crate::error::{Error, Result};
 use crate::log::{Log, LogOptions};
-use crate::record::batch::{NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE};
+use crate::record::batch::{
+    Batch, DefaultBatch, DEFAULT_MAX_DECOMPRESSED_BYTES, NO_PRODUCER_EPOCH, NO_PRODUCER_ID,
+    NO_SEQUENCE,
+};
 use crate::record::builder::{end_txn_marker_batch, BatchBuilder, BatchOptions};
 use crate::record::codec::Compression;
 use crate::record::control::{ControlRecordType, EndTransactionMarker};
@@ -144,6 +147,52 @@ struct TxnFile {
     /// Empty, Ongoing, PrepareCommit, PrepareAbort (Kafka's `TransactionState` names).
     state: String,
     partitions: Vec<(String, i32)>,
+}
+
+/// Appends a producer's batch; one larger than the topic's `max.message.bytes` is split in two
+/// and each half appended (again split while too large), as Kafka's producer splits a batch the
+/// broker refused as MESSAGE_TOO_LARGE (`RecordAccumulator.splitAndReenqueue`). The halves take
+/// consecutive offsets and sequences, so the batch's first offset still places every record.
+/// A single record over the limit is `RecordTooLarge`.
+fn append_splitting(log: &Log, bytes: Vec<u8>) -> Result<i64> {
+    let batch = Batch::parse(&bytes)?;
+    if batch.size_in_bytes() <= log.config().max_message_bytes {
+        return Ok(log.append_as_leader(&bytes, 0)?.first_offset);
+    }
+    let mut scratch = Vec::new();
+    let records = batch.records(&mut scratch, DEFAULT_MAX_DECOMPRESSED_BYTES)?;
+    if records.len() < 2 {
+        return Ok(log.append_as_leader(&bytes, 0)?.first_offset);
+    }
+    let header = DefaultBatch::new(&bytes)?;
+    let mut options = BatchOptions {
+        compression: batch.compression()?,
+        producer_id: header.producer_id(),
+        producer_epoch: header.producer_epoch(),
+        base_sequence: header.base_sequence(),
+        is_transactional: header.is_transactional(),
+        ..Default::default()
+    };
+    let (front, back) = records.split_at(records.len() / 2);
+    let mut first = None;
+    for half in [front, back] {
+        let mut builder = BatchBuilder::new(options.clone());
+        for r in half {
+            let headers: Vec<(&str, Option<&[u8]>)> = r
+                .headers
+                .iter()
+                .map(|h| (h.key.as_ref(), h.value))
+                .collect();
+            builder.append(r.timestamp, r.key, r.value, &headers)?;
+        }
+        let offset = append_splitting(log, builder.build()?)?;
+        first.get_or_insert(offset);
+        if options.base_sequence != NO_SEQUENCE {
+            options.base_sequence = ((i64::from(options.base_sequence) + half.len() as i64)
+                % (i64::from(i32::MAX) + 1)) as i32;
+        }
+    }
+    Ok(first.expect("two halves"))
 }
 
 /// A producer of one topic.
@@ -382,6 +431,12 @@ impl TopicProducer {
                     .into(),
             ));
         }
+        if let Some(t) = timestamp.filter(|t| *t < 0) {
+            return Err(Error::InvalidArgument(format!(
+                "Invalid timestamp: {t}. Timestamp should always be non-negative or null \
+                 (Kafka's ProducerRecord)"
+            )));
+        }
         let sticky = partition.is_none()
             && key.is_none()
             && self.options.partitioner == PartitionerKind::Default;
@@ -499,7 +554,7 @@ impl TopicProducer {
         // at a time, appended before the next opens, so it is the partition's next sequence.
         let bytes = builder.build()?;
         let log = state.log.as_ref().expect("opened above");
-        let info = log.append_as_leader(&bytes, 0)?;
+        let first_offset = append_splitting(log, bytes)?;
         if acks == Acks::Synced {
             log.flush()?;
         }
@@ -508,7 +563,7 @@ impl TopicProducer {
             state.next_sequence = ((i64::from(state.next_sequence) + i64::from(count))
                 % (i64::from(i32::MAX) + 1)) as i32;
         }
-        Ok(info.first_offset)
+        Ok(first_offset)
     }
 
     /// Kafka's `flush`: appends every open batch.
@@ -637,6 +692,83 @@ mod tests {
     }
 
     #[test]
+    fn a_batch_over_max_message_bytes_is_split_not_lost() {
+        // Kafka's producer splits a batch the broker refuses as too large and sends the halves;
+        // every record arrives, with consecutive offsets and sequences.
+        let dir = tempfile::tempdir().unwrap();
+        let mut config = LogConfig::default();
+        config.set("max.message.bytes", "3000").unwrap();
+        for compression in [Compression::None, Compression::Lz4] {
+            let topic = format!("t{}", compression.name());
+            crate::datadir::create_topic(dir.path(), &topic, 1).unwrap();
+            let mut p = TopicProducer::new(
+                dir.path(),
+                &topic,
+                ProducerOptions {
+                    batch_size: 16384,
+                    linger: Duration::from_secs(3600),
+                    idempotent: true,
+                    compression,
+                    config: config.clone(),
+                    ..Default::default()
+                },
+            )
+            .unwrap();
+            // Values that do not compress: random bytes.
+            let values: Vec<Vec<u8>> = (0..40)
+                .map(|_| (0..300).map(|_| rand::random::<u8>()).collect())
+                .collect();
+            let handles: Vec<_> = values
+                .iter()
+                .map(|v| p.send(None, Some(v), &[], Some(0), None).unwrap())
+                .collect();
+            p.flush().unwrap();
+            let offsets: Vec<i64> = handles
+                .iter()
+                .map(|h| h.offset().unwrap().unwrap())
+                .collect();
+            assert_eq!(offsets, (0..40).collect::<Vec<i64>>());
+            // A single record over the limit is refused alone.
+            let big: Vec<u8> = (0..4000).map(|_| rand::random::<u8>()).collect();
+            let h = p.send(None, Some(&big), &[], Some(0), None);
+            let refused = h.and_then(|h| p.flush().map(|_| h));
+            assert!(
+                matches!(refused, Err(Error::RecordTooLarge(_))),
+                "{:?}",
+                refused.map(|h| h.offset())
+            );
+            p.close().unwrap();
+            let log =
+                Log::open(dir.path().join(format!("{topic}-0")), LogOptions::default()).unwrap();
+            let mut read = Vec::new();
+            let mut next_sequence = 0;
+            log.for_each_batch(
+                None,
+                None,
+                crate::log::FetchIsolation::LogEnd,
+                true,
+                &mut |_, b, _, _| {
+                    assert!(b.size_in_bytes() <= 3000);
+                    if let Batch::V2(v2) = b {
+                        assert_eq!(v2.base_sequence(), next_sequence);
+                        next_sequence += v2.records_count();
+                    }
+                    let mut scratch = Vec::new();
+                    for r in b
+                        .records(&mut scratch, DEFAULT_MAX_DECOMPRESSED_BYTES)
+                        .unwrap()
+                    {
+                        read.push(r.value.unwrap().to_vec());
+                    }
+                    Ok(true)
+                },
+            )
+            .unwrap();
+            assert_eq!(read, values, "{compression:?}");
+        }
+    }
+
+    #[test]
     fn batches_fill_then_append() {
         let dir = tempfile::tempdir().unwrap();
         let mut p = producer(
@@ -743,6 +875,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut p = producer(dir.path(), 2, ProducerOptions::default());
         assert!(p.send(None, Some(b"v"), &[], Some(2), None).is_err());
+        let early = p.send(None, Some(b"v"), &[], Some(0), Some(-5));
+        assert!(matches!(early, Err(Error::InvalidArgument(m)) if m.contains("non-negative")));
         p.close().unwrap();
         let mut t = TopicProducer::new(
             dir.path(),

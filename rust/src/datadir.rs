@@ -401,16 +401,30 @@ pub fn lock_partition_dir(dir: &Path) -> Result<std::fs::File> {
         }
     }
     let handle = std::fs::File::open(dir).map_err(|e| Error::io(dir, e))?;
-    match handle.try_lock() {
-        Ok(()) => Ok(handle),
-        Err(std::fs::TryLockError::WouldBlock) => Err(Error::IllegalState(format!(
-            "{} is already opened for writing (by another Log in this or another process); a \
-             Kafka log has one writer",
-            dir.display()
-        ))),
-        Err(std::fs::TryLockError::Error(e)) => Err(Error::io(dir, e)),
+    // A reader's `partition_has_writer` holds a shared lock for a moment: a writer that meets
+    // one tries again for a while rather than mistaking a reader for a writer.
+    let deadline = std::time::Instant::now() + WRITER_LOCK_PATIENCE;
+    loop {
+        match handle.try_lock() {
+            Ok(()) => return Ok(handle),
+            Err(std::fs::TryLockError::WouldBlock) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            Err(std::fs::TryLockError::WouldBlock) => {
+                return Err(Error::IllegalState(format!(
+                    "{} is already opened for writing (by another Log in this or another \
+                     process); a Kafka log has one writer",
+                    dir.display()
+                )))
+            }
+            Err(std::fs::TryLockError::Error(e)) => return Err(Error::io(dir, e)),
+        }
     }
 }
+
+/// How long a writable open waits out shared locks (readers' probes) before it reports another
+/// writer: far longer than a probe holds one, short enough for a refusal to come at once.
+const WRITER_LOCK_PATIENCE: std::time::Duration = std::time::Duration::from_millis(500);
 
 #[cfg(test)]
 mod tests {
@@ -441,6 +455,29 @@ mod tests {
             },
         )
         .unwrap();
+    }
+
+    #[test]
+    fn a_readers_probe_does_not_refuse_a_writer() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t-0");
+        crate::testutil::create_log(&path).close().unwrap();
+        // A probe's shared lock, held longer than any real probe holds it.
+        let probe = std::fs::File::open(&path).unwrap();
+        probe.lock_shared().unwrap();
+        let release = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            drop(probe);
+        });
+        let writer = Log::open(
+            &path,
+            LogOptions {
+                read_only: false,
+                ..Default::default()
+            },
+        );
+        release.join().unwrap();
+        writer.expect("the writer waited out the probe").close().unwrap();
     }
 
     #[test]

@@ -448,8 +448,12 @@ pub fn verify_partition(
         if batches.is_empty() && prev_last.is_none() {
             empty_log_end = Some(base);
         }
-        check_offset_index(&files, base, &batches, problems);
-        check_time_index(&files, base, &batches, problems);
+        let mut found = Vec::new();
+        check_offset_index(&files, base, &batches, &mut found);
+        push_capped(problems, found);
+        let mut found = Vec::new();
+        check_time_index(&files, base, &batches, &mut found);
+        push_capped(problems, found);
         check_txn_index(&files, base, log_path, &expected, problems);
         progress(size)?;
     }
@@ -519,6 +523,25 @@ pub fn verify_partition(
 }
 
 /// The batch starting at `position`, if one does.
+/// Index entries listed one by one for a file before the rest are counted: one damaged batch
+/// can make every later entry of its index disagree, and hundreds of lines hide the cause.
+const LISTED_PER_INDEX: usize = 10;
+
+/// One index file's problems, the first `LISTED_PER_INDEX` of them and a count of the rest.
+fn push_capped(problems: &mut Vec<Problem>, mut found: Vec<Problem>) {
+    if found.len() > LISTED_PER_INDEX {
+        let more = found.len() - LISTED_PER_INDEX;
+        found.truncate(LISTED_PER_INDEX);
+        let file = found[0].file.clone();
+        found.push(problem(
+            &file,
+            None,
+            format!("and {more} more entries that disagree with the log (the first {LISTED_PER_INDEX} are listed)"),
+        ));
+    }
+    problems.extend(found);
+}
+
 fn batch_at(batches: &[BatchPos], position: u64) -> Option<usize> {
     batches.binary_search_by_key(&position, |b| b.position).ok()
 }
@@ -924,6 +947,41 @@ mod tests {
             .problems
             .iter()
             .any(|p| p.file == time_index && p.position == Some(0)));
+    }
+
+    #[test]
+    fn an_index_that_disagrees_everywhere_is_listed_ten_entries_then_counted() {
+        let (_data, dir) = sound_log();
+        let index = segment_logs(&dir)[0].with_extension("index");
+        let mut bytes = std::fs::read(&index).unwrap();
+        let entries = bytes.len() / 8;
+        // Every entry's position one byte off a batch start, as a shifted log would leave them.
+        for e in 0..entries {
+            let at = e * 8 + 4;
+            let pos = u32::from_be_bytes(bytes[at..at + 4].try_into().unwrap()) + 1;
+            bytes[at..at + 4].copy_from_slice(&pos.to_be_bytes());
+        }
+        // Past ten entries, so pad with more of the same.
+        let last = bytes[bytes.len() - 8..].to_vec();
+        for k in 1..=12u32 {
+            let mut e = last.clone();
+            let off = u32::from_be_bytes(e[0..4].try_into().unwrap()) + k;
+            let pos = u32::from_be_bytes(e[4..8].try_into().unwrap()) + k;
+            e[0..4].copy_from_slice(&off.to_be_bytes());
+            e[4..8].copy_from_slice(&pos.to_be_bytes());
+            bytes.extend(e);
+        }
+        std::fs::write(&index, &bytes).unwrap();
+        let r = verify(&dir);
+        let on_index: Vec<_> = r.problems.iter().filter(|p| p.file == index).collect();
+        assert_eq!(on_index.len(), LISTED_PER_INDEX + 1, "{on_index:?}");
+        let more = entries + 12 - LISTED_PER_INDEX;
+        assert!(
+            on_index[LISTED_PER_INDEX]
+                .message
+                .starts_with(&format!("and {more} more entries")),
+            "{on_index:?}"
+        );
     }
 
     #[test]

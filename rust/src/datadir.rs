@@ -477,7 +477,10 @@ mod tests {
             },
         );
         release.join().unwrap();
-        writer.expect("the writer waited out the probe").close().unwrap();
+        writer
+            .expect("the writer waited out the probe")
+            .close()
+            .unwrap();
     }
 
     #[test]

@@ -21,7 +21,7 @@ use crate::error::{Error, Result};
 use crate::log::{Log, LogOptions};
 use crate::record::batch::{
     Batch, DefaultBatch, DEFAULT_MAX_DECOMPRESSED_BYTES, NO_PRODUCER_EPOCH, NO_PRODUCER_ID,
-    NO_SEQUENCE,
+    NO_SEQUENCE, RECORD_BATCH_OVERHEAD,
 };
 use crate::record::builder::{end_txn_marker_batch, BatchBuilder, BatchOptions};
 use crate::record::codec::Compression;
@@ -452,6 +452,7 @@ impl TopicProducer {
         };
         let record_bytes = estimated_record_bytes(key, value, headers);
         let timestamp = timestamp.unwrap_or_else(|| crate::log::system_clock()());
+        self.check_record_fits(timestamp, key, value, headers, record_bytes)?;
         if self.in_transaction && self.txn_partitions.insert(partition) {
             // Kafka's AddPartitionsToTxn: the partition is on record before data goes there.
             self.save_txn("Ongoing")?;
@@ -492,6 +493,37 @@ impl TopicProducer {
         }
         self.append_lingered()?;
         Ok(handle)
+    }
+
+    /// An uncompressed record that alone makes a batch over the topic's `max.message.bytes` is
+    /// refused at `send`, as Kafka's producer refuses one over `max.request.size`: batched, it
+    /// would fail the records beside it. (Compressed, it may fit; the append splits and decides.)
+    fn check_record_fits(
+        &self,
+        timestamp: i64,
+        key: Option<&[u8]>,
+        value: Option<&[u8]>,
+        headers: &[(&str, Option<&[u8]>)],
+        estimated_bytes: usize,
+    ) -> Result<()> {
+        let limit = self.options.config.max_message_bytes;
+        // The estimate's framing is a little short of a record's largest: measure near the limit.
+        if self.options.compression != Compression::None
+            || RECORD_BATCH_OVERHEAD + estimated_bytes + 64 <= limit
+        {
+            return Ok(());
+        }
+        let mut alone = BatchBuilder::new(BatchOptions::default());
+        alone.append(timestamp, key, value, headers)?;
+        let size = alone.estimated_size();
+        if size > limit {
+            return Err(Error::RecordTooLarge(format!(
+                "a record that makes a batch of {size} bytes on its own is larger than topic \
+                 '{}''s max.message.bytes ({limit})",
+                self.topic
+            )));
+        }
+        Ok(())
     }
 
     fn batch_options(&self, partition: i32) -> BatchOptions {
@@ -728,7 +760,8 @@ mod tests {
                 .map(|h| h.offset().unwrap().unwrap())
                 .collect();
             assert_eq!(offsets, (0..40).collect::<Vec<i64>>());
-            // A single record over the limit is refused alone.
+            // A single record over the limit is refused alone; the records beside it are not.
+            let small = p.send(None, Some(b"before"), &[], Some(0), None).unwrap();
             let big: Vec<u8> = (0..4000).map(|_| rand::random::<u8>()).collect();
             let h = p.send(None, Some(&big), &[], Some(0), None);
             let refused = h.and_then(|h| p.flush().map(|_| h));
@@ -737,6 +770,11 @@ mod tests {
                 "{:?}",
                 refused.map(|h| h.offset())
             );
+            if compression == Compression::None {
+                // Refused at send, so it never shared a batch with "before".
+                p.flush().unwrap();
+                assert_eq!(small.offset(), Some(Ok(40)));
+            }
             p.close().unwrap();
             let log =
                 Log::open(dir.path().join(format!("{topic}-0")), LogOptions::default()).unwrap();
@@ -764,6 +802,7 @@ mod tests {
                 },
             )
             .unwrap();
+            read.retain(|v| v != b"before");
             assert_eq!(read, values, "{compression:?}");
         }
     }

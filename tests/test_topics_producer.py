@@ -212,6 +212,25 @@ def test_send_returns_a_future_and_flush_writes_everything(tmp_path):
         assert (rec.value, rec.headers, rec.timestamp) == (b"v1", [("h", b"1")], 1001)
 
 
+def test_records_over_the_topics_max_message_bytes(tmp_path):
+    """A batch.size above the topic's max.message.bytes: batches over the limit are split, as
+    Kafka's producer splits what the broker refuses, so every record arrives; a record too large
+    alone is refused at send, and a timestamp before 1970 as ProducerRecord refuses it."""
+    t = Topic.create(tmp_path, "t", 1, config={"max.message.bytes": 2000})
+    with Producer(t, batch_size=16384, linger_ms=60000, idempotent=True) as p:
+        values = [os.urandom(1500), os.urandom(1500), b"small"]
+        futures = [p.send(v) for v in values]
+        with pytest.raises(kafkalog.RecordTooLargeError, match="max.message.bytes"):
+            p.send(os.urandom(3000))
+        with pytest.raises(kafkalog.InvalidArgumentError, match="non-negative"):
+            p.send(b"v", timestamp=-5)
+        p.flush()
+        assert [f.get() for f in futures] == [(0, 0), (0, 1), (0, 2)]
+    with t.log(0) as log:
+        assert [r.value for r in log.records()] == values
+        assert all(b.size_in_bytes <= 2000 for b in log.batches())
+
+
 def test_linger_zero_writes_at_once_and_acks_values(tmp_path):
     t = Topic.create(tmp_path, "t", 1)
     for acks in (0, 1, "all", "-1"):

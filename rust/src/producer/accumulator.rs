@@ -155,10 +155,11 @@ struct TxnFile {
 /// consecutive offsets and sequences, so the batch's first offset still places every record.
 /// A single record over the limit is `RecordTooLarge`.
 fn append_splitting(log: &Log, bytes: Vec<u8>) -> Result<i64> {
-    let batch = Batch::parse(&bytes)?;
-    if batch.size_in_bytes() <= log.config().max_message_bytes {
+    // The builder's bytes are one whole batch: their length is its size.
+    if bytes.len() <= log.config().max_message_bytes {
         return Ok(log.append_as_leader(&bytes, 0)?.first_offset);
     }
+    let batch = Batch::parse(&bytes)?;
     let mut scratch = Vec::new();
     let records = batch.records(&mut scratch, DEFAULT_MAX_DECOMPRESSED_BYTES)?;
     if records.len() < 2 {

@@ -231,6 +231,47 @@ def test_records_over_the_topics_max_message_bytes(tmp_path):
         assert all(b.size_in_bytes <= 2000 for b in log.batches())
 
 
+def test_a_compressed_record_too_large_alone_fails_only_its_own_future(tmp_path):
+    """Compressed, a record over max.message.bytes shares a batch and is found when the batch is
+    split: its future fails with RecordTooLargeError, the records beside it are appended and their
+    futures give their offsets, and the idempotent sequences stay gapless. In a transaction the
+    failure stops the commit (Kafka's abortable error), and the abort works."""
+    t = Topic.create(tmp_path, "t", 1, config={"max.message.bytes": 2000})
+    with Producer(t, batch_size=16384, linger_ms=60000, idempotent=True, compression="lz4") as p:
+        futures = [p.send(v) for v in (b"before", os.urandom(3000), b"after")]
+        with pytest.raises(kafkalog.RecordTooLargeError):
+            p.flush()
+        assert futures[0].get() == (0, 0) and futures[2].get() == (0, 1)
+        with pytest.raises(kafkalog.RecordTooLargeError, match="record too large"):
+            futures[1].get()
+        assert "error=" in repr(futures[1])
+        again = p.send(b"next")
+        p.flush()
+        assert again.get() == (0, 2)
+    with t.log(0) as log:
+        assert [r.value for r in log.records()] == [b"before", b"after", b"next"]
+        sequences = [(b.base_sequence, b.records_count) for b in log.batches()]
+        assert [s for s, _ in sequences] == [0, 1, 2], sequences
+
+    t2 = Topic.create(tmp_path, "t2", 1, config={"max.message.bytes": 2000})
+    with Producer(t2, compression="lz4", linger_ms=60000, transactional_id="tx") as p:
+        p.begin_transaction()
+        p.send(b"in txn")
+        p.send(os.urandom(3000))
+        with pytest.raises(kafkalog.KafkaLogError):
+            p.commit_transaction()
+        with pytest.raises(kafkalog.KafkaLogError, match="can only be aborted"):
+            p.commit_transaction()
+        with pytest.raises(kafkalog.KafkaLogError, match="can only be aborted"):
+            p.send(b"more")
+        p.abort_transaction()
+        p.begin_transaction()
+        p.send(b"committed")
+        p.commit_transaction()
+    with t2.log(0) as log:
+        assert [r.value for r in log.records(isolation="read_committed")] == [b"committed"]
+
+
 def test_linger_zero_writes_at_once_and_acks_values(tmp_path):
     t = Topic.create(tmp_path, "t", 1)
     for acks in (0, 1, "all", "-1"):

@@ -81,6 +81,50 @@ pub enum Error {
     IllegalState(String),
 }
 
+/// A copy of the error for each caller that learns it (every future of a failed producer
+/// batch). An I/O error is rebuilt from its kind and message: its OS error number is not kept.
+impl Clone for Error {
+    fn clone(&self) -> Self {
+        match self {
+            Error::Io { path, source } => Error::Io {
+                path: path.clone(),
+                source: std::io::Error::new(source.kind(), source.to_string()),
+            },
+            Error::CorruptRecord { message, location } => Error::CorruptRecord {
+                message: message.clone(),
+                location: location.clone(),
+            },
+            Error::LogDamaged { message, damage } => Error::LogDamaged {
+                message: message.clone(),
+                damage: damage.clone(),
+            },
+            Error::CorruptIndex { message, location } => Error::CorruptIndex {
+                message: message.clone(),
+                location: location.clone(),
+            },
+            Error::OffsetOutOfRange { offset, start, end } => Error::OffsetOutOfRange {
+                offset: *offset,
+                start: *start,
+                end: *end,
+            },
+            Error::InvalidOffset(m) => Error::InvalidOffset(m.clone()),
+            Error::OffsetOverflow(m) => Error::OffsetOverflow(m.clone()),
+            Error::RecordTooLarge(m) => Error::RecordTooLarge(m.clone()),
+            Error::InvalidRecord(m) => Error::InvalidRecord(m.clone()),
+            Error::InvalidArgument(m) => Error::InvalidArgument(m.clone()),
+            Error::Unsupported(m) => Error::Unsupported(m.clone()),
+            Error::ReadOnly(m) => Error::ReadOnly(m.clone()),
+            Error::OutOfOrderSequence(m) => Error::OutOfOrderSequence(m.clone()),
+            Error::InvalidProducerEpoch(m) => Error::InvalidProducerEpoch(m.clone()),
+            Error::InvalidTxnState(m) => Error::InvalidTxnState(m.clone()),
+            Error::TransactionCoordinatorFenced(m) => {
+                Error::TransactionCoordinatorFenced(m.clone())
+            }
+            Error::IllegalState(m) => Error::IllegalState(m.clone()),
+        }
+    }
+}
+
 impl Error {
     pub fn corrupt(message: impl Into<String>) -> Self {
         Error::CorruptRecord {

@@ -405,14 +405,8 @@ pub(crate) fn load(dir: &Path, options: LogOptions) -> Result<Log> {
         &options,
         now,
     )?;
-    if writable && checkpoints.clean_shutdown {
-        // As Kafka's LogManager once a log dir is loaded: the marker vouches for files this
-        // writer is about to change, so a crash from here on must not read as a clean shutdown.
-        if let Some(log_dir) = dir.parent() {
-            checkpoint::CleanShutdownFile::in_log_dir(log_dir).remove()?;
-        }
-    }
-    complete_load(
+    let clean_shutdown = checkpoints.clean_shutdown;
+    let log = complete_load(
         dir,
         &options,
         segments,
@@ -422,7 +416,16 @@ pub(crate) fn load(dir: &Path, options: LogOptions) -> Result<Log> {
         writer_lock,
         recovery,
         now,
-    )
+    )?;
+    if writable && clean_shutdown {
+        // As Kafka's LogManager once a log dir is loaded: the marker vouches for files this
+        // writer is about to change, so a crash from here on must not read as a clean shutdown.
+        // (Only once loaded: an open that fails leaves the marker, and the folder, as they were.)
+        if let Some(log_dir) = dir.parent() {
+            checkpoint::CleanShutdownFile::in_log_dir(log_dir).remove()?;
+        }
+    }
+    Ok(log)
 }
 
 /// Kafka's `loadSegmentFiles`: every segment opened; those with a missing or corrupt index are
@@ -489,9 +492,11 @@ fn recover_log(
     let writable = !options.read_only;
     let mode = options.on_corruption;
     let bases = segments.base_offsets();
+    // Beside the clean-shutdown marker Kafka checks nothing more; `Truncate` asks for Kafka's
+    // recovery, so it checks from the recovery point all the same.
     let to_check: BTreeSet<i64> = if mode == OnCorruption::Skip {
         bases.iter().copied().collect()
-    } else if checkpoints.clean_shutdown {
+    } else if checkpoints.clean_shutdown && mode == OnCorruption::Error {
         needs_recovery.iter().copied().collect()
     } else {
         let floor = segments
@@ -617,7 +622,8 @@ fn recover_log(
         let last_with_data = next_data_base.is_none();
         for (k, range) in scan.invalid.iter().enumerate() {
             let runs_to_end = range.end == segment.size();
-            if runs_to_end && last_with_data && k == scan.invalid.len() - 1 {
+            let tail = runs_to_end && last_with_data && k == scan.invalid.len() - 1;
+            if tail && !checkpoints.clean_shutdown {
                 break; // a torn tail, what a crash leaves: Kafka's recovery, silently
             }
             let first = range
@@ -636,7 +642,14 @@ fn recover_log(
                 position: range.start,
                 bytes: range.end - range.start,
                 offsets,
-                reason: if runs_to_end {
+                reason: if tail {
+                    format!(
+                        "{} (at the end of the log, beside the log dir's clean-shutdown marker: \
+                         a broker that stopped cleanly leaves no torn tail, so bytes were lost \
+                         or damaged since)",
+                        range.reason
+                    )
+                } else if runs_to_end {
                     format!(
                         "{} (nothing valid after it in this file, but later segments hold data)",
                         range.reason
@@ -900,6 +913,25 @@ fn complete_load(
 ) -> Result<Log> {
     let writable = !options.read_only;
     let config = &options.config;
+    // Read before anything is written: an open that fails here changes nothing.
+    let log_end = match segments.active() {
+        Some(active) => active.read_next_offset().map_err(|e| match e {
+            // Only beside the marker is a damaged tail left unchecked until here.
+            Error::CorruptRecord { message, location } if checkpoints.clean_shutdown => {
+                Error::CorruptRecord {
+                    message: format!(
+                        "{message}; the log dir's clean-shutdown marker says the log needs no \
+                         recovery, so the damage is not recovered: open it with \
+                         on_corruption='truncate' to recover it as Kafka's recovery would, or \
+                         read-only with on_corruption='skip' to read every valid batch"
+                    ),
+                    location,
+                }
+            }
+            e => e,
+        })?,
+        None => checkpoints.log_start_offset.unwrap_or(0).max(0),
+    };
     if writable {
         if let Some(active) = segments.active_mut() {
             // Recovery trims indexes; the active segment's need room for appends again (Kafka
@@ -907,16 +939,10 @@ fn complete_load(
             active.offset_index_resize(config.max_index_size)?;
         }
     }
-
     // An empty directory (create=True) becomes an empty log at the checkpointed start offset.
     if segments.is_empty() && writable {
-        let start = checkpoints.log_start_offset.unwrap_or(0).max(0);
-        segments.add(LogSegment::open(dir, start, config, true, "", now)?);
+        segments.add(LogSegment::open(dir, log_end, config, true, "", now)?);
     }
-    let log_end = match segments.active() {
-        Some(active) => active.read_next_offset()?,
-        None => checkpoints.log_start_offset.unwrap_or(0).max(0),
-    };
     let first_base = segments.first().map_or(log_end, LogSegment::base_offset);
     let mut log_start_offset = checkpoints
         .log_start_offset

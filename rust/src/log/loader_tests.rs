@@ -371,3 +371,96 @@ fn a_compacted_folder_copied_alone_reads_its_gaps_as_compaction() {
         }
     }
 }
+
+/// Every file under `root` with its length and CRC.
+fn tree(root: &Path) -> Vec<(PathBuf, usize, u32)> {
+    let mut out = Vec::new();
+    let mut dirs = vec![root.to_path_buf()];
+    while let Some(d) = dirs.pop() {
+        for e in fs::read_dir(&d).unwrap() {
+            let path = e.unwrap().path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else {
+                let bytes = fs::read(&path).unwrap();
+                out.push((path, bytes.len(), crc32fast::hash(&bytes)));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn a_torn_tail_beside_the_clean_shutdown_marker_is_damage_and_a_failed_open_changes_nothing() {
+    use crate::log::{DamageAction, OnCorruption};
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("t-0");
+    let log = open(&dir);
+    for i in 0..15 {
+        log.append_as_leader(&batch_at(0, &[i, i]), 0).unwrap();
+    }
+    log.close().unwrap();
+    drop(log);
+    let marker = crate::log::checkpoint::CleanShutdownFile::in_log_dir(root.path());
+    marker.write(7).unwrap();
+    // The last batch loses its last bytes after the broker stopped cleanly.
+    let last_log = files(&dir, ".log").pop().unwrap();
+    let size = fs::metadata(&last_log).unwrap().len();
+    fs::OpenOptions::new()
+        .write(true)
+        .open(&last_log)
+        .unwrap()
+        .set_len(size - 5)
+        .unwrap();
+    let before = tree(root.path());
+
+    // The default writable open refuses (the marker says nothing needs recovery), changing nothing:
+    // not the marker, not the active segment's indexes (resized for appends once loaded).
+    let refused = Log::open(&dir, options(false)).err().unwrap().to_string();
+    assert!(
+        refused.contains("clean-shutdown marker") && refused.contains("on_corruption='truncate'"),
+        "{refused}"
+    );
+    assert_eq!(tree(root.path()), before, "a failed open changes nothing");
+
+    // Read-only, skipping or truncating: the torn tail is reported, not hidden.
+    for mode in [OnCorruption::Skip, OnCorruption::Truncate] {
+        let log = Log::open(
+            &dir,
+            LogOptions {
+                on_corruption: mode,
+                ..options(true)
+            },
+        )
+        .unwrap();
+        assert_eq!(log.log_end_offset(), 28, "{mode:?}");
+        let damage = log.damaged_ranges();
+        assert_eq!(damage.len(), 1, "{mode:?}: {damage:?}");
+        assert_eq!(damage[0].file, last_log);
+        // At the torn batch; its own offsets are not to be trusted, so the next one is unknown.
+        let torn_at = size - batch_at(0, &[14, 14]).len() as u64;
+        assert_eq!(damage[0].position, torn_at, "{mode:?}");
+        assert_eq!(damage[0].offsets.map(|o| o.0), None, "{mode:?}");
+        drop(log);
+        assert_eq!(
+            tree(root.path()),
+            before,
+            "{mode:?} read-only changes nothing"
+        );
+    }
+
+    // Writable with Kafka's recovery: cut at the torn batch, then the marker goes.
+    let log = Log::open(
+        &dir,
+        LogOptions {
+            on_corruption: OnCorruption::Truncate,
+            ..options(false)
+        },
+    )
+    .unwrap();
+    assert_eq!(log.log_end_offset(), 28);
+    assert_eq!(log.damaged_ranges()[0].action, DamageAction::Removed);
+    assert!(!marker.exists());
+    assert_eq!(all_batches(&log), expected()[..14]);
+}

@@ -105,8 +105,14 @@ impl Default for ProducerOptions {
     }
 }
 
-/// The base offset of an appended batch, or why its append failed.
-pub type BatchOutcome = Arc<OnceLock<std::result::Result<i64, String>>>;
+/// Where one producer batch's records went, in record order: each part's first record (its
+/// offset delta in the batch) and the part's first offset, or why the part failed; a part runs
+/// to the next one's first record. One part unless the batch was split to fit
+/// `max.message.bytes` (`append_splitting`).
+pub type BatchParts = Vec<(i32, Result<i64>)>;
+
+/// A batch's parts, set once it is appended or has failed.
+pub type BatchOutcome = Arc<OnceLock<BatchParts>>;
 
 /// What `send` hands back: the partition now, the offset once the record's batch is appended.
 #[derive(Debug, Clone)]
@@ -117,13 +123,29 @@ pub struct SendHandle {
 }
 
 impl SendHandle {
-    pub fn offset(&self) -> Option<std::result::Result<i64, String>> {
-        self.outcome.get().map(|r| {
-            r.as_ref()
-                .map(|base| base + i64::from(self.offset_delta))
-                .map_err(Clone::clone)
+    /// The record's offset, or why its part of the batch failed; `None` while the batch is open.
+    pub fn offset(&self) -> Option<Result<i64>> {
+        self.outcome.get().map(|parts| {
+            let (first, part) = parts
+                .iter()
+                .rev()
+                .find(|(first, _)| *first <= self.offset_delta)
+                .expect("a batch's first part starts at its first record");
+            part.clone()
+                .map(|base| base + i64::from(self.offset_delta - first))
         })
     }
+}
+
+/// Records appended by the parts of a batch of `count` records.
+fn appended_records(parts: &BatchParts, count: i32) -> i32 {
+    let ends = parts.iter().skip(1).map(|(first, _)| *first).chain([count]);
+    parts
+        .iter()
+        .zip(ends)
+        .filter(|((_, part), _)| part.is_ok())
+        .map(|((first, _), end)| end - first)
+        .sum()
 }
 
 struct OpenBatch {
@@ -152,48 +174,99 @@ struct TxnFile {
 /// Appends a producer's batch; one larger than the topic's `max.message.bytes` is split in two
 /// and each half appended (again split while too large), as Kafka's producer splits a batch the
 /// broker refused as MESSAGE_TOO_LARGE (`RecordAccumulator.splitAndReenqueue`). The halves take
-/// consecutive offsets and sequences, so the batch's first offset still places every record.
-/// A single record over the limit is `RecordTooLarge`.
-fn append_splitting(log: &Log, bytes: Vec<u8>) -> Result<i64> {
+/// consecutive offsets and sequences. A single record over the limit fails alone (Kafka's
+/// `RecordTooLargeException` on its future); the records after it still go in, taking its
+/// sequence (`TransactionManager.adjustSequencesDueToFailedBatch`). Any other failure fails its
+/// part and every record after it, which are not tried.
+fn append_splitting(log: &Log, bytes: Vec<u8>) -> BatchParts {
+    let mut parts = Vec::new();
+    append_part(log, bytes, 0, &mut parts);
+    parts
+}
+
+/// Appends `bytes`, the batch's records from `first` on, adding its parts to `parts`: how many
+/// records went in, and whether the records after these are still to be tried.
+fn append_part(log: &Log, bytes: Vec<u8>, first: i32, parts: &mut BatchParts) -> (i32, bool) {
     // The builder's bytes are one whole batch: their length is its size.
     if bytes.len() <= log.config().max_message_bytes {
-        return Ok(log.append_as_leader(&bytes, 0)?.first_offset);
+        return append_whole(log, &bytes, first, parts);
     }
-    let batch = Batch::parse(&bytes)?;
     let mut scratch = Vec::new();
-    let records = batch.records(&mut scratch, DEFAULT_MAX_DECOMPRESSED_BYTES)?;
-    if records.len() < 2 {
-        return Ok(log.append_as_leader(&bytes, 0)?.first_offset);
-    }
-    let header = DefaultBatch::new(&bytes)?;
-    let mut options = BatchOptions {
-        compression: batch.compression()?,
-        producer_id: header.producer_id(),
-        producer_epoch: header.producer_epoch(),
-        base_sequence: header.base_sequence(),
-        is_transactional: header.is_transactional(),
-        ..Default::default()
-    };
-    let (front, back) = records.split_at(records.len() / 2);
-    let mut first = None;
-    for half in [front, back] {
-        let mut builder = BatchBuilder::new(options.clone());
-        for r in half {
-            let headers: Vec<(&str, Option<&[u8]>)> = r
-                .headers
-                .iter()
-                .map(|h| (h.key.as_ref(), h.value))
-                .collect();
-            builder.append(r.timestamp, r.key, r.value, &headers)?;
+    let decoded = Batch::parse(&bytes).and_then(|batch| {
+        let header = DefaultBatch::new(&bytes)?;
+        let options = BatchOptions {
+            compression: batch.compression()?,
+            producer_id: header.producer_id(),
+            producer_epoch: header.producer_epoch(),
+            base_sequence: header.base_sequence(),
+            is_transactional: header.is_transactional(),
+            ..Default::default()
+        };
+        Ok((
+            batch.records(&mut scratch, DEFAULT_MAX_DECOMPRESSED_BYTES)?,
+            options,
+        ))
+    });
+    let (records, options) = match decoded {
+        Ok(decoded) => decoded,
+        Err(e) => {
+            parts.push((first, Err(e)));
+            return (0, false);
         }
-        let offset = append_splitting(log, builder.build()?)?;
-        first.get_or_insert(offset);
+    };
+    if records.len() < 2 {
+        // The log refuses it as RecordTooLarge.
+        return append_whole(log, &bytes, first, parts);
+    }
+    let mid = records.len() / 2;
+    let mut appended = 0;
+    for (start, half) in [(0, &records[..mid]), (mid, &records[mid..])] {
+        let start = first + start as i32;
+        let mut half_options = options.clone();
         if options.base_sequence != NO_SEQUENCE {
-            options.base_sequence = ((i64::from(options.base_sequence) + half.len() as i64)
+            half_options.base_sequence = ((i64::from(options.base_sequence) + i64::from(appended))
                 % (i64::from(i32::MAX) + 1)) as i32;
         }
+        let mut builder = BatchBuilder::new(half_options);
+        let built = half
+            .iter()
+            .try_for_each(|r| {
+                let headers: Vec<(&str, Option<&[u8]>)> = r
+                    .headers
+                    .iter()
+                    .map(|h| (h.key.as_ref(), h.value))
+                    .collect();
+                builder.append(r.timestamp, r.key, r.value, &headers)
+            })
+            .and_then(|()| builder.build());
+        let (went_in, go_on) = match built {
+            Ok(bytes) => append_part(log, bytes, start, parts),
+            Err(e) => {
+                parts.push((start, Err(e)));
+                (0, false)
+            }
+        };
+        appended += went_in;
+        if !go_on {
+            return (appended, false);
+        }
     }
-    Ok(first.expect("two halves"))
+    (appended, true)
+}
+
+/// Appends `bytes` as they are: one part.
+fn append_whole(log: &Log, bytes: &[u8], first: i32, parts: &mut BatchParts) -> (i32, bool) {
+    match log.append_as_leader(bytes, 0) {
+        Ok(info) => {
+            parts.push((first, Ok(info.first_offset)));
+            (info.record_count as i32, true)
+        }
+        Err(e) => {
+            let go_on = matches!(e, Error::RecordTooLarge(_));
+            parts.push((first, Err(e)));
+            (0, go_on)
+        }
+    }
 }
 
 /// A producer of one topic.
@@ -210,6 +283,9 @@ pub struct TopicProducer {
     txn_lock: Option<std::fs::File>,
     in_transaction: bool,
     txn_partitions: BTreeSet<i32>,
+    /// The first failure of a record of the open transaction: it can only abort (Kafka's
+    /// abortable error state).
+    txn_error: Option<Error>,
     closed: bool,
 }
 
@@ -251,6 +327,7 @@ impl TopicProducer {
             txn_lock: None,
             in_transaction: false,
             txn_partitions: BTreeSet::new(),
+            txn_error: None,
             closed: false,
             options,
         };
@@ -432,6 +509,9 @@ impl TopicProducer {
                     .into(),
             ));
         }
+        if let Some(e) = &self.txn_error {
+            return Err(Self::failed_transaction(e));
+        }
         if let Some(t) = timestamp.filter(|t| *t < 0) {
             return Err(Error::InvalidArgument(format!(
                 "Invalid timestamp: {t}. Timestamp should always be non-negative or null \
@@ -464,8 +544,10 @@ impl TopicProducer {
             .open
             .as_ref()
             .is_some_and(|b| b.builder.estimated_size() + record_bytes > batch_size);
+        // An append's failure goes to the futures of the records it failed (Kafka's send never
+        // throws for an earlier batch); in a transaction it also stops the commit.
         if full {
-            self.append_open(partition)?;
+            let _ = self.append_open(partition);
         }
         let options = self.batch_options(partition);
         let state = &mut self.partitions[partition as usize];
@@ -484,7 +566,7 @@ impl TopicProducer {
         };
         let now_full = open.builder.estimated_size() >= batch_size;
         if now_full {
-            self.append_open(partition)?;
+            let _ = self.append_open(partition);
         }
         if sticky {
             // RecordAccumulator.append: switching is allowed once no incomplete batch is left
@@ -492,7 +574,7 @@ impl TopicProducer {
             let filled = self.partitions[partition as usize].open.is_none();
             self.sticky.update(record_bytes, new_batch || filled);
         }
-        self.append_lingered()?;
+        let _ = self.append_lingered();
         Ok(handle)
     }
 
@@ -557,46 +639,67 @@ impl TopicProducer {
         Ok(())
     }
 
-    /// Appends `partition`'s open batch (if any) to its log.
+    /// Appends `partition`'s open batch (if any) to its log; the first failure of a record of it.
     pub fn append_open(&mut self, partition: i32) -> Result<()> {
-        let Some(mut open) = self.partitions[partition as usize].open.take() else {
+        let Some(open) = self.partitions[partition as usize].open.take() else {
             return Ok(());
         };
-        let result = self.append_batch(partition, &mut open);
-        let _ = open
-            .outcome
-            .set(result.as_ref().map(|o| *o).map_err(|e| e.to_string()));
-        result.map(|_| ())
+        let parts = self.append_batch(partition, open.builder);
+        let failed = parts
+            .iter()
+            .find_map(|(_, part)| part.as_ref().err().cloned());
+        if let Some(e) = failed.as_ref().filter(|_| self.in_transaction) {
+            self.txn_error.get_or_insert_with(|| e.clone());
+        }
+        let _ = open.outcome.set(parts);
+        failed.map_or(Ok(()), Err)
     }
 
-    fn append_batch(&mut self, partition: i32, open: &mut OpenBatch) -> Result<i64> {
-        let idempotent = self.idempotent();
-        let acks = self.options.acks;
+    fn append_batch(&mut self, partition: i32, builder: BatchBuilder) -> BatchParts {
+        let failed = |e: Error| vec![(0, Err(e))];
         if self.partitions[partition as usize].log.is_none() {
-            let log = self.open_log_of(&self.topic.clone(), partition)?;
-            let state = &mut self.partitions[partition as usize];
-            state.log = Some(log);
+            match self.open_log_of(&self.topic.clone(), partition) {
+                Ok(log) => self.partitions[partition as usize].log = Some(log),
+                Err(e) => return failed(e),
+            }
         }
+        let (idempotent, acks) = (self.idempotent(), self.options.acks);
         let state = &mut self.partitions[partition as usize];
-        let count = open.builder.count();
-        let builder = std::mem::replace(
-            &mut open.builder,
-            BatchBuilder::new(BatchOptions::default()),
-        );
+        let count = builder.count();
         // The base sequence was stamped when the batch opened: a partition has one open batch
         // at a time, appended before the next opens, so it is the partition's next sequence.
-        let bytes = builder.build()?;
+        let bytes = match builder.build() {
+            Ok(bytes) => bytes,
+            Err(e) => return failed(e),
+        };
         let log = state.log.as_ref().expect("opened above");
-        let first_offset = append_splitting(log, bytes)?;
-        if acks == Acks::Synced {
-            log.flush()?;
+        let mut parts = append_splitting(log, bytes);
+        let appended = appended_records(&parts, count);
+        if appended > 0 && acks == Acks::Synced {
+            if let Err(e) = log.flush() {
+                // Written but not on disk: not acknowledged, as a broker's acks=all would not.
+                for (_, part) in &mut parts {
+                    if part.is_ok() {
+                        *part = Err(e.clone());
+                    }
+                }
+            }
         }
         if idempotent {
-            // DefaultRecordBatch.incrementSequence: wraps at i32::MAX.
-            state.next_sequence = ((i64::from(state.next_sequence) + i64::from(count))
+            // DefaultRecordBatch.incrementSequence: wraps at i32::MAX. Records that failed
+            // give their sequences to the next ones (adjustSequencesDueToFailedBatch).
+            state.next_sequence = ((i64::from(state.next_sequence) + i64::from(appended))
                 % (i64::from(i32::MAX) + 1)) as i32;
         }
-        Ok(first_offset)
+        parts
+    }
+
+    /// Why a transaction with a failed record refuses to go on but to abort.
+    fn failed_transaction(cause: &Error) -> Error {
+        Error::IllegalState(format!(
+            "a record of this transaction failed ({cause}): the transaction can only be \
+             aborted (abort_transaction())"
+        ))
     }
 
     /// Kafka's `flush`: appends every open batch.
@@ -632,14 +735,18 @@ impl TopicProducer {
             return Err(Error::IllegalState("no transaction is open".into()));
         }
         if commit {
+            if let Some(e) = &self.txn_error {
+                return Err(Self::failed_transaction(e));
+            }
             self.flush()?;
         } else {
             // Unwritten batches of an aborted transaction are dropped, never written.
             for p in 0..self.num_partitions {
                 if let Some(open) = self.partitions[p as usize].open.take() {
-                    let _ = open
-                        .outcome
-                        .set(Err("the transaction was aborted".to_string()));
+                    let _ = open.outcome.set(vec![(
+                        0,
+                        Err(Error::IllegalState("the transaction was aborted".into())),
+                    )]);
                 }
             }
         }
@@ -659,6 +766,7 @@ impl TopicProducer {
         }
         self.in_transaction = false;
         self.txn_partitions.clear();
+        self.txn_error = None;
         self.save_txn("Empty")
     }
 
@@ -761,21 +869,31 @@ mod tests {
                 .map(|h| h.offset().unwrap().unwrap())
                 .collect();
             assert_eq!(offsets, (0..40).collect::<Vec<i64>>());
-            // A single record over the limit is refused alone; the records beside it are not.
+            // A single record over the limit fails alone; the records beside it go in. Uncompressed,
+            // it is refused at send; compressed, it shares a batch and fails at the split.
             let small = p.send(None, Some(b"before"), &[], Some(0), None).unwrap();
             let big: Vec<u8> = (0..4000).map(|_| rand::random::<u8>()).collect();
-            let h = p.send(None, Some(&big), &[], Some(0), None);
-            let refused = h.and_then(|h| p.flush().map(|_| h));
-            assert!(
-                matches!(refused, Err(Error::RecordTooLarge(_))),
-                "{:?}",
-                refused.map(|h| h.offset())
-            );
+            let sent = p.send(None, Some(&big), &[], Some(0), None);
+            let after = p.send(None, Some(b"after"), &[], Some(0), None).unwrap();
+            let flushed = p.flush();
             if compression == Compression::None {
-                // Refused at send, so it never shared a batch with "before".
-                p.flush().unwrap();
-                assert_eq!(small.offset(), Some(Ok(40)));
+                assert!(matches!(sent, Err(Error::RecordTooLarge(_))), "{sent:?}");
+                flushed.unwrap();
+                assert_eq!(after.offset().unwrap().unwrap(), 41);
+            } else {
+                assert!(
+                    matches!(flushed, Err(Error::RecordTooLarge(_))),
+                    "{flushed:?}"
+                );
+                let big = sent.unwrap().offset();
+                assert!(
+                    matches!(big, Some(Err(Error::RecordTooLarge(_)))),
+                    "{big:?}"
+                );
+                // The record after the failed one takes the next offset (and its sequence).
+                assert_eq!(after.offset().unwrap().unwrap(), 41);
             }
+            assert_eq!(small.offset().unwrap().unwrap(), 40);
             p.close().unwrap();
             let log =
                 Log::open(dir.path().join(format!("{topic}-0")), LogOptions::default()).unwrap();
@@ -803,8 +921,8 @@ mod tests {
                 },
             )
             .unwrap();
-            read.retain(|v| v != b"before");
-            assert_eq!(read, values, "{compression:?}");
+            assert_eq!(read[40..], [b"before".to_vec(), b"after".to_vec()]);
+            assert_eq!(read[..40], values, "{compression:?}");
         }
     }
 

@@ -231,7 +231,7 @@ impl RecordMetadata {
         match self.handle.offset() {
             None => Ok(None),
             Some(Ok(o)) => Ok(Some(o)),
-            Some(Err(e)) => Err(crate::python::errors::KafkaLogError::new_err(e)),
+            Some(Err(e)) => Err(e.into()),
         }
     }
     /// (partition, offset) once written: appends the record's open batch first.
@@ -243,7 +243,7 @@ impl RecordMetadata {
         }
         match self.handle.offset() {
             Some(Ok(o)) => Ok((self.handle.partition, o)),
-            Some(Err(e)) => Err(crate::python::errors::KafkaLogError::new_err(e)),
+            Some(Err(e)) => Err(e.into()),
             None => Err(closed_error()),
         }
     }
@@ -254,8 +254,9 @@ impl RecordMetadata {
                 self.handle.partition
             ),
             Some(Err(e)) => format!(
-                "RecordMetadata(partition={}, error={e:?})",
-                self.handle.partition
+                "RecordMetadata(partition={}, error={:?})",
+                self.handle.partition,
+                e.to_string()
             ),
             None => format!(
                 "RecordMetadata(partition={}, pending)",

@@ -262,6 +262,41 @@ def test_damage_in_one_partition_is_reported_in_command_line_words(data, tmp_pat
     assert fingerprint(data) == before
 
 
+def test_a_tail_lost_on_a_batch_boundary_is_noted_and_a_torn_tail_beside_the_marker_is_damage(data):
+    """A last segment cut on a batch boundary reads as a shorter, healthy log (Kafka serves it
+    silently); the recovery-point checkpoint says more was flushed, so every command notes it. A
+    torn tail beside the clean-shutdown marker (a broker that stopped cleanly leaves none) is
+    damage: stats names it and exits 1."""
+    seg = data / "orders-0" / f"{0:020d}.log"
+    raw = seg.read_bytes()
+    starts, pos = [], 0
+    while pos < len(raw):
+        starts.append(pos)
+        pos += int.from_bytes(raw[pos + 8:pos + 12], "big") + 12
+    seg.write_bytes(raw[:starts[-1]])  # the last batch (offsets 35..39) gone, nothing torn
+    before = fingerprint(data)
+    log = kafkalog.Log(data / "orders-0")
+    assert (log.log_end_offset, log.checkpointed_recovery_point) == (35, 40)
+    assert "offsets up to 39 were flushed" in log.tail_loss and "5 offsets are missing" in log.tail_loss
+    assert kafkalog.Log(data / "orders-1").tail_loss is None
+    for cmd in (["stats", data], ["cat", data / "orders-0"], ["records", data / "orders-0"]):
+        p = run(*cmd)
+        assert p.returncode == 0, p.stderr
+        assert "note:" in p.stderr and "orders-0" in p.stderr and "5 offsets are missing" in p.stderr
+    assert json.loads(run("stats", data / "orders-1", "--json").stdout)["partitions"][0]["tail_loss"] is None
+    assert fingerprint(data) == before
+
+    (data / ".kafka_cleanshutdown").write_text('{"version":0,"brokerEpoch":1}')
+    seg.write_bytes(raw[:starts[-1] + 20])  # now a torn batch after a clean shutdown
+    p = run("stats", data, "--json")
+    assert p.returncode == 1, p.stderr
+    assert "orders-0 is damaged" in p.stderr and "clean-shutdown marker" in p.stderr
+    err = one_line_error(run("records", data / "orders-0"), 1)
+    assert "give --on-corruption truncate" in err or "--on-corruption truncate" in err, err
+    p = run("records", data / "orders-0", "--on-corruption", "truncate")
+    assert len(lines(p.stdout)) == 35 and "damaged (removed)" in p.stderr
+
+
 def test_cat_and_export_leave_internal_topics_out_unless_named(data, tmp_path):
     shutil.copytree(data / "orders-0", data / "__consumer_offsets-0")
     p = run("cat", data)

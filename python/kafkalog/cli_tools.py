@@ -113,10 +113,14 @@ def _name(topic: str, partition: int | None) -> str:
 def report_damage(cmd: str, log, on_corruption: str) -> int:
     """One stderr line per damaged range the open skipped or removed; exit 1 unless told to skip."""
     damaged = log.damaged_ranges
-    if damaged:
+    if damaged or log.tail_loss:
         sys.stdout.flush()
     for d in damaged:
         print(f"kafkalog {cmd}: damaged ({d['action']}): {d['description']}", file=sys.stderr)
+    if log.tail_loss:
+        # Kafka serves such a log silently; not refused (a follower's truncation can leave it).
+        print(f"kafkalog {cmd}: note: {log.path}: {log.tail_loss}; `kafkalog verify` checks the "
+              "folder", file=sys.stderr)
     return 1 if damaged and on_corruption != "skip" else 0
 
 
@@ -232,7 +236,7 @@ def cmd_stats(args) -> int:
     if args.json:
         json.dump({"partitions": rows}, sys.stdout, indent=2)
         print()
-        _report_stats_damage(damaged)
+        _report_stats_damage(rows)
         return status
     headers = ["partition", "start", "end", "HW", "LSO", "segs", "bytes", "records", "first timestamp",
                "last timestamp", "codecs", "txn", "producers"]
@@ -248,16 +252,19 @@ def cmd_stats(args) -> int:
     print("start/end: log start and end offsets; HW: high watermark (read_uncommitted reads up to it); "
           "LSO: last stable offset (read_committed); txn: share of records in transactions; "
           "timestamps are batch-level, UTC.", file=sys.stderr)
-    _report_stats_damage(damaged)
+    _report_stats_damage(rows)
     return status
 
 
-def _report_stats_damage(damaged: list[dict[str, Any]]) -> None:
+def _report_stats_damage(rows: list[dict[str, Any]]) -> None:
     sys.stdout.flush()
-    for r in damaged:
+    for r in rows:
         for d in r["damage"]:
             print(f"kafkalog stats: {_name(r['topic'], r['partition'])} is damaged (figures are of "
                   f"the batches around it): {d}", file=sys.stderr)
+        if r["tail_loss"]:
+            print(f"kafkalog stats: note: {_name(r['topic'], r['partition'])}: {r['tail_loss']}",
+                  file=sys.stderr)
 
 
 # ----- offset ranges -----

@@ -257,6 +257,9 @@ class PartitionStats(TypedDict):
     damage: list[str]
     """Damaged ranges the open stepped over (``on_corruption="skip"``); the sums are of the
     batches around them."""
+    tail_loss: Optional[str]
+    """``Log.tail_loss``: offsets the recovery-point checkpoint says were flushed past the log
+    end, missing from its last segment (None when nothing is)."""
 
 
 _document_fields(

@@ -999,6 +999,7 @@ fn complete_load(
         recovery.bytes_truncated,
         recovery.damage,
         checkpoints.high_watermark,
+        checkpoints.recovery_point,
     ))
 }
 

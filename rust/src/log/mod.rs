@@ -167,6 +167,8 @@ pub struct Log {
     damaged_ranges: Vec<DamagedRange>,
     /// This partition's entry in the log dir's `replication-offset-checkpoint` when opened.
     checkpointed_high_watermark: Option<i64>,
+    /// This partition's entry in the log dir's `recovery-point-offset-checkpoint` when opened.
+    checkpointed_recovery_point: Option<i64>,
 }
 
 impl std::fmt::Debug for Log {
@@ -191,6 +193,7 @@ impl Log {
         recovered_bytes_truncated: u64,
         damaged_ranges: Vec<DamagedRange>,
         checkpointed_high_watermark: Option<i64>,
+        checkpointed_recovery_point: Option<i64>,
     ) -> Log {
         Log {
             dir,
@@ -202,6 +205,7 @@ impl Log {
             recovered_bytes_truncated,
             damaged_ranges,
             checkpointed_high_watermark,
+            checkpointed_recovery_point,
         }
     }
 
@@ -229,6 +233,28 @@ impl Log {
     /// one; `high_watermark` may be ahead of it (a lone replica's, see `LogOptions`).
     pub fn checkpointed_high_watermark(&self) -> Option<i64> {
         self.checkpointed_high_watermark
+    }
+    /// The recovery point the broker last checkpointed for this partition, if its log dir has
+    /// one: the offset below which it had flushed every record to disk.
+    pub fn checkpointed_recovery_point(&self) -> Option<i64> {
+        self.checkpointed_recovery_point
+    }
+    /// Records lost past the log end, when the recovery-point checkpoint says more were flushed
+    /// to disk than the segments hold: a last segment emptied or cut on a batch boundary since,
+    /// which reads as a shorter, healthy log. Kafka serves it silently; it is not refused here
+    /// either (a follower's truncation before its next checkpoint leaves the same), only told.
+    pub fn tail_loss(&self) -> Option<String> {
+        let recovery_point = self.checkpointed_recovery_point?;
+        let log_end = self.log_end_offset();
+        (recovery_point > log_end).then(|| {
+            format!(
+                "the log ends at offset {log_end}, but its log dir's \
+                 recovery-point-offset-checkpoint says offsets up to {} were flushed to disk: \
+                 {} offsets are missing from the end of the last segment (cut or emptied since?)",
+                recovery_point - 1,
+                recovery_point - log_end
+            )
+        })
     }
 
     pub(crate) fn read_state(&self) -> RwLockReadGuard<'_, LogState> {

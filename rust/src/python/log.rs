@@ -500,6 +500,21 @@ impl Log {
         self.inner.checkpointed_high_watermark()
     }
 
+    /// The recovery point the broker last checkpointed (None without a
+    /// `recovery-point-offset-checkpoint` entry): every offset below it was flushed to disk.
+    #[getter]
+    fn checkpointed_recovery_point(&self) -> Option<i64> {
+        self.inner.checkpointed_recovery_point()
+    }
+
+    /// What is missing past the log end when the recovery-point checkpoint says more was flushed
+    /// than the segments hold (a last segment cut or emptied since); None otherwise. Kafka serves
+    /// such a log silently; the command line prints this as a note.
+    #[getter]
+    fn tail_loss(&self) -> Option<String> {
+        self.inner.tail_loss()
+    }
+
     /// Kafka's ListOffsets: `timestamp` is a time in ms, or EARLIEST (-2), LATEST (-1),
     /// MAX_TIMESTAMP (-3). Returns a `TimestampAndOffset` or None.
     fn offset_for_timestamp<'py>(

@@ -89,7 +89,7 @@ fn partition_stats<'py>(
         dict_of!(py, s; log_start_offset, log_end_offset, high_watermark,
         checkpointed_high_watermark, last_stable_offset, segments, bytes, batches, records,
         control_batches, transactional_records, committed_transactions, aborted_transactions,
-        producers, first_timestamp, last_timestamp, codecs, magic, damage),
+        producers, first_timestamp, last_timestamp, codecs, magic, damage, tail_loss),
     )
 }
 

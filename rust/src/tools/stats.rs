@@ -45,6 +45,8 @@ pub struct PartitionStats {
     /// The damaged ranges the open stepped over (`OnCorruption::Skip`), as `Log::damaged_ranges`
     /// says them; the sums are of the batches around them.
     pub damage: Vec<String>,
+    /// `Log::tail_loss`: records the checkpoints say are missing past the log end.
+    pub tail_loss: Option<String>,
 }
 
 /// Opens `dir` read-only (the log a consumer would read: torn tails left out) and sums its
@@ -69,6 +71,7 @@ pub fn partition_stats(
         checkpointed_high_watermark: log.checkpointed_high_watermark(),
         last_stable_offset: log.last_stable_offset(),
         damage: log.damaged_ranges().iter().map(|d| d.to_string()).collect(),
+        tail_loss: log.tail_loss(),
         ..Default::default()
     };
     let mut producers: HashSet<i64> = HashSet::new();

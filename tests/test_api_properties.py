@@ -96,6 +96,27 @@ def test_max_bytes_extremes(ro_log):
         assert isinstance(e, (dict, OverflowError)), e
 
 
+def test_negative_sizes_counts_and_times_are_value_errors_naming_the_argument(ro_log, tmp_path):
+    # Python's int to an unsigned parameter raises OverflowError; a negative size is a bad value.
+    topic = kafkalog.Topic.create(tmp_path, "t", 1)
+    calls = {
+        "max_length": lambda: ro_log.read(0, -1),
+        "max_bytes": lambda: ro_log.read(0, max_bytes=-5),
+        "batch_rows": lambda: ro_log.to_arrow(batch_rows=-1),
+        "batch_bytes": lambda: ro_log.to_arrow(batch_bytes=-1),
+        "linger_ms": lambda: kafkalog.Producer(topic, linger_ms=-1),
+        "batch_size": lambda: kafkalog.Producer(topic, batch_size=-1),
+        "sync_interval_ms": lambda: kafkalog.Consumer(tmp_path, "g", "t", sync_interval_ms=-1),
+    }
+    for name, call in calls.items():
+        with pytest.raises(kafkalog.InvalidArgumentError, match=f"{name} must be 0 or more, got -"):
+            call()
+    with kafkalog.Consumer(tmp_path, "g", "t") as consumer:
+        for poll in (consumer.poll, consumer.poll_arrow):
+            with pytest.raises(ValueError, match="max_records must be 0 or more, got -1"):
+                poll(-1)
+
+
 @SETTINGS
 @given(bad=WRONG)
 def test_wrong_types_are_type_errors(ro_log, folder, bad):

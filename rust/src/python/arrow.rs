@@ -166,7 +166,7 @@ fn partition_for_key(key: &[u8], num_partitions: i32) -> PyResult<i32> {
 /// changes). Returns [(topic, partition, staged file)] for `commit_staged`.
 #[pyfunction]
 #[pyo3(signature = (data, data_dir, staging_dir, prefix, *, topic = None, new_topic_partitions = 1,
-    compression = "none", batch_bytes = crate::arrow::DEFAULT_SINK_BATCH_BYTES))]
+    compression = "none", batch_bytes = crate::arrow::DEFAULT_SINK_BATCH_BYTES as i64))]
 #[allow(clippy::too_many_arguments)]
 fn stage_arrow(
     py: Python<'_>,
@@ -177,11 +177,11 @@ fn stage_arrow(
     topic: Option<String>,
     new_topic_partitions: i32,
     compression: &str,
-    batch_bytes: usize,
+    batch_bytes: i64,
 ) -> PyResult<Vec<(String, i32, PathBuf)>> {
     let options = SinkBatchOptions {
         compression: Compression::from_name(compression)?,
-        batch_bytes,
+        batch_bytes: crate::python::errors::non_negative_size("batch_bytes", batch_bytes)?,
     };
     let reader = data.into_reader()?;
     let prefix = prefix.to_string();

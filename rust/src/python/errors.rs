@@ -116,6 +116,20 @@ fn new_error_type(
     Ok(class.downcast_into::<PyType>()?.unbind())
 }
 
+/// A count, size or duration given as a Python int: a negative one is `InvalidArgumentError` (a
+/// `ValueError`) naming the argument, where an unsigned parameter would raise `OverflowError`.
+pub fn non_negative(name: &str, value: i64) -> PyResult<u64> {
+    u64::try_from(value).map_err(|_| {
+        crate::error::Error::InvalidArgument(format!("{name} must be 0 or more, got {value}"))
+            .into()
+    })
+}
+
+/// [`non_negative`] as a `usize`.
+pub fn non_negative_size(name: &str, value: i64) -> PyResult<usize> {
+    Ok(non_negative(name, value)? as usize)
+}
+
 /// An instance of one of the two-base classes, or of its Python base before the module made it.
 fn two_base_error(
     cell: &GILOnceCell<Py<PyType>>,

@@ -20,6 +20,7 @@ use crate::log::FetchIsolation;
 use crate::producer::accumulator::{
     Acks, PartitionerKind, ProducerOptions, SendHandle, TopicProducer,
 };
+use crate::python::errors::{non_negative, non_negative_size};
 use crate::python::records::{py_record_class, timestamp_type_name};
 use crate::record::codec::Compression;
 use crate::record::record::OwnedRecord;
@@ -78,8 +79,8 @@ impl PyProducer {
         topic: &str,
         partitioner: &str,
         compression: &str,
-        linger_ms: u64,
-        batch_size: usize,
+        linger_ms: i64,
+        batch_size: i64,
         acks: &str,
         idempotent: bool,
         transactional_id: Option<String>,
@@ -87,8 +88,8 @@ impl PyProducer {
         let config = datadir::topic_log_config(&data_dir, topic)?;
         let options = ProducerOptions {
             compression: Compression::from_name(compression)?,
-            batch_size,
-            linger: Duration::from_millis(linger_ms),
+            batch_size: non_negative_size("batch_size", batch_size)?,
+            linger: Duration::from_millis(non_negative("linger_ms", linger_ms)?),
             acks: Acks::from_name(acks)?,
             idempotent: idempotent || transactional_id.is_some(),
             transactional_id,
@@ -311,14 +312,17 @@ impl PyConsumer {
         strategy: &str,
         auto_offset_reset: &str,
         session_timeout_ms: i64,
-        sync_interval_ms: u64,
+        sync_interval_ms: i64,
     ) -> PyResult<Self> {
         let options = ConsumerOptions {
             strategy: AssignmentStrategy::from_name(strategy)?,
             isolation: FetchIsolation::from_name(isolation)?,
             auto_offset_reset: OffsetReset::from_name(auto_offset_reset)?,
             session_timeout_ms,
-            sync_interval: Duration::from_millis(sync_interval_ms),
+            sync_interval: Duration::from_millis(non_negative(
+                "sync_interval_ms",
+                sync_interval_ms,
+            )?),
         };
         let group_id = group_id.to_string();
         let c =
@@ -349,7 +353,8 @@ impl PyConsumer {
 
     /// Kafka's `poll`: up to `max_records` `ConsumerRecord`s from the assigned partitions.
     #[pyo3(signature = (max_records = 500))]
-    fn poll<'py>(&self, py: Python<'py>, max_records: usize) -> PyResult<Bound<'py, PyList>> {
+    fn poll<'py>(&self, py: Python<'py>, max_records: i64) -> PyResult<Bound<'py, PyList>> {
+        let max_records = non_negative_size("max_records", max_records)?;
         let records = py.allow_threads(|| self.with(|c| c.poll(max_records)))?;
         let out = PyList::empty(py);
         for ((topic, partition), r) in records {
@@ -364,9 +369,10 @@ impl PyConsumer {
     fn poll_arrow(
         &self,
         py: Python<'_>,
-        max_records: usize,
+        max_records: i64,
         include_headers: bool,
     ) -> PyResult<Option<PyObject>> {
+        let max_records = non_negative_size("max_records", max_records)?;
         let batch =
             py.allow_threads(|| self.with(|c| c.poll_arrow(max_records, include_headers)))?;
         batch

@@ -9,6 +9,7 @@ use pyo3::types::{PyDict, PyList};
 
 use crate::error::Result;
 use crate::log::{FetchIsolation, Log as RsLog, LogOptions, OnCorruption};
+use crate::python::errors::non_negative_size;
 use crate::python::records::{
     batches_to_py, build_v2, decode_batch, extract_records, now_ms, record_to_py, DecodedBatch,
 };
@@ -327,10 +328,10 @@ impl Log {
         &self,
         py: Python<'py>,
         start_offset: i64,
-        max_length: Option<usize>,
+        max_length: Option<i64>,
         isolation: &str,
         min_one_message: bool,
-        max_bytes: Option<usize>,
+        max_bytes: Option<i64>,
     ) -> PyResult<Bound<'py, PyDict>> {
         let max_length = match (max_length, max_bytes) {
             (Some(_), Some(_)) => {
@@ -338,7 +339,8 @@ impl Log {
                     "pass max_length or its alias max_bytes, not both",
                 ))
             }
-            (Some(n), None) | (None, Some(n)) => n,
+            (Some(n), None) => non_negative_size("max_length", n)?,
+            (None, Some(n)) => non_negative_size("max_bytes", n)?,
             (None, None) => DEFAULT_READ_MAX_LENGTH,
         };
         let isolation = isolation_of(isolation)?;
@@ -435,8 +437,8 @@ impl Log {
     /// more than one core), copying or not; `check_crcs_ahead=False` keeps the whole read on
     /// the calling thread, for callers that already keep every core busy.
     #[pyo3(signature = (start = None, end = None, isolation = "read_uncommitted", include_headers = false,
-        batch_rows = crate::arrow::DEFAULT_BATCH_ROWS, zero_copy = false,
-        batch_bytes = crate::arrow::DEFAULT_BATCH_BYTES, check_crcs_ahead = true))]
+        batch_rows = crate::arrow::DEFAULT_BATCH_ROWS as i64, zero_copy = false,
+        batch_bytes = crate::arrow::DEFAULT_BATCH_BYTES as i64, check_crcs_ahead = true))]
     #[allow(clippy::too_many_arguments)]
     fn to_arrow(
         &self,
@@ -445,9 +447,9 @@ impl Log {
         end: Option<i64>,
         isolation: &str,
         include_headers: bool,
-        batch_rows: usize,
+        batch_rows: i64,
         zero_copy: bool,
-        batch_bytes: usize,
+        batch_bytes: i64,
         check_crcs_ahead: bool,
     ) -> PyResult<PyObject> {
         crate::python::arrow::log_to_arrow(
@@ -457,9 +459,9 @@ impl Log {
             end,
             isolation_of(isolation)?,
             include_headers,
-            batch_rows,
+            non_negative_size("batch_rows", batch_rows)?,
             zero_copy,
-            batch_bytes,
+            non_negative_size("batch_bytes", batch_bytes)?,
             check_crcs_ahead,
         )
     }
@@ -469,20 +471,20 @@ impl Log {
     /// optional `key`, `headers` (list<struct<key: string, value: binary>>) and `timestamp`
     /// (timestamp or int64 ms; now when absent). `topic`/`partition` columns are ignored here.
     /// Each Arrow batch is one all-or-nothing append. Returns (first, last) offsets or None.
-    #[pyo3(signature = (data, *, compression = "none", batch_bytes = crate::arrow::DEFAULT_SINK_BATCH_BYTES))]
+    #[pyo3(signature = (data, *, compression = "none", batch_bytes = crate::arrow::DEFAULT_SINK_BATCH_BYTES as i64))]
     fn append_arrow(
         &self,
         py: Python<'_>,
         data: pyo3_arrow::input::AnyRecordBatch,
         compression: &str,
-        batch_bytes: usize,
+        batch_bytes: i64,
     ) -> PyResult<Option<(i64, i64)>> {
         crate::python::arrow::log_append_arrow(
             py,
             self.inner.clone(),
             data,
             compression,
-            batch_bytes,
+            non_negative_size("batch_bytes", batch_bytes)?,
         )
     }
 

@@ -28,6 +28,10 @@ pub const GROUPS_DIR: &str = "groups";
 const OFFSETS_FILE: &str = "offsets.json";
 const LOCK_FILE: &str = "lock";
 const FORMAT_VERSION: u32 = 1;
+/// In a group folder whose name is shortened ([`group_folder_name`]): the group id it holds.
+const GROUP_ID_FILE: &str = "group_id";
+/// Escaped group ids longer than this are shortened: file systems allow 255 bytes a name.
+const MAX_FOLDER_NAME: usize = 200;
 
 /// Kafka's `OffsetAndMetadata` plus the commit time.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -49,8 +53,26 @@ struct OffsetsFile {
 }
 
 /// A group id as a folder name: letters, digits, '.', '_' and '-' stay, any other byte is
-/// `%XX` (so every group id, Kafka allows any string, has its own folder).
+/// `%XX` (so every group id, Kafka allows any string, has its own folder). A name past
+/// `MAX_FOLDER_NAME` bytes keeps its start and ends in `~` and a 64-bit hash of the id (no
+/// escaped name has a `~`); the folder then holds the id in a file of its own.
 pub fn group_folder_name(group_id: &str) -> Result<String> {
+    let mut out = escaped_group_id(group_id)?;
+    if out.len() > MAX_FOLDER_NAME {
+        let mut keep = MAX_FOLDER_NAME - 17;
+        // Not inside a `%XX`.
+        if let Some(p) = out[keep - 2..keep].find('%') {
+            keep = keep - 2 + p;
+        }
+        out.truncate(keep);
+        let hash = (u64::from(crc32c::crc32c(group_id.as_bytes())) << 32)
+            | u64::from(crc32fast::hash(group_id.as_bytes()));
+        out.push_str(&format!("~{hash:016x}"));
+    }
+    Ok(out)
+}
+
+fn escaped_group_id(group_id: &str) -> Result<String> {
     if group_id.is_empty() {
         return Err(Error::InvalidArgument("a group id cannot be empty".into()));
     }
@@ -65,7 +87,16 @@ pub fn group_folder_name(group_id: &str) -> Result<String> {
     Ok(out)
 }
 
-fn group_id_of_folder(name: &str) -> Option<String> {
+/// The group id a folder holds: decoded from its name, or read from its file when shortened.
+fn group_id_of_folder(folder: &Path) -> Option<String> {
+    let name = folder.file_name()?.to_str()?;
+    if name.contains('~') {
+        return std::fs::read_to_string(folder.join(GROUP_ID_FILE)).ok();
+    }
+    unescape_group_id(name)
+}
+
+fn unescape_group_id(name: &str) -> Option<String> {
     let bytes = name.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
@@ -94,7 +125,7 @@ pub fn list_groups(data_dir: &Path) -> Result<Vec<String>> {
     for entry in entries {
         let entry = entry.map_err(|e| Error::io(&root, e))?;
         if entry.path().is_dir() {
-            if let Some(g) = entry.file_name().to_str().and_then(group_id_of_folder) {
+            if let Some(g) = group_id_of_folder(&entry.path()) {
                 out.push(g);
             }
         }
@@ -164,6 +195,13 @@ impl GroupStore {
             ));
         }
         std::fs::create_dir_all(&self.dir).map_err(|e| Error::io(&self.dir, e))?;
+        let shortened = self
+            .dir
+            .file_name()
+            .is_some_and(|n| n.to_string_lossy().contains('~'));
+        if shortened && !self.dir.join(GROUP_ID_FILE).exists() {
+            write_atomically(&self.dir.join(GROUP_ID_FILE), self.group_id.as_bytes())?;
+        }
         let path = self.dir.join(LOCK_FILE);
         let file = std::fs::OpenOptions::new()
             .create(true)
@@ -321,9 +359,36 @@ mod tests {
         for g in ["g", "my.group", "a/b c", "ü", ".hidden", ".."] {
             let f = group_folder_name(g).unwrap();
             assert!(!f.contains('/') && !f.starts_with('.'), "{f}");
-            assert_eq!(group_id_of_folder(&f).unwrap(), g);
+            assert_eq!(unescape_group_id(&f).unwrap(), g);
         }
         assert!(group_folder_name("").is_err());
+    }
+
+    #[test]
+    fn long_group_ids_get_short_folders_of_their_own() {
+        // Kafka takes a group id of any length; a file name takes 255 bytes.
+        let dir = tempfile::tempdir().unwrap();
+        let ids = [
+            "g".repeat(300),
+            format!("{}h", "g".repeat(299)),
+            "ü".repeat(150),
+            format!("{}/x", "a".repeat(181)),
+        ];
+        for (i, id) in ids.iter().enumerate() {
+            let folder = group_folder_name(id).unwrap();
+            assert!(folder.len() <= MAX_FOLDER_NAME, "{}", folder.len());
+            assert!(!folder.contains('/'));
+            let g = GroupStore::new(dir.path(), id).unwrap();
+            g.commit(&[(("t".into(), 0), i as i64, String::new())])
+                .unwrap();
+        }
+        let mut sorted = ids.to_vec();
+        sorted.sort();
+        assert_eq!(list_groups(dir.path()).unwrap(), sorted);
+        for (i, id) in ids.iter().enumerate() {
+            let g = GroupStore::new(dir.path(), id).unwrap();
+            assert_eq!(g.committed().unwrap()[&("t".into(), 0)].offset, i as i64);
+        }
     }
 
     #[test]

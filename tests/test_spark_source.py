@@ -703,6 +703,28 @@ def test_assign(spark, data):
     assert got == expected(recs, parts={("orders", 0), ("orders", 2), ("other", 0)})
 
 
+def test_assign_reads_the_partitions_a_topic_has(spark, data):
+    # As Spark's Kafka source: an assigned partition the topic lacks is read as empty (a warning
+    # here); an assigned topic with no partition at all is an error.
+    d, recs, _ = data
+    assign = json.dumps({"orders": [0], "other": [0, 7]})
+    with pytest.warns(UserWarning, match=r"\('other', 7\)"):  # planned in a Spark worker below
+        ks.plan_read({"path": str(d), "assign": assign})
+    got = collect(read(spark, d, assign=assign))
+    assert got == expected(recs, parts={("orders", 0), ("other", 0)})
+    expect_error(lambda: read(spark, d, assign=json.dumps({"nope": [0]})), "nope")
+
+
+def test_stream_reads_are_refused_with_a_clear_error(spark, data, tmp_path):
+    d, _, _ = data
+    df = spark.readStream.format("kafkalog").option("subscribe", "orders").load(str(d))
+    query = df.writeStream.format("memory").queryName("kl").option(
+        "checkpointLocation", str(tmp_path / "cp")).trigger(availableNow=True).start()
+    with pytest.raises(Exception, match="spark.readStream is not supported"):
+        query.awaitTermination(120)
+    query.stop()
+
+
 def test_no_topic_selection_is_an_error(spark, data):
     d, _, _ = data
     expect_error(lambda: read(spark, d), "subscribe", "assign")
@@ -986,6 +1008,30 @@ def test_fail_on_data_loss_false(spark, data):
     assert offsets(got) == list(range(9, 20))
 
 
+def test_fail_on_data_loss_false_with_a_range_wholly_lost_reads_nothing_from_it(spark, data):
+    # Spark's KafkaSourceRDD steps over lost offsets at read time: a range ending below the log
+    # start (7) reads nothing, and the other topics of the query are read as usual.
+    d, recs, _ = data
+    for start, end in ((2, 5), (3, 3)):
+        got = collect(read(spark, d, subscribe="trunc", failOnDataLoss="false",
+                           startingOffsets=f'{{"trunc":{{"0":{start}}}}}',
+                           endingOffsets=f'{{"trunc":{{"0":{end}}}}}'))
+        assert got == []
+    got = collect(read(spark, d, assign=json.dumps({"trunc": [0], "other": [0]}), failOnDataLoss="false",
+                       startingOffsets='{"trunc":{"0":2},"other":{"0":-2}}',
+                       endingOffsets='{"trunc":{"0":5},"other":{"0":-1}}'))
+    assert got == expected(recs, topics={"other"})
+    expect_error(lambda: read(spark, d, subscribe="trunc", startingOffsets='{"trunc":{"0":2}}',
+                              endingOffsets='{"trunc":{"0":5}}'), "failOnDataLoss")
+
+
+def test_offsets_below_minus_two_are_an_error(spark, data):
+    d, _, _ = data
+    for flag in ("true", "false"):
+        expect_error(lambda: read(spark, d, subscribe="trunc", failOnDataLoss=flag,
+                                  startingOffsets='{"trunc":{"0":-3}}'), "are not offsets")
+
+
 # --------------------------------------------------------------------------------------------
 # splitting
 
@@ -1065,6 +1111,9 @@ def test_broker_only_options_are_an_error(spark, data, opt, value):
 def test_invalid_isolation_level(spark, data):
     d, _, _ = data
     expect_error(lambda: read(spark, d, subscribe="tx", **{"kafka.isolation.level": "serializable"}), "isolation", "serializable")
+    # Kafka's ConfigDef matches the value exactly, as Spark's source passes it on.
+    expect_error(lambda: read(spark, d, subscribe="tx", **{"kafka.isolation.level": "READ_COMMITTED"}),
+                 "READ_COMMITTED")
 
 
 def test_path_does_not_exist(spark, tmp_path):

@@ -14,6 +14,7 @@ import os
 import re
 import shutil
 import uuid
+import warnings
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
@@ -272,10 +273,15 @@ def _select(folders: List[TopicPartitionFolder], options: Mapping[str, str], req
         raise KafkaLogOptionError('option assign must be JSON like {"topicA":[0,1],"topicB":[2,4]}')
     wanted = {(t, int(p)) for t, ps in assigned.items() for p in ps}
     have = {(f.topic, f.partition): f for f in folders}
+    missing_topics = sorted({t for t, _ in wanted} - {f.topic for f in folders})
+    if missing_topics:
+        raise KafkaLogOptionError(f"assigned topics {missing_topics} have no partition folders under the path")
     missing = sorted(wanted - set(have))
     if missing:
-        raise KafkaLogOptionError(f"assigned partitions {missing} have no folders under the path")
-    return [have[k] for k in sorted(wanted)]
+        # As Spark's Kafka source: partitions a topic does not have are read as empty.
+        warnings.warn(f"assigned partitions {missing} have no folders under the path: nothing read from them",
+                      stacklevel=2)
+    return [have[k] for k in sorted(wanted) if k in have]
 
 
 class OffsetRange(InputPartition):
@@ -328,6 +334,11 @@ class _Limits:
                 self.kind = "latest"
             else:
                 self.kind, self.value = "offsets", _per_partition(options, f"{side}offsets", folders)
+                bad = {tp: o for tp, o in self.value.items() if o < EARLIEST}
+                if bad:
+                    raise KafkaLogOptionError(
+                        f"option {side}Offsets: {bad} are not offsets (an offset is 0 or more, or -2 for "
+                        "earliest, -1 for latest)")
         else:
             self.kind = "earliest" if starting else "latest"
         # Spark's batch rules: a batch cannot start at latest or end at earliest.
@@ -429,7 +440,8 @@ def plan_read(options: Mapping[str, Any], folders: Optional[Sequence[str]] = Non
         found = _select(found, opts, required=False)
     else:
         found = _select(discover(_paths(opts)), opts, required=True)
-    isolation = opts.get("kafka.isolation.level", "read_uncommitted").strip().lower()
+    # Kafka's ConfigDef trims the value and matches it exactly (READ_COMMITTED is refused).
+    isolation = opts.get("kafka.isolation.level", "read_uncommitted").strip()
     if isolation not in ("read_uncommitted", "read_committed"):
         raise KafkaLogOptionError(f"kafka.isolation.level must be read_uncommitted or read_committed, not {isolation!r}")
     include_headers = _bool(opts, "includeheaders", False)
@@ -463,6 +475,13 @@ def plan_read(options: Mapping[str, Any], folders: Optional[Sequence[str]] = Non
             earliest, latest = log.log_start_offset, log.latest_offset(isolation)
         finally:
             log.close()
+        # As Spark's KafkaSourceRDD: the offsets asked for must be in order; lost ones are then
+        # stepped over at read time (failOnDataLoss=false), which may leave nothing to read.
+        if start > end:
+            raise KafkaLogOptionError(
+                f"Beginning offset {start} is after the ending offset {end} for topic {f.topic} partition "
+                f"{f.partition}. You either provided an invalid fromOffset, or the Kafka topic has been damaged"
+            )
         if start < earliest:
             if fail_on_data_loss:
                 raise KafkaLogOptionError(
@@ -471,6 +490,7 @@ def plan_read(options: Mapping[str, Any], folders: Optional[Sequence[str]] = Non
                     'deleteRecords). Set the source option "failOnDataLoss" to "false" to read from the log start.'
                 )
             start = earliest
+            end = max(end, start)  # a range wholly below the log start: nothing left of it
         if end > latest:
             if fail_on_data_loss:
                 raise KafkaLogOptionError(
@@ -478,11 +498,7 @@ def plan_read(options: Mapping[str, Any], folders: Optional[Sequence[str]] = Non
                     f"({isolation}). Set failOnDataLoss=false to stop at the latest offset."
                 )
             end = latest
-        if start > end:
-            raise KafkaLogOptionError(
-                f"Beginning offset {start} is after the ending offset {end} for topic {f.topic} partition "
-                f"{f.partition}. You either provided an invalid fromOffset, or the Kafka topic has been damaged"
-            )
+            start = min(start, end)  # a range wholly past the latest offset: nothing to read yet
         ranges.append(OffsetRange(f.path, f.topic, f.partition, start, end))
     if commit is not None:
         # Nothing to read in a partition: its offset is committed as it is, now.
@@ -631,6 +647,14 @@ class KafkaLogDataSource(DataSource):
 
     def reader(self, schema: StructType) -> DataSourceReader:
         return KafkaLogReader(plan_read(self.options))
+
+    def streamReader(self, schema: StructType) -> Any:
+        # PySpark asks for a stream reader only when the query starts; without this its fallback
+        # fails with an UnboundLocalError that names nothing.
+        raise KafkaLogOptionError(
+            "kafkalog reads batches: spark.readStream is not supported. Read with spark.read; a job "
+            "run again and again resumes where it stopped with startingOffsetsFromGroup and commitToGroup."
+        )
 
     def writer(self, schema: StructType, overwrite: bool) -> KafkaLogWriter:
         if overwrite:

@@ -162,6 +162,12 @@ class Producer:
     bytes, as Kafka's ``batch.size``), when its first record waited ``linger_ms`` (checked on each
     ``send`` and ``poll()``), on ``flush()`` and on ``close()``.
 
+    A batch whose append fails reports it on its records' ``RecordMetadata`` (``get()`` raises
+    it, typed), never on a later ``send``; ``flush()`` and ``close()`` raise the first failure
+    too. A batch over the topic's ``max.message.bytes`` is split, as Kafka's producer splits one
+    the broker refused, so only a record too large alone fails (``RecordTooLargeError``); the
+    records after it go in. In a transaction, a failed record leaves it only to abort.
+
     ``acks``: ``0`` and ``1`` leave appended bytes to the page cache; ``"all"`` (the default, as
     in Kafka) fsyncs every batch before the call that appended it returns.
     ``partitioner``: ``"default"`` (Kafka's built-in: murmur2 of the key, sticky without a key),

@@ -13,6 +13,7 @@ use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use crate::config::LogConfig;
 use crate::error::{Error, Result};
 use crate::index::txn::AbortedTxn;
+use crate::index::OffsetPosition;
 use crate::record::batch::{
     set_base_offset, set_max_timestamp, set_partition_leader_epoch, Batch, DefaultBatch,
     LAST_OFFSET_DELTA_OFFSET, MAGIC_V2,
@@ -909,7 +910,24 @@ impl Log {
                     continue;
                 }
                 if isolation == FetchIsolation::TxnCommitted {
-                    let upper = last_offset_of(&info.records)?.map_or(start_offset, |o| o + 1);
+                    // Kafka's `addAbortedTransactions`: up to the first index entry past the
+                    // bytes read, else the next segment or the log end; an aborted transaction
+                    // just past the fetch is listed too (the consumer's next fetch may need it).
+                    let fetch_start = OffsetPosition {
+                        offset: info.fetch_offset_metadata.message_offset,
+                        position: info.fetch_offset_metadata.relative_position_in_segment as i32,
+                    };
+                    let fetch_size = i32::try_from(info.records.len()).unwrap_or(i32::MAX);
+                    let upper = segment
+                        .offset_index()
+                        .fetch_upper_bound_offset(fetch_start, fetch_size)
+                        .map(|entry| entry.offset)
+                        .or_else(|| {
+                            st.segments
+                                .higher(segment.base_offset())
+                                .map(LogSegment::base_offset)
+                        })
+                        .unwrap_or(leo.message_offset);
                     info.aborted_transactions =
                         Some(Self::collect_aborted(&st, start_offset, upper)?);
                 }
@@ -984,7 +1002,9 @@ impl Log {
                     return Ok(None);
                 };
                 let seg = st.segments.get(base).expect("segment just seen");
-                let found = seg.find_offset_by_timestamp(ts, st.log_start_offset)?;
+                // Kafka answers with the record that has it even below the log start (after
+                // deleteRecords): its search starts at the segment's max-timestamp entry.
+                let found = seg.find_offset_by_timestamp(ts, i64::MIN)?;
                 Ok(found.map(|t| TimestampAndOffset {
                     leader_epoch: t.leader_epoch.or_else(|| epoch_at(t.offset)),
                     ..t
@@ -1190,15 +1210,4 @@ fn cut_at_offset(records: &[u8], end_offset: i64) -> Result<Vec<u8>> {
         keep = h.position as usize + h.size;
     }
     Ok(records[..keep].to_vec())
-}
-
-fn last_offset_of(records: &[u8]) -> Result<Option<i64>> {
-    let mut last = None;
-    for h in crate::record::file_records::headers_in(records) {
-        match h {
-            Ok(h) => last = Some(h.last_offset),
-            Err(_) => break,
-        }
-    }
-    Ok(last)
 }

@@ -432,3 +432,40 @@ fn reopen_after_close_keeps_offsets_and_producer_state() {
         "the producer's last batch survives the reopen"
     );
 }
+
+#[test]
+fn a_small_fetch_lists_the_aborted_transaction_just_past_it() {
+    // Kafka's addAbortedTransactions bounds the search by the first index entry past the bytes
+    // read, else the next segment or the log end, not by the last offset read.
+    let dir = tempfile::tempdir().unwrap();
+    let log = open(dir.path(), &[]);
+    append(&log, 1);
+    log.append_as_leader(&producer_batch(7, 0, 0, 2, true), 0)
+        .unwrap();
+    log.append_txn_marker(&marker(7, 0, false), 0).unwrap();
+    let fetched = log.read(0, 1, FetchIsolation::TxnCommitted, true).unwrap();
+    assert_eq!(offsets_of(&fetched.records), [(0, 0)]);
+    let aborted = fetched.aborted_transactions.unwrap();
+    assert_eq!(
+        aborted
+            .iter()
+            .map(|a| (a.producer_id, a.first_offset))
+            .collect::<Vec<_>>(),
+        [(7, 1)]
+    );
+}
+
+#[test]
+fn max_timestamp_is_found_below_the_log_start_as_kafka_finds_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = open(dir.path(), &[]);
+    log.append_as_leader(
+        &batch_at(0, &[NOW + 100, NOW + 900, NOW + 200, NOW + 300]),
+        0,
+    )
+    .unwrap();
+    log.append_as_leader(&batch_at(0, &[NOW + 400]), 0).unwrap();
+    log.delete_records(2).unwrap();
+    let max = log.offset_for_timestamp(MAX_TIMESTAMP).unwrap().unwrap();
+    assert_eq!((max.timestamp, max.offset), (NOW + 900, 1));
+}

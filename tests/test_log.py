@@ -650,6 +650,22 @@ def test_offset_for_timestamp(tmp_path):
     log.delete_records(2)
     assert log.offset_for_timestamp(0) == (3000, 2)
     assert log.offset_for_timestamp(kafkalog.EARLIEST_TIMESTAMP)[1] == 2
+    # The largest timestamp is found below the log start, as Kafka finds it.
+    log.delete_records(5)
+    assert log.offset_for_timestamp(kafkalog.MAX_TIMESTAMP) == (9000, 3)
+
+
+def test_offset_for_timestamp_as_a_consumer_asks(tmp_path):
+    log = open_log(tmp_path)
+    log.append(recs(2, ts=1000))
+    log.append([{"value": b"t", "timestamp": 5000}], producer_id=7, producer_epoch=0, base_sequence=0,
+               transactional=True)
+    assert log.offset_for_timestamp(5000) == (5000, 2)
+    assert log.offset_for_timestamp(5000, "read_uncommitted") == (5000, 2)
+    assert log.offset_for_timestamp(5000, "read_committed") is None  # in an open transaction
+    assert log.offset_for_timestamp(kafkalog.LATEST_TIMESTAMP, "read_committed")[1] == 2
+    log.append_txn_marker(7, 0, commit=True)
+    assert log.offset_for_timestamp(5000, "read_committed") == (5000, 2)
 
 
 def test_offset_for_timestamp_multi_record_batch(tmp_path):

@@ -358,9 +358,11 @@ def _resolve(limits: _Limits, log: Log, tp: Tuple[str, int], isolation: str, str
         offset = limits.value[tp]
         return earliest if offset == EARLIEST else latest if offset == LATEST else offset
     timestamp = limits.value if limits.kind == "timestamp" else limits.value[tp]
-    found = log.offset_for_timestamp(timestamp)
+    # As the source's consumer asks ListOffsets: with its isolation level, so a record past the
+    # last fetchable offset is not found.
+    found = log.offset_for_timestamp(timestamp, isolation)
     if found is not None:
-        return min(found[1], latest)
+        return found[1]
     if limits.starting and strategy == "error":
         raise KafkaLogOptionError(
             f"No offset matched from request of topic-partition {tp[0]}-{tp[1]} and timestamp "

@@ -1038,6 +1038,31 @@ impl Log {
         }
     }
 
+    /// Kafka's `Partition.fetchOffsetForTimestamp`: ListOffsets as a consumer reading with
+    /// `isolation` asks it. LATEST is the last offset it can fetch (the high watermark, or the
+    /// last stable offset for read_committed); a record found at or past that offset is not
+    /// fetchable yet, so None. `None` answers as [`Self::offset_for_timestamp`] (to the log end,
+    /// as a replica asks).
+    pub fn list_offsets(
+        &self,
+        timestamp: i64,
+        isolation: Option<FetchIsolation>,
+    ) -> Result<Option<TimestampAndOffset>> {
+        let found = self.offset_for_timestamp(timestamp)?;
+        let Some(isolation) = isolation else {
+            return Ok(found);
+        };
+        let last_fetchable = self.fetch_upper_bound(isolation);
+        Ok(match timestamp {
+            LATEST_TIMESTAMP => found.map(|t| TimestampAndOffset {
+                offset: last_fetchable,
+                ..t
+            }),
+            EARLIEST_TIMESTAMP | EARLIEST_LOCAL_TIMESTAMP => found,
+            _ => found.filter(|t| t.offset < last_fetchable),
+        })
+    }
+
     // ----- truncation -----
 
     /// Kafka's `truncateTo`: removes every record at or after `target_offset`, and the records

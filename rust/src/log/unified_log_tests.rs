@@ -469,3 +469,41 @@ fn max_timestamp_is_found_below_the_log_start_as_kafka_finds_it() {
     let max = log.offset_for_timestamp(MAX_TIMESTAMP).unwrap().unwrap();
     assert_eq!((max.timestamp, max.offset), (NOW + 900, 1));
 }
+
+#[test]
+fn list_offsets_as_a_consumer_asks_stops_at_what_it_can_fetch() {
+    // Kafka's Partition.fetchOffsetForTimestamp: LATEST is the isolation's last fetchable offset,
+    // and a record found at or past it is not fetchable yet.
+    let dir = tempfile::tempdir().unwrap();
+    let log = open(dir.path(), &[]);
+    append(&log, 2); // NOW, NOW + 1
+    log.append_as_leader(&producer_batch(9, 0, 0, 3, true), 0)
+        .unwrap(); // offsets 2..4, NOW..NOW + 2, open
+    let at = |ts, isolation| {
+        log.list_offsets(ts, isolation)
+            .unwrap()
+            .map(|t| (t.timestamp, t.offset))
+    };
+    assert_eq!(at(NOW + 2, None), Some((NOW + 2, 4)));
+    assert_eq!(
+        at(NOW + 2, Some(FetchIsolation::HighWatermark)),
+        Some((NOW + 2, 4))
+    );
+    assert_eq!(at(NOW + 2, Some(FetchIsolation::TxnCommitted)), None);
+    assert_eq!(
+        at(NOW + 1, Some(FetchIsolation::TxnCommitted)),
+        Some((NOW + 1, 1))
+    );
+    assert_eq!(
+        at(LATEST_TIMESTAMP, Some(FetchIsolation::TxnCommitted)),
+        Some((-1, 2))
+    );
+    assert_eq!(
+        at(LATEST_TIMESTAMP, Some(FetchIsolation::HighWatermark)),
+        Some((-1, 5))
+    );
+    assert_eq!(
+        at(EARLIEST_TIMESTAMP, Some(FetchIsolation::TxnCommitted)),
+        Some((-1, 0))
+    );
+}

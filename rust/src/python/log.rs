@@ -518,14 +518,20 @@ impl Log {
     }
 
     /// Kafka's ListOffsets: `timestamp` is a time in ms, or EARLIEST (-2), LATEST (-1),
-    /// MAX_TIMESTAMP (-3). Returns a `TimestampAndOffset` or None.
+    /// MAX_TIMESTAMP (-3). Returns a `TimestampAndOffset` or None. `isolation` asks as a consumer
+    /// does ("read_uncommitted" or "read_committed"): LATEST is then the high watermark or the
+    /// last stable offset, and a record at or past it is not found (None); without it, as a
+    /// replica asks, to the log end.
+    #[pyo3(signature = (timestamp, isolation = None))]
     fn offset_for_timestamp<'py>(
         &self,
         py: Python<'py>,
         timestamp: i64,
+        isolation: Option<&str>,
     ) -> PyResult<Option<Bound<'py, PyAny>>> {
+        let isolation = isolation.map(isolation_of).transpose()?;
         let log = self.inner.clone();
-        py.allow_threads(move || log.offset_for_timestamp(timestamp))?
+        py.allow_threads(move || log.list_offsets(timestamp, isolation))?
             .map(|t| t.into_py_result(py))
             .transpose()
     }

@@ -170,6 +170,8 @@ pub struct Log {
     checkpointed_high_watermark: Option<i64>,
     /// This partition's entry in the log dir's `recovery-point-offset-checkpoint` when opened.
     checkpointed_recovery_point: Option<i64>,
+    /// The log end when opened (what `tail_loss` compares the recovery point with).
+    log_end_when_opened: i64,
 }
 
 impl std::fmt::Debug for Log {
@@ -196,6 +198,7 @@ impl Log {
         checkpointed_high_watermark: Option<i64>,
         checkpointed_recovery_point: Option<i64>,
     ) -> Log {
+        let log_end_when_opened = state.log_end_offset.message_offset;
         Log {
             dir,
             config: options.config.clone(),
@@ -207,6 +210,7 @@ impl Log {
             damaged_ranges,
             checkpointed_high_watermark,
             checkpointed_recovery_point,
+            log_end_when_opened,
         }
     }
 
@@ -240,13 +244,14 @@ impl Log {
     pub fn checkpointed_recovery_point(&self) -> Option<i64> {
         self.checkpointed_recovery_point
     }
-    /// Records lost past the log end, when the recovery-point checkpoint says more were flushed
-    /// to disk than the segments hold: a last segment emptied or cut on a batch boundary since,
-    /// which reads as a shorter, healthy log. Kafka serves it silently; it is not refused here
-    /// either (a follower's truncation before its next checkpoint leaves the same), only told.
+    /// Records lost past the log end the open found, when the recovery-point checkpoint says
+    /// more were flushed to disk than the segments held: a last segment emptied or cut on a
+    /// batch boundary since, which reads as a shorter, healthy log. Kafka serves it silently; it
+    /// is not refused here either (a follower's truncation before its next checkpoint leaves the
+    /// same), only told.
     pub fn tail_loss(&self) -> Option<String> {
         let recovery_point = self.checkpointed_recovery_point?;
-        let log_end = self.log_end_offset();
+        let log_end = self.log_end_when_opened;
         (recovery_point > log_end).then(|| {
             format!(
                 "the log ends at offset {log_end}, but its log dir's \

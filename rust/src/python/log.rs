@@ -509,8 +509,8 @@ impl Log {
         self.inner.checkpointed_recovery_point()
     }
 
-    /// What is missing past the log end when the recovery-point checkpoint says more was flushed
-    /// than the segments hold (a last segment cut or emptied since); None otherwise. Kafka serves
+    /// What the open found missing past the log end: the recovery-point checkpoint said more was
+    /// flushed than the segments held (a last segment cut or emptied since); None otherwise. Kafka serves
     /// such a log silently; the command line prints this as a note.
     #[getter]
     fn tail_loss(&self) -> Option<String> {

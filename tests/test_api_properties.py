@@ -102,8 +102,6 @@ def test_negative_sizes_counts_and_times_are_value_errors_naming_the_argument(ro
     calls = {
         "max_length": lambda: ro_log.read(0, -1),
         "max_bytes": lambda: ro_log.read(0, max_bytes=-5),
-        "batch_rows": lambda: ro_log.to_arrow(batch_rows=-1),
-        "batch_bytes": lambda: ro_log.to_arrow(batch_bytes=-1),
         "linger_ms": lambda: kafkalog.Producer(topic, linger_ms=-1),
         "batch_size": lambda: kafkalog.Producer(topic, batch_size=-1),
         "sync_interval_ms": lambda: kafkalog.Consumer(tmp_path, "g", "t", sync_interval_ms=-1),
@@ -111,6 +109,10 @@ def test_negative_sizes_counts_and_times_are_value_errors_naming_the_argument(ro
     for name, call in calls.items():
         with pytest.raises(kafkalog.InvalidArgumentError, match=f"{name} must be 0 or more, got -"):
             call()
+    for name in ("batch_rows", "batch_bytes"):  # sizes of at least one, 0 and -1 said alike
+        for bad in (0, -1):
+            with pytest.raises(kafkalog.InvalidArgumentError, match=f"{name} must be at least 1, got {bad}"):
+                ro_log.to_arrow(**{name: bad})
     with kafkalog.Consumer(tmp_path, "g", "t") as consumer:
         for poll in (consumer.poll, consumer.poll_arrow):
             with pytest.raises(ValueError, match="max_records must be 0 or more, got -1"):

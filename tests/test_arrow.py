@@ -281,6 +281,34 @@ def test_append_arrow_round_trips_spark_sink_columns(tmp_path):
         with pytest.raises(kafkalog.InvalidArgumentError, match="row 1 has timestamp -5"):
             log.append_arrow(early)
         assert log.log_end_offset == 9
+        # Rows are numbered across the input's batches; each batch is one append.
+        two = pa.Table.from_batches([early.slice(0, 1).to_batches()[0], early.slice(1, 1).to_batches()[0]])
+        with pytest.raises(kafkalog.InvalidArgumentError, match="row 1 has timestamp -5"):
+            log.append_arrow(two)
+        assert log.log_end_offset == 10
+        # Never a changed value or a dropped header: seconds past Kafka's milliseconds, null headers.
+        far = pa.table({"value": [b"a"], "timestamp": pa.array([2**62], pa.timestamp("s"))})
+        with pytest.raises(kafkalog.InvalidArgumentError, match="past what Kafka's millisecond"):
+            log.append_arrow(far)
+        header = pa.struct([("key", pa.string()), ("value", pa.binary())])
+        holed = pa.table({"value": [b"a"], "headers": pa.array([[{"key": "a", "value": b"1"}, None]],
+                                                                  pa.list_(header))})
+        with pytest.raises(kafkalog.InvalidArgumentError, match="row 0 has a null header"):
+            log.append_arrow(holed)
+        assert log.log_end_offset == 10
+
+
+def test_a_timestamp_past_microseconds_fails_the_read(tmp_path):
+    # Spark's Kafka source fails converting it (Math.multiplyExact); never a clamped value.
+    with kafkalog.Log(tmp_path / "t-0", read_only=False, create=True,
+                      config={"message.timestamp.after.max.ms": 2**63 - 1}) as log:
+        log.append([{"value": b"ok", "timestamp": 1_700_000_000_000}])
+        log.append([{"value": b"far", "timestamp": 2**62}])
+        for zero_copy in (False, True):
+            with pytest.raises(kafkalog.InvalidRecordError, match=f"offset 1 has timestamp {2**62} ms"):
+                log.to_arrow(zero_copy=zero_copy).read_all()
+        assert log.to_arrow(end=1).read_all().num_rows == 1
+        assert [r.timestamp for r in log.records()] == [1_700_000_000_000, 2**62]
 
 
 @pytest.mark.parametrize(

@@ -400,6 +400,8 @@ pub struct KafkaRecordBatchBuilder {
     headers: Option<ListBuilder<StructBuilder>>,
     /// Key, value and header bytes taken so far (an upper bound: whole Kafka payloads).
     bytes: usize,
+    /// The first record whose timestamp does not fit Arrow's microseconds: (offset, ms).
+    timestamp_overflow: Option<(i64, i64)>,
 }
 
 impl KafkaRecordBatchBuilder {
@@ -442,6 +444,7 @@ impl KafkaRecordBatchBuilder {
             timestamp_type: Vec::new(),
             headers,
             bytes: 0,
+            timestamp_overflow: None,
         }
     }
 
@@ -465,7 +468,7 @@ impl KafkaRecordBatchBuilder {
 
     /// Adds the records of one Kafka batch as rows, the way Spark's Kafka source converts each
     /// ConsumerRecord (copied: records given as a list borrow from no read window).
-    pub fn append_batch(&mut self, records: &[Record<'_>]) {
+    pub fn append_batch(&mut self, records: &[Record<'_>]) -> Result<()> {
         let bytes = records
             .iter()
             .map(|r| r.key.map_or(0, <[u8]>::len) + r.value.map_or(0, <[u8]>::len))
@@ -474,6 +477,20 @@ impl KafkaRecordBatchBuilder {
         let (key, value, mut rows) = self.columns();
         for record in records {
             rows.push(key, value, record, None);
+        }
+        self.check_timestamps()
+    }
+
+    /// Spark's source converts a timestamp with `Math.multiplyExact` and fails past what
+    /// microseconds hold; so does this, rather than change the value.
+    fn check_timestamps(&mut self) -> Result<()> {
+        match self.timestamp_overflow.take() {
+            None => Ok(()),
+            Some((offset, ms)) => Err(Error::InvalidRecord(format!(
+                "the record at offset {offset} has timestamp {ms} ms, past what a microsecond \
+                 timestamp holds (Arrow's and Spark's; Spark's Kafka source fails on it too): \
+                 read it with records()"
+            ))),
         }
     }
 
@@ -501,7 +518,8 @@ impl KafkaRecordBatchBuilder {
             BatchRecordIter::Legacy(records) => {
                 self.append_decoded(records.map(Ok), offsets, window)
             }
-        }
+        }?;
+        self.check_timestamps()
     }
 
     #[inline(always)]
@@ -550,6 +568,7 @@ impl KafkaRecordBatchBuilder {
             timestamp,
             timestamp_type,
             headers,
+            timestamp_overflow,
             ..
         } = self;
         let rows = Rows {
@@ -557,13 +576,14 @@ impl KafkaRecordBatchBuilder {
             timestamp,
             timestamp_type,
             headers: headers.as_mut(),
+            timestamp_overflow,
         };
         (key, value, rows)
     }
 
     /// Adds one record as a row.
-    pub fn append(&mut self, record: &Record<'_>) {
-        self.append_batch(std::slice::from_ref(record));
+    pub fn append(&mut self, record: &Record<'_>) -> Result<()> {
+        self.append_batch(std::slice::from_ref(record))
     }
 
     fn append_headers(headers: &mut ListBuilder<StructBuilder>, record: &Record<'_>) {
@@ -643,6 +663,7 @@ struct Rows<'b> {
     timestamp: &'b mut Vec<i64>,
     timestamp_type: &'b mut Vec<i32>,
     headers: Option<&'b mut ListBuilder<StructBuilder>>,
+    timestamp_overflow: &'b mut Option<(i64, i64)>,
 }
 
 impl Rows<'_> {
@@ -679,7 +700,11 @@ impl Rows<'_> {
         value.append_bytes(record.value, window);
         self.offset.push(record.offset);
         // Kafka's milliseconds as Spark's microseconds; exact, since 1000 divides them back.
-        self.timestamp.push(record.timestamp.saturating_mul(1000));
+        let (micros, overflow) = record.timestamp.overflowing_mul(1000);
+        if overflow && self.timestamp_overflow.is_none() {
+            *self.timestamp_overflow = Some((record.offset, record.timestamp));
+        }
+        self.timestamp.push(micros);
         self.timestamp_type
             .push(i32::from(record.timestamp_type.id()));
         if let Some(headers) = self.headers.as_deref_mut() {
@@ -946,6 +971,8 @@ pub struct SinkColumns {
     topic: Option<ArrayRef>,
     partition: Option<ArrayRef>,
     rows: usize,
+    /// The number of this batch's first row in the whole input (errors name rows by it).
+    first_row: usize,
 }
 
 fn is_bytes_like(t: &DataType) -> bool {
@@ -1089,6 +1116,7 @@ impl SinkColumns {
             topic,
             partition,
             rows: batch.num_rows(),
+            first_row: 0,
         })
     }
 
@@ -1100,8 +1128,16 @@ impl SinkColumns {
         self.topic.is_some()
     }
 
+    /// Numbers this batch's rows from `first_row` in errors: the rows of the input's batches
+    /// before it.
+    pub fn numbered_from(mut self, first_row: usize) -> Self {
+        self.first_row = first_row;
+        self
+    }
+
     /// Row `i` (< `num_rows()`).
     pub fn row(&self, i: usize) -> Result<SinkRow<'_>> {
+        let n = self.first_row + i;
         fn opt_bytes(c: Option<&ArrayRef>, i: usize) -> Option<&[u8]> {
             match c {
                 Some(a) if a.data_type() != &DataType::Null => bytes_at(a.as_ref(), i),
@@ -1114,7 +1150,7 @@ impl SinkColumns {
                 DataType::Int64 => {
                     let p = a.as_primitive::<Int64Type>().value(i);
                     i32::try_from(p).map_err(|_| {
-                        Error::InvalidArgument(format!("partition {p} in row {i} is out of range"))
+                        Error::InvalidArgument(format!("partition {p} in row {n} is out of range"))
                     })?
                 }
                 _ => unreachable!("checked by SinkColumns::new"),
@@ -1124,10 +1160,15 @@ impl SinkColumns {
         let timestamp = match &self.timestamp {
             Some(a) if !a.is_null(i) => Some(match a.data_type() {
                 DataType::Int64 => a.as_primitive::<Int64Type>().value(i),
-                DataType::Timestamp(TimeUnit::Second, _) => a
-                    .as_primitive::<TimestampSecondType>()
-                    .value(i)
-                    .saturating_mul(1000),
+                DataType::Timestamp(TimeUnit::Second, _) => {
+                    let s = a.as_primitive::<TimestampSecondType>().value(i);
+                    s.checked_mul(1000).ok_or_else(|| {
+                        Error::InvalidArgument(format!(
+                            "row {n} has timestamp {s} s, past what Kafka's millisecond \
+                             timestamps hold"
+                        ))
+                    })?
+                }
                 DataType::Timestamp(TimeUnit::Millisecond, _) => {
                     a.as_primitive::<TimestampMillisecondType>().value(i)
                 }
@@ -1146,7 +1187,7 @@ impl SinkColumns {
         if let Some(t) = timestamp.filter(|t| *t < 0) {
             // Kafka's ProducerRecord, through which Spark's Kafka sink writes every row.
             return Err(Error::InvalidArgument(format!(
-                "row {i} has timestamp {t}: a timestamp must be non-negative or null, as \
+                "row {n} has timestamp {t}: a timestamp must be non-negative or null, as \
                  Kafka's producer requires"
             )));
         }
@@ -1168,12 +1209,16 @@ impl SinkColumns {
                 };
                 let fields = child.as_struct();
                 let (keys, values) = (fields.column(0), fields.column(1));
-                for j in range {
+                for (k, j) in range.enumerate() {
+                    // Spark's Kafka sink has no header to make of a null one; never dropped.
                     if fields.is_null(j) {
-                        continue;
+                        return Err(Error::InvalidArgument(format!(
+                            "row {n} has a null header (its headers' entry {k}): a header is a \
+                             struct of a key and a value"
+                        )));
                     }
                     let key = str_at(keys.as_ref(), j).ok_or_else(|| {
-                        Error::InvalidArgument(format!("row {i} has a header with a null key"))
+                        Error::InvalidArgument(format!("row {n} has a header with a null key"))
                     })?;
                     let value = if values.data_type() == &DataType::Null {
                         None
@@ -1434,6 +1479,49 @@ mod tests {
     }
 
     #[test]
+    fn a_timestamp_past_microseconds_fails_the_read_instead_of_changing() {
+        // Kafka takes any long once message.timestamp.after.max.ms allows it; Spark's source
+        // fails converting one past i64 microseconds, and so does this (no clamped value).
+        let dir = tempfile::tempdir().unwrap();
+        let mut config = crate::config::LogConfig::default();
+        config
+            .set("message.timestamp.after.max.ms", &i64::MAX.to_string())
+            .unwrap();
+        let log = Log::open(
+            dir.path().join("t-0"),
+            LogOptions {
+                read_only: false,
+                create: true,
+                config,
+                ..LogOptions::default()
+            },
+        )
+        .unwrap();
+        for ts in [1_700_000_000_000, i64::MAX / 1000 + 1] {
+            let mut b = BatchBuilder::new(BatchOptions::default());
+            b.append(ts, None, Some(b"v"), &[]).unwrap();
+            log.append_as_leader(&b.build().unwrap(), 0).unwrap();
+        }
+        let log = Arc::new(log);
+        for zero_copy in [false, true] {
+            let err = whole_log_reader(&log, 10, zero_copy)
+                .collect::<std::result::Result<Vec<_>, _>>()
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.contains("offset 1 has timestamp 9223372036854776 ms"),
+                "{err}"
+            );
+        }
+        let first = LogArrowReader::new(log, None, Some(1), FetchIsolation::LogEnd, false, 10)
+            .unwrap()
+            .next_batch()
+            .unwrap()
+            .unwrap();
+        assert_eq!(first.num_rows(), 1);
+    }
+
+    #[test]
     fn rows_follow_sparks_kafka_source() {
         let (_d, log) = log_with(&[
             (Some(b"k0"), Some(b"v0"), vec![]),
@@ -1688,7 +1776,7 @@ mod tests {
             })
             .collect();
         let mut builder = KafkaRecordBatchBuilder::new_with(None, None, false, true);
-        builder.append_batch(&records);
+        builder.append_batch(&records).unwrap();
         let batch = builder.finish();
         for (column, expected) in [
             (1, records.iter().map(|r| r.value).collect::<Vec<_>>()),

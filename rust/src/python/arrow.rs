@@ -99,9 +99,11 @@ pub fn log_append_arrow(
     let reader = data.into_reader()?;
     let range = py.allow_threads(move || -> Result<Option<(i64, i64)>> {
         let mut range: Option<(i64, i64)> = None;
+        let mut first_row = 0;
         for batch in reader {
             let batch = batch.map_err(arrow_error)?;
-            let columns = SinkColumns::new(&batch)?;
+            let columns = SinkColumns::new(&batch)?.numbered_from(first_row);
+            first_row += columns.num_rows();
             if columns.num_rows() == 0 {
                 continue;
             }
@@ -196,7 +198,7 @@ fn stage_arrow(
         let mut row_index = 0usize;
         for batch in reader {
             let batch = batch.map_err(arrow_error)?;
-            let columns = SinkColumns::new(&batch)?;
+            let columns = SinkColumns::new(&batch)?.numbered_from(row_index);
             let now = now_ms();
             for i in 0..columns.num_rows() {
                 let row = columns.row(i)?;

@@ -125,6 +125,18 @@ pub fn non_negative(name: &str, value: i64) -> PyResult<u64> {
     })
 }
 
+/// A size that must be at least 1 (rows or bytes a batch holds): said the same way for 0 and
+/// for a negative one.
+pub fn positive_size(name: &str, value: i64) -> PyResult<usize> {
+    match usize::try_from(value) {
+        Ok(v) if v >= 1 => Ok(v),
+        _ => Err(crate::error::Error::InvalidArgument(format!(
+            "{name} must be at least 1, got {value}"
+        ))
+        .into()),
+    }
+}
+
 /// [`non_negative`] as a `usize`.
 pub fn non_negative_size(name: &str, value: i64) -> PyResult<usize> {
     Ok(non_negative(name, value)? as usize)

@@ -9,7 +9,7 @@ use pyo3::types::{PyDict, PyList};
 
 use crate::error::Result;
 use crate::log::{FetchIsolation, Log as RsLog, LogOptions, OnCorruption};
-use crate::python::errors::non_negative_size;
+use crate::python::errors::{non_negative_size, positive_size};
 use crate::python::records::{
     batches_to_py, build_v2, decode_batch, extract_records, now_ms, record_to_py, DecodedBatch,
 };
@@ -459,9 +459,9 @@ impl Log {
             end,
             isolation_of(isolation)?,
             include_headers,
-            non_negative_size("batch_rows", batch_rows)?,
+            positive_size("batch_rows", batch_rows)?,
             zero_copy,
-            non_negative_size("batch_bytes", batch_bytes)?,
+            positive_size("batch_bytes", batch_bytes)?,
             check_crcs_ahead,
         )
     }

@@ -114,18 +114,27 @@ fn reopen_after_clean_shutdown_recovers_nothing() {
     assert_eq!(all_batches(&log), expected());
 }
 
-#[test]
-fn a_writer_removes_the_clean_shutdown_marker_so_its_crash_is_recovered() {
-    let root = tempfile::tempdir().unwrap();
-    let dir = root.path().join("t-0");
+/// `root/t-0`: 15 batches of two records (offsets 0..29), closed, with the log dir's
+/// clean-shutdown marker as a broker that stopped cleanly leaves it.
+fn closed_beside_a_clean_shutdown_marker(
+    root: &Path,
+) -> (PathBuf, crate::log::checkpoint::CleanShutdownFile) {
+    let dir = root.join("t-0");
     let log = open(&dir);
     for i in 0..15 {
         log.append_as_leader(&batch_at(0, &[i, i]), 0).unwrap();
     }
     log.close().unwrap();
     drop(log);
-    let marker = crate::log::checkpoint::CleanShutdownFile::in_log_dir(root.path());
+    let marker = crate::log::checkpoint::CleanShutdownFile::in_log_dir(root);
     marker.write(7).unwrap();
+    (dir, marker)
+}
+
+#[test]
+fn a_writer_removes_the_clean_shutdown_marker_so_its_crash_is_recovered() {
+    let root = tempfile::tempdir().unwrap();
+    let (dir, marker) = closed_beside_a_clean_shutdown_marker(root.path());
     let read_only = Log::open(&dir, options(true)).unwrap();
     drop(read_only);
     assert!(marker.exists(), "a read-only open changes nothing");
@@ -395,15 +404,7 @@ fn tree(root: &Path) -> Vec<(PathBuf, usize, u32)> {
 fn a_torn_tail_beside_the_clean_shutdown_marker_is_damage_and_a_failed_open_changes_nothing() {
     use crate::log::{DamageAction, OnCorruption};
     let root = tempfile::tempdir().unwrap();
-    let dir = root.path().join("t-0");
-    let log = open(&dir);
-    for i in 0..15 {
-        log.append_as_leader(&batch_at(0, &[i, i]), 0).unwrap();
-    }
-    log.close().unwrap();
-    drop(log);
-    let marker = crate::log::checkpoint::CleanShutdownFile::in_log_dir(root.path());
-    marker.write(7).unwrap();
+    let (dir, marker) = closed_beside_a_clean_shutdown_marker(root.path());
     // The last batch loses its last bytes after the broker stopped cleanly.
     let last_log = files(&dir, ".log").pop().unwrap();
     let size = fs::metadata(&last_log).unwrap().len();

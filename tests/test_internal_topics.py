@@ -19,6 +19,9 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
+import subprocess
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -265,3 +268,30 @@ def test_data_dir_and_spark_start_from_a_brokers_group(broker_dir):
                 ks.group_offsets(data_dir, group)
             continue
         assert ks.group_offsets(data_dir, group) == {tp: o["offset"] for tp, o in admin.items()}, group
+
+
+@pytest.mark.parametrize("decoder", list(DECODERS))
+def test_a_decoder_given_a_data_dir_dumps_its_topic_only(broker_dir, decoder, tmp_path):
+    """`kafkalog dump <data dir> --offsets-decoder` is what an operator types: the decoder reads
+    only its own topic (other topics' records are not its format), segments and KRaft snapshots
+    alike, and prints what dumping that partition's files prints."""
+    d = broker_dir["data_dir"]
+    major = int(broker_dir["version"][0])
+    folder = d / DECODERS[decoder]
+    run = lambda *a: subprocess.run([sys.executable, "-m", "kafkalog", "dump", *a, "--kafka-version", str(major)],
+                                    capture_output=True, text=True, timeout=300)
+    whole = run(str(d), decoder)
+    assert whole.returncode == 0, whole.stderr
+    dumped = [line.split(" ", 1)[1] for line in whole.stdout.splitlines() if line.startswith("Dumping ")]
+    assert dumped and all(Path(f).parent == folder for f in dumped), dumped
+    assert any(f.endswith(".log") for f in dumped)
+    if decoder == "--cluster-metadata-decoder":
+        assert any(f.endswith(".checkpoint") for f in dumped), "the controller's snapshots are dumped too"
+    assert whole.stdout == run(str(folder), decoder).stdout
+    assert whole.stdout == run("--files", ",".join(dumped), decoder).stdout
+    # A data dir without that topic: a clear one-line error, not a dump of everything else.
+    other = tmp_path / "data"
+    shutil.copytree(d / f"{T_ORDERS}-0", other / f"{T_ORDERS}-0")
+    missing = run(str(other), decoder)
+    assert missing.returncode == 1 and DECODERS[decoder][:-2] in missing.stderr, missing.stderr
+    assert len(missing.stderr.strip().splitlines()) == 1 and "Traceback" not in missing.stderr

@@ -54,13 +54,21 @@ def _text(b: bytes | None) -> str | None:
 
 
 def _segment_files(folder: Path) -> list[str]:
-    files = [p for p in folder.iterdir() if p.suffix in _SEGMENT_SUFFIXES and p.stem.isdigit()]
-    order = {s: i for i, s in enumerate(_SEGMENT_SUFFIXES)}
-    return [str(p) for p in sorted(files, key=lambda p: (int(p.stem), order[p.suffix]))]
+    """A partition folder's segment files, and the KRaft snapshots (`<offset>-<epoch>.checkpoint`)
+    of `__cluster_metadata-0`, by offset."""
+    order = {s: i for i, s in enumerate(_SEGMENT_SUFFIXES + (".checkpoint",))}
+    files = []
+    for p in folder.iterdir():
+        offset = p.stem.split("-")[0] if p.suffix == ".checkpoint" else p.stem
+        if p.suffix in order and offset.isdigit() and (p.suffix != ".checkpoint" or
+                                                        re.fullmatch(r"\d{20}-\d{10}", p.stem)):
+            files.append((int(offset), order[p.suffix], str(p)))
+    return [f for _, _, f in sorted(files)]
 
 
-def _expand_paths(paths: list[str]) -> list[str]:
-    """Files as they are; a partition folder as its segment files; a data dir as its partitions'."""
+def _expand_paths(paths: list[str], topic: str | None = None) -> list[str]:
+    """Files as they are; a partition folder as its segment files; a data dir as its partitions'
+    (only `topic`'s when given: an internal topic's decoder reads nothing else)."""
     files: list[str] = []
     for arg in paths:
         p = Path(arg)
@@ -73,10 +81,14 @@ def _expand_paths(paths: list[str]) -> list[str]:
         if own:
             files += own
             continue
-        partitions = [Path(d) for _, _, d in kafkalog.partition_folders(str(p))]
+        partitions = [(t, Path(d)) for t, _, d in kafkalog.partition_folders(str(p))]
         if not partitions:
             raise ValueError(f"{arg}: neither a partition folder (no segment files) nor a data dir")
-        for d in partitions:
+        if topic is not None:
+            partitions = [(t, d) for t, d in partitions if t == topic]
+            if not partitions:
+                raise DataError(f"{arg}: the data dir holds no {topic} partition to decode")
+        for _, d in partitions:
             files += _segment_files(d)
     return files
 
@@ -87,12 +99,13 @@ _UNSUPPORTED_DECODERS = {
 }
 # Kafka's internal topic decoders, by the option that picks them; where several are given, the
 # first in this order wins, as in Kafka's tool.
-_TOPIC_DECODERS: dict[str, tuple[str, MessageParser, str]] = {
-    "offsets_decoder": ("--offsets-decoder", "offsets",
+# Given a data dir, a decoder dumps only its topic's partitions.
+_TOPIC_DECODERS: dict[str, tuple[str, MessageParser, str, str]] = {
+    "offsets_decoder": ("--offsets-decoder", "offsets", "__consumer_offsets",
                         "decode __consumer_offsets records: committed offsets and group metadata"),
-    "transaction_log_decoder": ("--transaction-log-decoder", "transaction-log",
+    "transaction_log_decoder": ("--transaction-log-decoder", "transaction-log", "__transaction_state",
                                 "decode __transaction_state records: transaction states"),
-    "cluster_metadata_decoder": ("--cluster-metadata-decoder", "cluster-metadata",
+    "cluster_metadata_decoder": ("--cluster-metadata-decoder", "cluster-metadata", "__cluster_metadata",
                                  "decode KRaft __cluster_metadata records: topics, partitions, configs, ..."),
 }
 
@@ -109,12 +122,14 @@ def cmd_dump(args) -> int:
         while names and names[-1] == "":
             names.pop()
         files += names
-    files += _expand_paths(args.paths)
+    parser: MessageParser
+    topic: str | None
+    parser, topic = next(((name, topic) for attr, (_, name, topic, _) in _TOPIC_DECODERS.items()
+                          if getattr(args, attr)), ("decoders", None))
+    files += _expand_paths(args.paths, topic)
     if not files:
         raise UsageError("nothing to dump: give --files F[,F...] or a partition folder")
     decoders_given = args.key_decoder_class is not None or args.value_decoder_class is not None
-    parser: MessageParser = next(
-        (name for attr, (_, name, _) in _TOPIC_DECODERS.items() if getattr(args, attr)), "decoders")
     default_decoder = "org.apache.kafka.tools.api.StringDecoder"
     sys.stdout.flush()
     _, _, _, problems = _kafkalog.dump_log_segments(
@@ -229,8 +244,9 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--value-decoder-class", nargs="?",
                    const="org.apache.kafka.tools.api.StringDecoder", metavar="CLASS",
                    help="StringDecoder (default), IntegerDecoder or LongDecoder")
-    for flag, _, text in _TOPIC_DECODERS.values():
-        d.add_argument(flag, action="store_true", help=text + " (implies --print-data-log)")
+    for flag, _, topic, text in _TOPIC_DECODERS.values():
+        d.add_argument(flag, action="store_true",
+                       help=f"{text} (implies --print-data-log; of a data dir, dumps {topic} only)")
     for flag in _UNSUPPORTED_DECODERS.values():
         d.add_argument(flag, action="store_true", help="not supported yet")
     d.add_argument("--json", action="store_true",

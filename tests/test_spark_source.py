@@ -1095,17 +1095,29 @@ def test_unknown_option_lists_valid_ones(spark, data):
     )
 
 
-@pytest.mark.parametrize(
-    "opt,value",
-    [
-        ("kafka.bootstrap.servers", "localhost:9092"),
-        ("kafka.group.id", "g"),
-        ("maxOffsetsPerTrigger", "100"),
-    ],
-)
-def test_broker_only_options_are_an_error(spark, data, opt, value):
+def test_options_that_change_nothing_here_are_ignored_with_a_warning(spark, data):
+    """A job moves over from Spark's Kafka source by changing the format and adding `path`: its
+    consumer configs and stream-only options (Spark ignores those in batch queries too) read the
+    same rows, with one warning naming them."""
     d, _, _ = data
-    expect_error(lambda: read(spark, d, subscribe="orders", **{opt: value}), opt, "broker")
+    moved = {"kafka.bootstrap.servers": "broker:9092", "kafka.group.id": "g", "kafka.security.protocol": "SASL_SSL",
+             "kafka.sasl.jaas.config": "x", "maxOffsetsPerTrigger": "100", "groupIdPrefix": "p",
+             "kafkaConsumer.pollTimeoutMs": "512", "fetchOffset.numRetries": "3"}
+    assert collect(read(spark, d, subscribe="orders", **moved)) == collect(read(spark, d, subscribe="orders"))
+    with pytest.warns(UserWarning) as caught:
+        ks.plan_read({"path": str(d), "subscribe": "orders", **moved})
+    text = " ".join(str(w.message) for w in caught)
+    assert all(name.lower() in text for name in moved), text
+    # Without `path`, the error says what replaces the broker.
+    expect_error(lambda: spark.read.format("kafkalog").option("subscribe", "orders")
+                 .option("kafka.bootstrap.servers", "broker:9092").load(), "path is required")
+
+
+@pytest.mark.parametrize("opt", ["kafka.auto.offset.reset", "kafka.value.deserializer", "kafka.enable.auto.commit",
+                                 "kafka.interceptor.classes"])
+def test_client_configs_spark_refuses_are_refused(spark, data, opt):
+    d, _, _ = data
+    expect_error(lambda: read(spark, d, subscribe="orders", **{opt: "x"}), opt)
 
 
 def test_invalid_isolation_level(spark, data):
@@ -1757,3 +1769,16 @@ def test_a_daily_job_resumes_from_its_group(spark, tmp_path):
     with pytest.raises(Exception, match="not a kafkalog group"):
         spark.read.format("kafkalog").option("path", str(d)).option("subscribe", "events") \
             .option("startingOffsetsFromGroup", "nobody").load().collect()
+
+
+def test_write_ignores_producer_configs_and_refuses_serializers(spark, tmp_path):
+    """As on the read side: a sink job moves over with its producer configs (ignored, with a
+    warning), while the serializers Spark's sink refuses are refused here too."""
+    d = tmp_path / "w"
+    d.mkdir()
+    df = spark.createDataFrame([("k", "v")], "key string, value string").coalesce(1)
+    writer(df, d, topic="out", **{"kafka.bootstrap.servers": "broker:9092", "kafka.acks": "all",
+                                  "kafka.linger.ms": "5"}).save()
+    assert [(r.key, r.value) for r in log_records(d / "out-0")] == [(b"k", b"v")]
+    expect_error(lambda: writer(df, d, topic="out", **{"kafka.value.serializer": "x"}).save(), "value.serializer")
+    assert len(log_records(d / "out-0")) == 1

@@ -2,7 +2,7 @@
 
 ``register(spark)`` adds the Python data source ``kafkalog``; its options are those of Spark's
 own Kafka source (``subscribe``, ``startingOffsets``, ``kafka.isolation.level``, ...) with
-``path`` in place of ``kafka.bootstrap.servers``. ``read_logs(spark, folders, **options)`` builds
+``path`` (a broker's data dir) where it named ``kafka.bootstrap.servers``. ``read_logs(spark, folders, **options)`` builds
 the same DataFrame with ``mapInArrow``. Writing (``df.write.format("kafkalog")``) takes Spark's
 Kafka sink columns. This module plans and parses options only: every Arrow batch is built in Rust.
 """
@@ -116,18 +116,28 @@ WRITE_OPTIONS = {
     "stagingdir": "where tasks stage batches before the commit (default: beside the data dir)",
 }
 
-# Options of Spark's Kafka source that need a broker or a stream: a clear error, not silence.
-_BROKER_ONLY = {
-    "kafka.bootstrap.servers": "kafkalog reads files: give .option('path', <Kafka data dir>) instead",
+# Options of Spark's Kafka source that change nothing a batch read of files returns: Spark's own
+# source ignores the stream-only ones in a batch query too, and the rest tune its consumer. They
+# are accepted with a warning, so a job moves over by changing the format and adding `path`.
+_IGNORED_OPTIONS = {
+    "maxoffsetspertrigger": "streaming only: Spark ignores it in batch queries too",
+    "minoffsetspertrigger": "streaming only: Spark ignores it in batch queries too",
+    "maxtriggerdelay": "streaming only: Spark ignores it in batch queries too",
+    "groupidprefix": "no consumer group is joined to read files",
     "kafkaconsumer.polltimeoutms": "there is no consumer to poll",
     "fetchoffset.numretries": "offsets come from the files, not a broker",
     "fetchoffset.retryintervalms": "offsets come from the files, not a broker",
-    "groupidprefix": "no consumer group is joined",
-    "kafka.group.id": "no consumer group is joined",
-    "maxoffsetspertrigger": "streaming only; kafkalog reads batches",
-    "minoffsetspertrigger": "streaming only; kafkalog reads batches",
-    "maxtriggerdelay": "streaming only; kafkalog reads batches",
-    "includeheaders.streaming": "streaming only",
+}
+# Client configs (`kafka.*`) Spark's own source refuses, with its reasons; every other `kafka.*`
+# config but those kafkalog uses only configures a client, and is ignored with a warning.
+_REFUSED_CLIENT_CONFIGS = {
+    "kafka.auto.offset.reset": "set startingOffsets to earliest or a JSON of offsets instead",
+    "kafka.key.deserializer": "keys are bytes (as ByteArrayDeserializer gives them); deserialize with DataFrame operations",
+    "kafka.value.deserializer": "values are bytes (as ByteArrayDeserializer gives them); deserialize with DataFrame operations",
+    "kafka.enable.auto.commit": "commit with commitToGroup instead",
+    "kafka.interceptor.classes": "interceptors could change the records",
+    "kafka.key.serializer": "keys are written as the bytes (or strings) of the key column",
+    "kafka.value.serializer": "values are written as the bytes (or strings) of the value column",
 }
 
 _INTERNAL_TOPICS = {"__consumer_offsets", "__transaction_state", "__share_group_state", "__cluster_metadata"}
@@ -185,13 +195,28 @@ def _lower(options: Mapping[str, Any]) -> Dict[str, str]:
     return {str(k).lower(): str(v) for k, v in options.items()}
 
 
+_NOT_A_BROKER = {True: " (kafkalog reads and writes the broker's files: kafka.bootstrap.servers is not used)"}
+
+
 def _check_names(options: Mapping[str, str], allowed: Mapping[str, str]) -> None:
+    """Refuses unknown options (a misspelt one would otherwise change the read silently) and the
+    client configs Spark refuses; warns once about those that change nothing here."""
+    ignored = []
     for name in options:
-        if name in _BROKER_ONLY:
-            raise KafkaLogOptionError(f"option {name} is not supported: {_BROKER_ONLY[name]}")
-        if name not in allowed:
+        if name in allowed:
+            continue
+        if name in _REFUSED_CLIENT_CONFIGS:
+            raise KafkaLogOptionError(f"option {name} is not supported: {_REFUSED_CLIENT_CONFIGS[name]}")
+        if name in _IGNORED_OPTIONS:
+            ignored.append(f"{name} ({_IGNORED_OPTIONS[name]})")
+        elif name.startswith("kafka."):
+            ignored.append(name)
+        else:
             valid = ", ".join(sorted(allowed))
             raise KafkaLogOptionError(f"unknown option {name!r}; kafkalog takes: {valid}")
+    if ignored:
+        warnings.warn("kafkalog reads files, with no broker or consumer: ignored " + ", ".join(ignored),
+                      stacklevel=3)
 
 
 def _paths(options: Mapping[str, str]) -> List[str]:
@@ -206,7 +231,8 @@ def _paths(options: Mapping[str, str]) -> List[str]:
     if "path" in options:
         paths.extend(p.strip() for p in options["path"].split(",") if p.strip())
     if not paths:
-        raise KafkaLogOptionError("option path is required: a Kafka data dir or partition folder")
+        raise KafkaLogOptionError("option path is required: a Kafka data dir or partition folder"
+                                  + _NOT_A_BROKER.get("kafka.bootstrap.servers" in options, ""))
     return paths
 
 
@@ -555,7 +581,8 @@ class KafkaLogWriter(DataSourceArrowWriter):
         opts = _lower(options)
         _check_names(opts, WRITE_OPTIONS)
         if "path" not in opts:
-            raise KafkaLogOptionError("option path is required: the Kafka data dir to write into")
+            raise KafkaLogOptionError("option path is required: the Kafka data dir to write into"
+                                      + _NOT_A_BROKER.get("kafka.bootstrap.servers" in opts, ""))
         self.data_dir = os.path.abspath(os.path.expanduser(opts["path"]))
         if os.path.isfile(self.data_dir):
             raise KafkaLogOptionError(f"{opts['path']} is a file; path takes a Kafka data dir")

@@ -1,9 +1,9 @@
 """Kafka log folders as PySpark DataFrames, without a broker.
 
 ``register(spark)`` adds the Python data source ``kafkalog``; its options are those of Spark's
-own Kafka source (``subscribe``, ``startingOffsets``, ``kafka.isolation.level``, ...) with
-``path`` (a broker's data dir) where it named ``kafka.bootstrap.servers``. ``read_logs(spark, folders, **options)`` builds
-the same DataFrame with ``mapInArrow``. Writing (``df.write.format("kafkalog")``) takes Spark's
+own Kafka source (``subscribe``, ``startingOffsets``, ``kafka.isolation.level``, ...) plus
+``path`` (a broker's data dir). ``read_logs(spark, folders, **options)`` builds the same
+DataFrame with ``mapInArrow``. Writing (``df.write.format("kafkalog")``) takes Spark's
 Kafka sink columns. This module plans and parses options only: every Arrow batch is built in Rust.
 """
 

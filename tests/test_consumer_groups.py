@@ -310,11 +310,13 @@ def test_two_processes_consume_a_topic_together(tmp_path):
     assert set(every) == _all_offsets(t), "no record missed"
 
 
+@pytest.mark.parametrize("strategy", ["cooperative-sticky", "sticky"])
 @pytest.mark.parametrize("version", KAFKA_VERSIONS)
-def test_cooperative_sticky_keeps_as_much_as_kafkas(tmp_path, version):
+def test_sticky_keeps_as_much_as_kafkas(tmp_path, version, strategy):
     """Kafka's CooperativeStickyAssignor, run as a group runs it (a first rebalance revokes what
-    moves, a second gives it out): its final assignment and ours are both balanced, and ours keeps
-    at least as many partitions with their previous owners as Kafka's."""
+    moves, a second gives it out), and its eager StickyAssignor (one rebalance, the previous
+    assignment in each member's user data): Kafka's final assignment and ours are both balanced,
+    and ours keeps at least as many partitions with their previous owners as Kafka's."""
     rng = random.Random(99)
     g = ConsumerGroup(tmp_path, "g")
     cases = []
@@ -330,11 +332,11 @@ def test_cooperative_sticky_keeps_as_much_as_kafkas(tmp_path, version):
         subs = ";".join(
             f"{m}:{','.join(topics)}:{','.join(f'{t}/{p}' for t, p in previous.get(m, []))}" for m in now
         )
-        lines.append(f"cooperative-sticky {subs} {','.join(f'{t}={n}' for t, n in topics.items())}")
+        lines.append(f"{strategy} {subs} {','.join(f'{t}={n}' for t, n in topics.items())}")
     answers = jvm_referee.run("AssignorReferee", lines, version)
     for (topics, now, previous), answer in zip(cases, answers):
         kafkas = _parse_answer(answer)
-        ours = g.assign(now, topics, strategy="cooperative-sticky", previous=previous)
+        ours = g.assign(now, topics, strategy=strategy, previous=previous)
         sizes = lambda a: sorted(len(v) for v in a.values())  # noqa: E731
         assert sizes(ours) == sizes(kafkas), (topics, now, previous, ours, kafkas)
 

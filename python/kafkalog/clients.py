@@ -294,7 +294,7 @@ class ConsumerGroup:
     def assign(self, members: Union[Sequence[str], Mapping[str, Sequence[str]]],
                topics: Union[Sequence[str], Mapping[str, int], None] = None, strategy: AssignmentStrategy = "range",
                previous: Optional[Mapping[str, Sequence[TopicPartition]]] = None) -> Dict[str, List[TopicPartition]]:
-        """Kafka's assignors (``range``, ``roundrobin``, ``cooperative-sticky``). ``members``:
+        """Kafka's assignors (``range``, ``roundrobin``, ``sticky``, ``cooperative-sticky``). ``members``:
         member ids all subscribed to ``topics``, or {member: [topics]}. ``topics``: names (their
         partition counts are read from the data dir) or {topic: partition count}. ``previous``:
         {member: [(topic, partition)]} it owned (the sticky assignor keeps what it can)."""

@@ -56,8 +56,9 @@ PartitionerName = Literal["default", "built_in", "murmur2", "round_robin", "roun
 ``RoundRobinPartitioner``) or ``"random"``."""
 
 AssignmentStrategy = Literal["range", "roundrobin", "round_robin", "cooperative-sticky", "cooperative_sticky", "sticky"]
-"""Kafka's ``partition.assignment.strategy``: ``"range"``, ``"roundrobin"`` or ``"cooperative-sticky"``
-(the other spellings are aliases)."""
+"""Kafka's ``partition.assignment.strategy``: ``"range"``, ``"roundrobin"``, ``"sticky"`` or
+``"cooperative-sticky"`` (the underscore spellings are aliases). The two sticky ones assign alike,
+as Kafka's do; members of one group must name the same one."""
 
 Acks = Literal["all", "-1", "1", "0"]
 """Kafka's ``acks``: ``"all"`` (``"-1"``) fsyncs each batch; ``"1"`` and ``"0"`` leave it to the page cache."""

@@ -5,22 +5,27 @@
 // CooperativeStickyAssignor as a group does: the first rebalance (partitions changing owner are
 // revoked, not yet given), then a second one with what each member owns after it; answers the
 // second's assignment.
+//   "sticky <member>:<topics>:<owned t/p,...>;... <topics>" runs Kafka's eager StickyAssignor once,
+// each member's previous assignment in its subscription's user data, as its consumer sends it.
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Collections;
 import java.util.HashMap;
+import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.TreeMap;
 
 import java.util.Optional;
 
+import org.apache.kafka.clients.consumer.ConsumerGroupMetadata;
 import org.apache.kafka.clients.consumer.ConsumerPartitionAssignor;
 import org.apache.kafka.clients.consumer.CooperativeStickyAssignor;
 import org.apache.kafka.clients.consumer.RangeAssignor;
 import org.apache.kafka.clients.consumer.RoundRobinAssignor;
+import org.apache.kafka.clients.consumer.StickyAssignor;
 import org.apache.kafka.common.Cluster;
 import org.apache.kafka.common.Node;
 import org.apache.kafka.common.PartitionInfo;
@@ -35,7 +40,9 @@ public class AssignorReferee {
         while ((line = in.readLine()) != null) {
             String[] f = line.trim().split(" ");
             boolean sticky = f[0].equals("cooperative-sticky");
+            boolean eagerSticky = f[0].equals("sticky");
             ConsumerPartitionAssignor assignor = sticky ? new CooperativeStickyAssignor()
+                : eagerSticky ? new StickyAssignor()
                 : f[0].equals("range") ? new RangeAssignor() : new RoundRobinAssignor();
             Map<String, ConsumerPartitionAssignor.Subscription> subs = new HashMap<>();
             Map<String, List<String>> topicsOf = new HashMap<>();
@@ -49,6 +56,15 @@ public class AssignorReferee {
                         int slash = tp.lastIndexOf('/');
                         owned.add(new TopicPartition(tp.substring(0, slash), Integer.parseInt(tp.substring(slash + 1))));
                     }
+                }
+                if (eagerSticky) {
+                    // The member's own StickyAssignor encodes what it was given last time.
+                    StickyAssignor memberAssignor = new StickyAssignor();
+                    memberAssignor.onAssignment(new ConsumerPartitionAssignor.Assignment(owned),
+                        new ConsumerGroupMetadata("g", 1, mt[0], Optional.empty()));
+                    subs.put(mt[0], new ConsumerPartitionAssignor.Subscription(
+                        topics, memberAssignor.subscriptionUserData(new HashSet<>(topics))));
+                    continue;
                 }
                 subs.put(mt[0], sticky
                     ? new ConsumerPartitionAssignor.Subscription(topics, null, owned, 1, Optional.empty())

@@ -1,5 +1,6 @@
-//! The consumer group's partition assignors (Kafka's `RangeAssignor`, `RoundRobinAssignor` and
-//! `CooperativeStickyAssignor`): which member of a group reads which partition.
+//! The consumer group's partition assignors (Kafka's `RangeAssignor`, `RoundRobinAssignor`,
+//! `StickyAssignor` and `CooperativeStickyAssignor`): which member of a group reads which
+//! partition.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -22,6 +23,10 @@ pub struct MemberSubscription {
 pub enum AssignmentStrategy {
     Range,
     RoundRobin,
+    /// Kafka's eager `StickyAssignor`: the same assignment as the cooperative one (both are
+    /// Kafka's `AbstractStickyAssignor`); only the protocol's name differs here, since a group
+    /// over files never revokes more than what moves (`membership.rs`).
+    Sticky,
     CooperativeSticky,
 }
 
@@ -30,11 +35,12 @@ impl AssignmentStrategy {
         match name {
             "range" => Ok(AssignmentStrategy::Range),
             "roundrobin" | "round_robin" => Ok(AssignmentStrategy::RoundRobin),
-            "cooperative-sticky" | "cooperative_sticky" | "sticky" => {
+            "sticky" => Ok(AssignmentStrategy::Sticky),
+            "cooperative-sticky" | "cooperative_sticky" => {
                 Ok(AssignmentStrategy::CooperativeSticky)
             }
             other => Err(Error::InvalidArgument(format!(
-                "assignment strategy '{other}' (range, roundrobin or cooperative-sticky)"
+                "assignment strategy '{other}' (range, roundrobin, sticky or cooperative-sticky)"
             ))),
         }
     }
@@ -43,6 +49,7 @@ impl AssignmentStrategy {
         match self {
             AssignmentStrategy::Range => "range",
             AssignmentStrategy::RoundRobin => "roundrobin",
+            AssignmentStrategy::Sticky => "sticky",
             AssignmentStrategy::CooperativeSticky => "cooperative-sticky",
         }
     }
@@ -73,7 +80,9 @@ pub fn assign(
     Ok(match strategy {
         AssignmentStrategy::Range => range(members, partitions_per_topic),
         AssignmentStrategy::RoundRobin => round_robin(members, partitions_per_topic),
-        AssignmentStrategy::CooperativeSticky => sticky(members, partitions_per_topic),
+        AssignmentStrategy::Sticky | AssignmentStrategy::CooperativeSticky => {
+            sticky(members, partitions_per_topic)
+        }
     })
 }
 
@@ -148,7 +157,7 @@ fn round_robin(members: &[MemberSubscription], counts: &BTreeMap<String, i32>) -
     out
 }
 
-/// The sticky assignment `CooperativeStickyAssignor` converges to: every subscribed partition
+/// The sticky assignment `StickyAssignor` gives and `CooperativeStickyAssignor` converges to: every subscribed partition
 /// assigned, counts as even as subscriptions allow (within one when everyone subscribes to the
 /// same topics), and each member keeps as many of the partitions it owned as balance permits.
 /// The cooperative part (a moved partition is released by its old owner before the new owner
@@ -338,5 +347,20 @@ mod tests {
         .is_err());
         assert!(assign(AssignmentStrategy::Range, &[member("", &[])], &counts).is_err());
         assert!(AssignmentStrategy::from_name("nope").is_err());
+    }
+
+    #[test]
+    fn sticky_and_cooperative_sticky_are_two_protocols_with_one_assignment() {
+        let eager = AssignmentStrategy::from_name("sticky").unwrap();
+        let cooperative = AssignmentStrategy::from_name("cooperative_sticky").unwrap();
+        assert_eq!((eager.name(), cooperative.name()), ("sticky", "cooperative-sticky"));
+        let counts = BTreeMap::from([("t".to_string(), 7)]);
+        let mut a = member("a", &["t"]);
+        a.owned = tps("t", &[0, 1, 2, 3, 4, 5, 6]);
+        let members = [a, member("b", &["t"])];
+        assert_eq!(
+            assign(eager, &members, &counts).unwrap(),
+            assign(cooperative, &members, &counts).unwrap()
+        );
     }
 }

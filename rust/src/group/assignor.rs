@@ -353,7 +353,10 @@ mod tests {
     fn sticky_and_cooperative_sticky_are_two_protocols_with_one_assignment() {
         let eager = AssignmentStrategy::from_name("sticky").unwrap();
         let cooperative = AssignmentStrategy::from_name("cooperative_sticky").unwrap();
-        assert_eq!((eager.name(), cooperative.name()), ("sticky", "cooperative-sticky"));
+        assert_eq!(
+            (eager.name(), cooperative.name()),
+            ("sticky", "cooperative-sticky")
+        );
         let counts = BTreeMap::from([("t".to_string(), 7)]);
         let mut a = member("a", &["t"]);
         a.owned = tps("t", &[0, 1, 2, 3, 4, 5, 6]);

@@ -173,6 +173,12 @@ pub(crate) fn write_checkpoints(dir: &Path, st: &LogState) -> Result<()> {
     else {
         return Ok(());
     };
+    let parent = if parent.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        parent
+    };
+    let _exclusive = checkpoint::LogDirLock::acquire(parent)?;
     let update = |name: &str, offset: i64| -> Result<()> {
         let file = OffsetCheckpointFile::new(parent.join(name));
         match file.update(&tp.0, tp.1, Some(offset)) {

@@ -465,3 +465,52 @@ fn a_torn_tail_beside_the_clean_shutdown_marker_is_damage_and_a_failed_open_chan
     assert!(!marker.exists());
     assert_eq!(all_batches(&log), expected()[..14]);
 }
+
+#[test]
+fn logs_closing_at_once_keep_each_others_checkpoint_entries() {
+    // The log dir's checkpoint files are shared by its partitions and replaced whole on each
+    // close: concurrent closes must neither lose entries nor trip over each other's temp file.
+    let root = tempfile::tempdir().unwrap();
+    let partitions = 12;
+    for round in 0..3 {
+        std::thread::scope(|scope| {
+            for p in 0..partitions {
+                let dir = root.path().join(format!("t-{p}"));
+                scope.spawn(move || {
+                    let log = open(&dir);
+                    let leo = log.log_end_offset();
+                    log.append_as_leader(&batch_at(0, &[1_000 + p as i64; 2]), 0)
+                        .unwrap();
+                    log.update_high_watermark(leo + 2).unwrap();
+                    log.delete_records(leo + 1).unwrap();
+                    log.close().unwrap();
+                });
+            }
+        });
+        let end = 2 * (round + 1) as i64;
+        for name in [
+            "recovery-point-offset-checkpoint",
+            "log-start-offset-checkpoint",
+            "replication-offset-checkpoint",
+        ] {
+            let text = fs::read_to_string(root.path().join(name)).unwrap();
+            let entries: Vec<&str> = text.lines().skip(2).collect();
+            assert_eq!(
+                entries.len(),
+                partitions,
+                "{name} after round {round}:\n{text}"
+            );
+            let want = if name.starts_with("log-start") {
+                end - 1
+            } else {
+                end
+            };
+            for p in 0..partitions {
+                assert!(
+                    entries.contains(&format!("t {p} {want}").as_str()),
+                    "{name}: t-{p}"
+                );
+            }
+        }
+    }
+}

@@ -73,6 +73,30 @@ pub(crate) fn sync_parent_dir(path: &Path) -> Result<()> {
     Ok(())
 }
 
+/// An exclusive `flock` on a log dir, held while a log updates its entries in the dir's shared
+/// checkpoint files: those are read, changed and replaced whole, so two logs closing at once
+/// (threads, or processes writing different partitions) would otherwise drop each other's entries
+/// or rename each other's temp file away. The directory itself is locked: no file is added, and a
+/// broker's own `.lock` (a POSIX lock on another file) is untouched.
+pub(crate) struct LogDirLock(File);
+
+impl LogDirLock {
+    pub(crate) fn acquire(dir: &Path) -> Result<LogDirLock> {
+        let f = File::open(dir).map_err(|e| Error::io(dir, e))?;
+        loop {
+            use std::os::fd::AsRawFd;
+            // SAFETY: flock on a descriptor this File owns; released when the File closes.
+            if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) } == 0 {
+                return Ok(LogDirLock(f));
+            }
+            let e = std::io::Error::last_os_error();
+            if e.kind() != ErrorKind::Interrupted {
+                return Err(Error::io(dir, e));
+            }
+        }
+    }
+}
+
 /// Reads a file as UTF-8, `None` when it does not exist.
 fn read_text(path: &Path) -> Result<Option<String>> {
     match fs::read(path) {

@@ -78,7 +78,10 @@ pub(crate) fn sync_parent_dir(path: &Path) -> Result<()> {
 /// (threads, or processes writing different partitions) would otherwise drop each other's entries
 /// or rename each other's temp file away. The directory itself is locked: no file is added, and a
 /// broker's own `.lock` (a POSIX lock on another file) is untouched.
-pub(crate) struct LogDirLock(File);
+pub(crate) struct LogDirLock {
+    /// Held for its descriptor: closing it releases the lock.
+    _dir: File,
+}
 
 impl LogDirLock {
     pub(crate) fn acquire(dir: &Path) -> Result<LogDirLock> {
@@ -87,7 +90,7 @@ impl LogDirLock {
             use std::os::fd::AsRawFd;
             // SAFETY: flock on a descriptor this File owns; released when the File closes.
             if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) } == 0 {
-                return Ok(LogDirLock(f));
+                return Ok(LogDirLock { _dir: f });
             }
             let e = std::io::Error::last_os_error();
             if e.kind() != ErrorKind::Interrupted {

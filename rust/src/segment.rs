@@ -157,6 +157,34 @@ pub struct LogSegment {
     in_memory_aborted: Vec<AbortedTxn>,
 }
 
+/// Empty writable indexes in a private temp folder, for a read-only segment whose own indexes
+/// are missing or fail their check. They are sized for the entries a rebuild of a `log_size`
+/// log can add (one per batch at most), not the configured maximum: their blocks are allocated.
+fn private_indexes(
+    base_offset: i64,
+    log_size: u64,
+    config: &LogConfig,
+) -> Result<(tempfile::TempDir, OffsetIndex, TimeIndex)> {
+    let dir = tempfile::tempdir().map_err(|e| Error::io(std::env::temp_dir(), e))?;
+    // The smallest entry a log holds: a v0 message (12 bytes of offset and size, 14 of record).
+    let batches = log_size / 26 + 2;
+    let size =
+        |entry: u64| (batches.saturating_mul(entry)).min(config.max_index_size as u64) as usize;
+    let offset_index = OffsetIndex::open(
+        segment_file(dir.path(), base_offset, INDEX_FILE_SUFFIX, ""),
+        base_offset,
+        size(8),
+        true,
+    )?;
+    let time_index = TimeIndex::open(
+        segment_file(dir.path(), base_offset, TIME_INDEX_FILE_SUFFIX, ""),
+        base_offset,
+        size(12),
+        true,
+    )?;
+    Ok((dir, offset_index, time_index))
+}
+
 impl LogSegment {
     /// Kafka's `LogSegment.open`: the four files of the segment at `base_offset` in `dir`, with
     /// `suffix` appended to each name (`""`, `.cleaned`, `.swap`). A read-only segment maps its
@@ -182,23 +210,10 @@ impl LogSegment {
                 TimeIndex::open(&time_path, base_offset, config.max_index_size, writable)?,
             )
         } else {
-            let dir = tempfile::tempdir().map_err(|e| Error::io(std::env::temp_dir(), e))?;
-            let pair = (
-                OffsetIndex::open(
-                    segment_file(dir.path(), base_offset, INDEX_FILE_SUFFIX, ""),
-                    base_offset,
-                    config.max_index_size,
-                    true,
-                )?,
-                TimeIndex::open(
-                    segment_file(dir.path(), base_offset, TIME_INDEX_FILE_SUFFIX, ""),
-                    base_offset,
-                    config.max_index_size,
-                    true,
-                )?,
-            );
+            let (dir, offset_index, time_index) =
+                private_indexes(base_offset, log.size_in_bytes(), config)?;
             scratch_dir = Some(dir);
-            pair
+            (offset_index, time_index)
         };
         let txn_index = TransactionIndex::open(&txn_path, base_offset, writable)?;
         let mut segment = LogSegment {
@@ -220,7 +235,7 @@ impl LogSegment {
             in_memory_aborted: Vec::new(),
         };
         if segment._scratch_dir.is_some() {
-            segment.rebuild_indexes()?;
+            segment.rebuild_private_indexes()?;
         } else if !writable && segment.indexes_zero_filled() {
             segment.rebuild_indexes_privately(config)?;
         } else {
@@ -261,21 +276,19 @@ impl LogSegment {
     /// Replaces a read-only segment's indexes that fail their sanity check with private rebuilt
     /// ones, leaving the files on disk untouched.
     pub fn rebuild_indexes_privately(&mut self, config: &LogConfig) -> Result<()> {
-        let dir = tempfile::tempdir().map_err(|e| Error::io(std::env::temp_dir(), e))?;
-        self.offset_index = OffsetIndex::open(
-            segment_file(dir.path(), self.base_offset, INDEX_FILE_SUFFIX, ""),
-            self.base_offset,
-            config.max_index_size,
-            true,
-        )?;
-        self.time_index = TimeIndex::open(
-            segment_file(dir.path(), self.base_offset, TIME_INDEX_FILE_SUFFIX, ""),
-            self.base_offset,
-            config.max_index_size,
-            true,
-        )?;
+        let (dir, offset_index, time_index) =
+            private_indexes(self.base_offset, self.log.size_in_bytes(), config)?;
+        (self.offset_index, self.time_index) = (offset_index, time_index);
         self._scratch_dir = Some(dir);
-        self.rebuild_indexes()
+        self.rebuild_private_indexes()
+    }
+
+    /// Fills the private indexes, then trims them to their entries: a read-only view never
+    /// appends to them, and a reader of a live broker's dir holds one pair per active segment.
+    fn rebuild_private_indexes(&mut self) -> Result<()> {
+        self.rebuild_indexes()?;
+        self.offset_index.trim_to_valid_size()?;
+        self.time_index.trim_to_valid_size()
     }
 
     /// Fills empty indexes from the log without validating or truncating it (a read-only view).
@@ -956,6 +969,51 @@ mod log_segment_test {
         let stamps: Vec<i64> = (0..n).map(|i| ts + i).collect();
         seg.append(offset + n - 1, &batch_at(offset, &stamps))
             .unwrap();
+    }
+
+    #[test]
+    fn indexes_rebuilt_for_a_read_only_view_are_private_and_only_as_large_as_their_entries() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut live = create(dir.path(), 0, 1);
+        for i in 0..20 {
+            append(&mut live, i * 2, 2, 1_000 + i);
+        }
+        live.flush().unwrap();
+        // The writer still holds its pre-allocated indexes (a running broker's active segment),
+        // and, for the second view, they are gone altogether.
+        for missing in [false, true] {
+            if missing {
+                std::fs::remove_file(dir.path().join("00000000000000000000.index")).unwrap();
+            }
+            let view = LogSegment::open(dir.path(), 0, &config(1), false, "", 0).unwrap();
+            for (file, length, entries) in [
+                (
+                    view.offset_index().file(),
+                    view.offset_index().length(),
+                    view.offset_index().entries() * 8,
+                ),
+                (
+                    view.time_index().file(),
+                    view.time_index().length(),
+                    view.time_index().entries() * 12,
+                ),
+            ] {
+                assert!(!file.starts_with(dir.path()), "{file:?} is private");
+                assert!(
+                    entries > 0 && length == entries as u64,
+                    "{file:?}: {length} bytes, {entries} of entries"
+                );
+                assert_eq!(std::fs::metadata(file).unwrap().len(), length);
+            }
+            assert_eq!(view.translate_offset(25, 0).unwrap().unwrap().offset, 25);
+            assert_eq!(
+                view.find_offset_by_timestamp(1_010, 0)
+                    .unwrap()
+                    .unwrap()
+                    .offset,
+                19
+            );
+        }
     }
 
     #[test]

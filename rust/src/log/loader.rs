@@ -975,6 +975,7 @@ fn complete_load(
         leader_epoch_cache: epoch_cache,
         unflushed_messages: 0,
         closed: false,
+        closed_segments: None,
         writer_lock,
     };
     if writable {

@@ -514,3 +514,43 @@ fn logs_closing_at_once_keep_each_others_checkpoint_entries() {
         }
     }
 }
+
+/// Descriptors of this process open on files under `dir`.
+fn fds_under(dir: &Path) -> usize {
+    fs::read_dir("/proc/self/fd")
+        .unwrap()
+        .filter_map(|e| fs::read_link(e.ok()?.path()).ok())
+        .filter(|target| target.starts_with(dir))
+        .count()
+}
+
+#[test]
+fn close_releases_every_segments_files_and_keeps_answering_about_them() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("t-0");
+    let writer = open(&dir);
+    for i in 0..30 {
+        writer
+            .append_as_leader(&batch_at(0, &[1_000 + i; 3]), 0)
+            .unwrap();
+    }
+    assert!(writer.number_of_segments() > 5);
+    let (bases, size) = (writer.segment_base_offsets(), writer.size_in_bytes());
+    writer.close().unwrap();
+    assert_eq!(fds_under(root.path()), 0, "a closed writer holds no file");
+    assert_eq!(
+        (writer.segment_base_offsets(), writer.size_in_bytes()),
+        (bases.clone(), size)
+    );
+    let reader = Log::open(&dir, options(true)).unwrap();
+    let mapped = reader
+        .read(0, 1 << 20, FetchIsolation::LogEnd, true)
+        .unwrap();
+    assert!(fds_under(root.path()) >= bases.len());
+    reader.close().unwrap();
+    assert_eq!(fds_under(root.path()), 0, "a closed reader holds no file");
+    assert_eq!(reader.number_of_segments(), bases.len());
+    assert!(reader.read(0, 100, FetchIsolation::LogEnd, true).is_err());
+    // What was read before the close stays readable.
+    assert_eq!(offsets_of(&mapped.records)[0], (0, 2));
+}

@@ -131,6 +131,9 @@ pub(crate) struct LogState {
     pub(crate) leader_epoch_cache: epoch::LeaderEpochFileCache,
     pub(crate) unflushed_messages: i64,
     pub(crate) closed: bool,
+    /// What a closed log still answers about its segments (base offsets, bytes): closing drops
+    /// the segments, and with them their file descriptors and maps.
+    pub(crate) closed_segments: Option<(Vec<i64>, u64)>,
     /// The one-writer lock of a writable log's folder; dropped (released) on close.
     pub(crate) writer_lock: Option<std::fs::File>,
 }
@@ -340,13 +343,25 @@ impl Log {
         self.read_state().producer_state.first_unstable_offset()
     }
     pub fn segment_base_offsets(&self) -> Vec<i64> {
-        self.read_state().segments.base_offsets()
+        let st = self.read_state();
+        match &st.closed_segments {
+            Some((bases, _)) => bases.clone(),
+            None => st.segments.base_offsets(),
+        }
     }
     pub fn number_of_segments(&self) -> usize {
-        self.read_state().segments.len()
+        let st = self.read_state();
+        match &st.closed_segments {
+            Some((bases, _)) => bases.len(),
+            None => st.segments.len(),
+        }
     }
     pub fn size_in_bytes(&self) -> u64 {
-        self.read_state().segments.size_in_bytes()
+        let st = self.read_state();
+        match &st.closed_segments {
+            Some((_, size)) => *size,
+            None => st.segments.size_in_bytes(),
+        }
     }
     /// The topic id from `partition.metadata`, as a broker writes it (base64url).
     pub fn topic_id(&self) -> Result<Option<String>> {
@@ -1178,12 +1193,12 @@ impl Log {
 
     /// Flushes everything, writes the producer snapshot, the checkpoints and trims the indexes.
     pub fn close(&self) -> Result<()> {
-        if self.read_only {
-            self.state.write().unwrap_or_else(|p| p.into_inner()).closed = true;
-            return Ok(());
-        }
         let mut st = self.state.write().unwrap_or_else(|p| p.into_inner());
         if st.closed {
+            return Ok(());
+        }
+        if self.read_only {
+            Self::release_segments(&mut st);
             return Ok(());
         }
         let leo = st.log_end_offset.message_offset;
@@ -1194,9 +1209,18 @@ impl Log {
             segment.close()?;
         }
         loader::write_checkpoints(&self.dir, &st)?;
-        st.closed = true;
+        Self::release_segments(&mut st);
         st.writer_lock = None;
         Ok(())
+    }
+
+    /// Marks the log closed and drops its segments (their files' descriptors and maps), keeping
+    /// only what the segment accessors answer. Arrow buffers that point into a segment's map keep
+    /// that map alive on their own.
+    fn release_segments(st: &mut LogState) {
+        st.closed_segments = Some((st.segments.base_offsets(), st.segments.size_in_bytes()));
+        st.segments = LogSegments::new();
+        st.closed = true;
     }
 
     /// Removes a segment's files: renamed `.deleted` first, then deleted now or after

@@ -1782,3 +1782,25 @@ def test_write_ignores_producer_configs_and_refuses_serializers(spark, tmp_path)
     assert [(r.key, r.value) for r in log_records(d / "out-0")] == [(b"k", b"v")]
     expect_error(lambda: writer(df, d, topic="out", **{"kafka.value.serializer": "x"}).save(), "value.serializer")
     assert len(log_records(d / "out-0")) == 1
+
+
+@pytest.mark.parametrize("fail_on_data_loss", ["true", "false"])
+def test_offsets_gone_between_planning_and_reading(spark, tmp_path, fail_on_data_loss):
+    """Retention or deleteRecords can move the log start after a query is planned (a DataFrame's
+    read is planned once, at its first action): its tasks then fail saying data was lost, or,
+    with failOnDataLoss=false, read what is left, as Spark's own source does."""
+    d = tmp_path / "data"
+    with Log(d / "gone-0", read_only=False, create=True, config={"segment.bytes": 1000}) as log:
+        log.append([{"value": b"v%03d" % i} for i in range(100)])
+        log.update_high_watermark(log.log_end_offset)
+    df = read(spark, d, subscribe="gone", failOnDataLoss=fail_on_data_loss, maxRecordsPerPartition="30")
+    assert df.count() == 100
+    with Log(d / "gone-0", read_only=False) as log:
+        log.delete_records(45)
+        start = log.log_start_offset
+    assert 0 < start <= 45
+    if fail_on_data_loss == "true":
+        msg = expect_error(lambda: df.agg(F.count("*")), "failOnDataLoss")
+        assert re.search(rf"Cannot fetch offsets \[\d+, \d+\) of gone-0: the log now holds \[{start}, 100\)", msg), msg[:3000]
+    else:
+        assert sorted(r.offset for r in df.select("offset").collect()) == list(range(start, 100))

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 from . import _kafkalog
-from ._kafkalog import KafkaLogError
+from ._kafkalog import KafkaLogError, OffsetOutOfRangeError
 from ._kafkalog import Log
 
 try:  # pyspark is an extra: `pip install kafkalog[spark]`
@@ -442,6 +442,7 @@ class ReadPlan:
     isolation: str
     include_headers: bool
     commit: Optional[GroupCommit] = None
+    fail_on_data_loss: bool = True
 
 
 def _group_data_dir(opts: Mapping[str, str], found: List[TopicPartitionFolder], folders: Optional[Sequence[str]]) -> str:
@@ -534,18 +535,29 @@ def plan_read(options: Mapping[str, Any], folders: Optional[Sequence[str]] = Non
         if empty:
             _kafkalog.group_commit(commit.data_dir, commit.group_id, empty)
     ranges = _split(ranges, _int(opts, "maxrecordsperpartition"), _int(opts, "minpartitions"))
-    return ReadPlan(ranges, isolation, include_headers, commit)
+    return ReadPlan(ranges, isolation, include_headers, commit, fail_on_data_loss)
 
 
-def read_range(r: OffsetRange, isolation: str, include_headers: bool) -> Iterator[Any]:
-    """Arrow batches of one offset range, built in Rust."""
+def read_range(r: OffsetRange, isolation: str, include_headers: bool, fail_on_data_loss: bool = True) -> Iterator[Any]:
+    """Arrow batches of one offset range, built in Rust. Offsets planned but gone by the time the
+    task reads (retention or deleteRecords moved the log start, or the log was cut) fail the task,
+    or with ``failOnDataLoss=false`` are stepped over, as Spark's Kafka source does."""
     if r.size == 0:
         return
-    log = Log(r.path)
-    try:
-        yield from log.to_arrow(start=r.start, end=r.end, isolation=isolation, include_headers=include_headers)
-    finally:
-        log.close()
+    with Log(r.path) as log:
+        earliest, latest = log.log_start_offset, log.latest_offset(isolation)  # type: ignore[arg-type]
+        start, end = max(r.start, earliest), min(r.end, latest)
+        if (start, end) != (r.start, r.end) and fail_on_data_loss:
+            raise OffsetOutOfRangeError(
+                f"Cannot fetch offsets [{r.start}, {r.end}) of {r.topic}-{r.partition}: the log now holds "
+                f"[{earliest}, {latest}) ({isolation}). Some data may have been lost because they are not "
+                "in the log any more; either the data was aged out (retention, deleteRecords) or the "
+                "partition was cut after the query was planned. If you don't want your query to fail on "
+                'such cases, set the source option "failOnDataLoss" to "false".'
+            )
+        if start < end:
+            yield from log.to_arrow(start=start, end=end, isolation=isolation,  # type: ignore[arg-type]
+                                    include_headers=include_headers)
 
 
 class KafkaLogReader(DataSourceReader):
@@ -557,7 +569,7 @@ class KafkaLogReader(DataSourceReader):
 
     def read(self, partition: InputPartition) -> Iterator[Any]:  # type: ignore[override]
         assert isinstance(partition, OffsetRange)
-        yield from read_range(partition, self.plan.isolation, self.plan.include_headers)
+        yield from read_range(partition, self.plan.isolation, self.plan.include_headers, self.plan.fail_on_data_loss)
         c = self.plan.commit
         if c is not None and partition.size > 0:
             # Every row of the piece went to Spark: the group's offset moves past the pieces of
@@ -704,7 +716,7 @@ def read_logs(spark: Any, folders: Sequence[str], **options: Any) -> Any:
         folders = [str(folders)]
     plan = plan_read(options, folders=[str(f) for f in folders])
     ranges = [r for r in plan.ranges if r.size > 0]
-    isolation, include_headers = plan.isolation, plan.include_headers
+    isolation, include_headers, fail_on_data_loss = plan.isolation, plan.include_headers, plan.fail_on_data_loss
     schema = kafka_schema(include_headers)
     plan_schema = "path string, topic string, partition int, start long, end long"
     if not ranges:
@@ -715,6 +727,7 @@ def read_logs(spark: Any, folders: Sequence[str], **options: Any) -> Any:
     def read(batches: Iterator[Any]) -> Iterator[Any]:
         for batch in batches:
             for path, topic, partition, start, end in zip(*(batch.column(i).to_pylist() for i in range(5))):
-                yield from read_range(OffsetRange(path, topic, partition, start, end), isolation, include_headers)
+                yield from read_range(OffsetRange(path, topic, partition, start, end), isolation, include_headers,
+                                      fail_on_data_loss)
 
     return frame.mapInArrow(read, schema)

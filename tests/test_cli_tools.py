@@ -522,3 +522,27 @@ def test_a_real_ctrl_c_exits_130_without_a_traceback(data):
     out, err = p.communicate(timeout=120)
     assert p.returncode == 130, err
     assert err.decode().strip() == "kafkalog cat: interrupted"
+
+
+def test_export_holds_one_partition_open_at_a_time(tmp_path):
+    """A data dir can hold more segments than a process may open files: export plans every
+    partition, then opens each only for its own turn (as stats, cat and verify already do)."""
+    data = tmp_path / "data"
+    for p in range(60):
+        with kafkalog.Log(data / f"wide-{p}", read_only=False, create=True) as log:
+            for s in range(3):
+                log.append([{"key": b"k%d" % s, "value": b"v%d-%d" % (p, s)}])
+                if s < 2:
+                    log.roll()
+    import resource
+
+    def few_files():
+        resource.setrlimit(resource.RLIMIT_NOFILE, (128, 128))
+
+    out = tmp_path / "out"
+    done = subprocess.run([sys.executable, "-m", "kafkalog", "export", str(data), "--to", str(out)],
+                          capture_output=True, text=True, timeout=300, preexec_fn=few_files)
+    assert done.returncode == 0, done.stderr[-2000:]
+    table = ds.dataset(out, format="parquet", partitioning="hive").to_table()
+    assert table.num_rows == 180
+    assert sorted(set(table.column("partition").to_pylist())) == list(range(60))

@@ -437,11 +437,14 @@ def cmd_export(args) -> int:
                     reached = max(reached, int(m.group(2)))
         start = max(reached, log.log_start_offset)
         end = log.latest_offset(args.isolation)
-        plans.append((topic, partition, log, target, start, end))
+        # Closed until its turn: a data dir may hold more segments than the open-file limit.
+        log.close()
+        plans.append((topic, partition, folder, target, start, end))
     exported = files = 0
     with _Progress(sum(max(0, e - s) for *_, s, e in plans), "rec", "export") as progress:
-        for topic, partition, log, target, start, end in plans:
+        for topic, partition, folder, target, start, end in plans:
             if start < end:
+                log = open_log(folder, args)
                 reader = log.to_arrow(start=start, end=end, isolation=args.isolation, include_headers=True)
                 keep = [n for n in reader.schema.names if n not in ("topic", "partition")]
                 target.mkdir(parents=True, exist_ok=True)
@@ -462,6 +465,7 @@ def cmd_export(args) -> int:
                         os.replace(tmp, final)
                         files += 1
                 finally:
+                    log.close()
                     if tmp.exists():
                         tmp.unlink()
                 exported += rows

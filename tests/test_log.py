@@ -1278,3 +1278,24 @@ def test_read_only_view_recovers_lost_txnindex_entries(tmp_path):
     assert [r.value for r in rw.records(isolation="read_committed")] == expected
     rw.close()
     assert list(d.glob("*.txnindex"))
+
+
+def test_records_holds_a_bounded_chunk_of_large_records(tmp_path):
+    """records() reads ahead whole batches up to a count or a byte budget, whichever comes first:
+    large records (one per batch, as producers of big messages write them) do not all pile up."""
+    def anon_mib() -> float:
+        with open("/proc/self/status") as f:
+            return next(int(line.split()[1]) for line in f if line.startswith("RssAnon")) / 1024
+
+    record = bytes(range(256)) * 4096  # 1 MiB
+    with Log(tmp_path / "big-0", read_only=False, create=True, config={"max.message.bytes": 2 << 20}) as log:
+        for _ in range(64):
+            log.append([{"value": record}])
+    with Log(tmp_path / "big-0") as log:
+        before = anon_mib()
+        it = log.records()
+        first = next(it)
+        grown = anon_mib() - before
+        assert first.value == record
+        assert grown < 32, f"{grown:.0f} MiB held after the first of 64 MiB of records"
+        assert sum(1 for _ in it) == 63

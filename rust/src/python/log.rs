@@ -625,8 +625,9 @@ impl Log {
     }
 }
 
-/// Pulls records from the log a chunk of batches at a time; each chunk is read with the log's
-/// lock held only while it is decoded.
+/// Pulls records from the log a chunk of batches at a time (whole batches, up to
+/// `RECORDS_PER_CHUNK` records or `BYTES_PER_CHUNK` of keys, values and headers, so large records
+/// do not pile up); each chunk is read with the log's lock held only while it is decoded.
 #[pyclass(module = "kafkalog")]
 pub struct RecordIterator {
     log: Arc<RsLog>,
@@ -636,6 +637,7 @@ pub struct RecordIterator {
 }
 
 const RECORDS_PER_CHUNK: usize = 2048;
+const BYTES_PER_CHUNK: usize = 8 << 20;
 
 #[pymethods]
 impl RecordIterator {
@@ -650,6 +652,7 @@ impl RecordIterator {
                 (guard.0, self.end, self.isolation, self.log.clone());
             let (chunk, next, done) = py.allow_threads(move || -> Result<_> {
                 let mut chunk = VecDeque::new();
+                let mut bytes = 0usize;
                 let mut next = start;
                 if start >= log.log_end_offset() {
                     return Ok((chunk, next, true));
@@ -660,9 +663,19 @@ impl RecordIterator {
                     isolation,
                     false,
                     &mut |_pos, batch, records, in_range| {
-                        chunk.extend(records[in_range].iter().map(|r| r.to_owned_record()));
+                        for r in &records[in_range] {
+                            let held = r.to_owned_record();
+                            bytes += held.key.as_ref().map_or(0, Vec::len)
+                                + held.value.as_ref().map_or(0, Vec::len)
+                                + held
+                                    .headers
+                                    .iter()
+                                    .map(|(k, v)| k.len() + v.as_ref().map_or(0, Vec::len))
+                                    .sum::<usize>();
+                            chunk.push_back(held);
+                        }
                         next = batch.last_offset() + 1;
-                        Ok(chunk.len() < RECORDS_PER_CHUNK)
+                        Ok(chunk.len() < RECORDS_PER_CHUNK && bytes < BYTES_PER_CHUNK)
                     },
                 )?;
                 let done = chunk.is_empty();

@@ -171,6 +171,9 @@ pub struct MmapIndex<E: IndexEntry> {
     map: Mapping,
     /// File length as mapped (Kafka's `length`); may exceed `entries * SIZE` when pre-allocated.
     length: u64,
+    /// The file's leading bytes whose blocks are allocated: the pre-allocated length is sparse,
+    /// and appends allocate ahead of themselves a step at a time ([`reserve`]).
+    allocated: u64,
     entries: usize,
     max_entries: usize,
     closed: bool,
@@ -255,13 +258,19 @@ impl<E: IndexEntry> MmapIndex<E> {
                     E::SIZE
                 )));
             }
-            if let Err(e) = reserve(&f, round_down(max_index_size, E::SIZE) as u64) {
+            if let Err(e) = reserve(&f, round_down(max_index_size, E::SIZE) as u64, 0) {
                 let _ = std::fs::remove_file(&path);
                 return Err(Error::io(&path, e));
             }
         }
 
         let length = f.metadata().map_err(|e| Error::io(&path, e))?.len();
+        // An existing file's bytes are taken as allocated (they may hold entries).
+        let allocated = if newly_created {
+            length.min(RESERVE_STEP)
+        } else {
+            length
+        };
         let map = Self::map_file(&f, &path, length, writable)?;
         // A new file's pre-allocated zeros are not entries; an existing file's whole entries are.
         let max_entries = length as usize / E::SIZE;
@@ -273,6 +282,7 @@ impl<E: IndexEntry> MmapIndex<E> {
             writable,
             map,
             length,
+            allocated,
             entries,
             max_entries,
             closed: false,
@@ -644,6 +654,9 @@ impl<E: IndexEntry> MmapIndex<E> {
             )));
         }
         let start = self.entries * E::SIZE;
+        if (start + E::SIZE) as u64 > self.allocated {
+            self.allocate_more()?;
+        }
         match &mut self.map {
             Mapping::Writable(m) => m[start..start + E::SIZE].copy_from_slice(bytes),
             // Unreachable while the invariant holds (max_entries > 0 implies a writable mapping).
@@ -656,6 +669,19 @@ impl<E: IndexEntry> MmapIndex<E> {
         }
         self.entries += 1;
         self.last = E::parse(bytes, self.base_offset);
+        Ok(())
+    }
+
+    /// Allocates the next step of the file's blocks, so a full disk fails this append with ENOSPC
+    /// instead of a SIGBUS when the mapping's next page is written.
+    fn allocate_more(&mut self) -> Result<()> {
+        let f = OpenOptions::new()
+            .write(true)
+            .open(&self.file)
+            .map_err(|e| Error::io(&self.file, e))?;
+        let end = (self.allocated + RESERVE_STEP).min(self.length);
+        allocate(&f, self.allocated, end).map_err(|e| Error::io(&self.file, e))?;
+        self.allocated = end;
         Ok(())
     }
 
@@ -713,8 +739,9 @@ impl<E: IndexEntry> MmapIndex<E> {
         self.map = Mapping::None;
         self.max_entries = 0;
         let grown = rounded as u64 > self.length;
+        let valid = (self.entries * E::SIZE) as u64;
         let sized = if grown {
-            reserve(&f, rounded as u64)
+            reserve(&f, rounded as u64, valid)
         } else {
             f.set_len(rounded as u64)
         };
@@ -725,6 +752,11 @@ impl<E: IndexEntry> MmapIndex<E> {
             self.max_entries = self.length as usize / E::SIZE;
             return Err(Error::io(&self.file, e));
         }
+        self.allocated = if grown {
+            (valid + RESERVE_STEP).min(rounded as u64)
+        } else {
+            self.allocated.min(rounded as u64)
+        };
         self.length = rounded as u64;
         self.map = Self::map_file(&f, &self.file, self.length, true)?;
         self.max_entries = rounded / E::SIZE;
@@ -843,17 +875,32 @@ pub(crate) fn be_i64(b: &[u8], at: usize) -> i64 {
 }
 
 /// Test helpers shared by the index modules.
-/// Sets an index file's length with its blocks allocated (`posix_fallocate`), so a full disk
-/// fails here with ENOSPC rather than as a SIGBUS when a page of the mapping is first written.
-/// Filesystems without fallocate get a plain (sparse) `set_len`, as Kafka's `setLength`.
-fn reserve(f: &File, len: u64) -> std::io::Result<()> {
-    use std::os::fd::AsRawFd;
+/// How far ahead of its appends an index allocates its file's blocks: 8,192 offset entries.
+const RESERVE_STEP: u64 = 64 << 10;
+
+/// Sets an index file's length (sparse, as Kafka's `setLength`) and allocates the blocks of its
+/// next `RESERVE_STEP` bytes from `from`: the rest is allocated as appends reach it, so an open
+/// log's pre-allocated 10 MiB indexes take disk only for what they hold, and a full disk fails
+/// an append with ENOSPC rather than as a SIGBUS when a page of the mapping is first written.
+fn reserve(f: &File, len: u64, from: u64) -> std::io::Result<()> {
     f.set_len(len)?;
-    if len == 0 {
+    allocate(f, from.min(len), (from + RESERVE_STEP).min(len))
+}
+
+/// `posix_fallocate` of `[start, end)`; filesystems without it keep the range sparse.
+fn allocate(f: &File, start: u64, end: u64) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    if end <= start {
         return Ok(());
     }
     // SAFETY: a valid open file descriptor and a non-negative range.
-    let rc = unsafe { libc::posix_fallocate(f.as_raw_fd(), 0, len as libc::off_t) };
+    let rc = unsafe {
+        libc::posix_fallocate(
+            f.as_raw_fd(),
+            start as libc::off_t,
+            (end - start) as libc::off_t,
+        )
+    };
     match rc {
         0 | libc::EOPNOTSUPP | libc::EINVAL => Ok(()),
         errno => Err(std::io::Error::from_raw_os_error(errno)),
@@ -990,6 +1037,41 @@ mod tests {
         b[..4].copy_from_slice(&k.to_be_bytes());
         b[4..].copy_from_slice(&v.to_be_bytes());
         idx.push_entry(&b).unwrap();
+    }
+
+    #[test]
+    fn the_preallocated_length_takes_disk_only_as_appends_reach_it() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("0.index");
+        let on_disk = |p: &Path| std::fs::metadata(p).unwrap().blocks() * 512;
+        let mut idx = MmapIndex::<Pair>::open(&path, 0, 10 << 20, true).unwrap();
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), 10 << 20);
+        assert!(
+            on_disk(&path) <= 2 * RESERVE_STEP,
+            "{} bytes allocated",
+            on_disk(&path)
+        );
+        // Past the first step, appends allocate the next one before writing into it.
+        let n = 3 * RESERVE_STEP as i32 / 8 + 5;
+        for i in 0..n {
+            push(&mut idx, i, i * 10);
+        }
+        let used = n as u64 * 8;
+        assert!(on_disk(&path) >= used && on_disk(&path) <= used + 2 * RESERVE_STEP);
+        // Re-grown after a trim, as the loader grows the active segment's index back.
+        idx.trim_to_valid_size().unwrap();
+        idx.resize(10 << 20).unwrap();
+        assert!(on_disk(&path) <= used + 2 * RESERVE_STEP);
+        push(&mut idx, n, n * 10);
+        idx.close().unwrap();
+        let idx = MmapIndex::<Pair>::open(&path, 0, 10 << 20, false).unwrap();
+        assert_eq!(idx.entries(), n as usize + 1);
+        let mut observer = ();
+        assert_eq!(
+            idx.read_slot(n as usize, &mut observer),
+            Pair(n as i64, n as i64 * 10)
+        );
     }
 
     #[test]

@@ -546,3 +546,26 @@ def test_export_holds_one_partition_open_at_a_time(tmp_path):
     table = ds.dataset(out, format="parquet", partitioning="hive").to_table()
     assert table.num_rows == 180
     assert sorted(set(table.column("partition").to_pylist())) == list(range(60))
+
+
+def test_commands_take_the_open_file_limit_the_hard_limit_allows(tmp_path):
+    """A partition with more segments than the soft open-file limit: the command raises its own
+    soft limit to the hard one (a log holds a descriptor per segment file, as a broker does);
+    with no room left, the error says which limit to raise."""
+    folder = tmp_path / "data" / "segs-0"
+    with kafkalog.Log(folder, read_only=False, create=True) as log:
+        for s in range(60):
+            log.append([{"value": b"v%d" % s}])
+            log.roll()
+    import resource
+
+    def limits(soft, hard):
+        return lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+    raised = subprocess.run([sys.executable, "-m", "kafkalog", "stats", str(folder), "--json"], capture_output=True,
+                            text=True, timeout=120, preexec_fn=limits(48, 4096))
+    assert raised.returncode == 0, raised.stderr[-2000:]
+    assert json.loads(raised.stdout)["partitions"][0]["segments"] == 61
+    stuck = subprocess.run([sys.executable, "-m", "kafkalog", "stats", str(folder)], capture_output=True,
+                           text=True, timeout=120, preexec_fn=limits(48, 48))
+    assert "ulimit -n" in one_line_error(stuck, 1)

@@ -300,8 +300,24 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _raise_open_file_limit() -> None:
+    """An open log holds a descriptor per segment file, as a broker does, and a partition can have
+    more segments than the usual soft limit of 1024: a command takes what the hard limit allows,
+    as a broker's service settings would."""
+    try:
+        import resource
+
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        want = hard if hard != resource.RLIM_INFINITY else 1 << 20
+        if soft != resource.RLIM_INFINITY and soft < want:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+    except (ImportError, ValueError, OSError):
+        pass  # the error on a file, with its advice, says what to raise
+
+
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
+    _raise_open_file_limit()
     if hasattr(signal, "SIGPIPE"):
         # `kafkalog records DIR | head` should end quietly, as other command-line tools do.
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)

@@ -26,7 +26,7 @@ impl std::fmt::Display for Location {
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("I/O error{}: {source}", path.as_ref().map(|p| format!(" on {}", p.display())).unwrap_or_default())]
+    #[error("I/O error{}: {source}{}", path.as_ref().map(|p| format!(" on {}", p.display())).unwrap_or_default(), advice_for(source))]
     Io {
         path: Option<PathBuf>,
         #[source]
@@ -185,4 +185,49 @@ impl From<std::io::Error> for Error {
 #[macro_export]
 macro_rules! corrupt {
     ($($arg:tt)*) => { Err($crate::error::Error::corrupt(format!($($arg)*))) };
+}
+
+/// What to do about an I/O error a user can fix: an open log holds a descriptor per segment
+/// file (as Kafka's broker does), so a partition with thousands of segments needs a higher
+/// open-file limit than the usual 1024.
+fn advice_for(source: &std::io::Error) -> String {
+    if source.raw_os_error() != Some(libc::EMFILE) {
+        return String::new();
+    }
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit fills the struct it is given.
+    let known = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } == 0;
+    let now = if known {
+        format!(" (now {})", limit.rlim_cur)
+    } else {
+        String::new()
+    };
+    format!(
+        "; an open log holds its segments' files open, as a broker does: raise the open-file \
+         limit{now}, e.g. `ulimit -n 65536`, or close logs no longer read"
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn too_many_open_files_says_what_to_raise() {
+        let e = Error::io(
+            "/d/t-0/00000000000000001099.index",
+            std::io::Error::from_raw_os_error(libc::EMFILE),
+        );
+        let text = e.to_string();
+        assert!(text.starts_with("I/O error on /d/t-0/00000000000000001099.index: "));
+        assert!(
+            text.contains("ulimit -n") && text.contains("(now "),
+            "{text}"
+        );
+        let other = Error::io("/d", std::io::Error::from_raw_os_error(libc::ENOENT));
+        assert!(!other.to_string().contains("ulimit"));
+    }
 }

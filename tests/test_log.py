@@ -1299,3 +1299,21 @@ def test_records_holds_a_bounded_chunk_of_large_records(tmp_path):
         assert first.value == record
         assert grown < 32, f"{grown:.0f} MiB held after the first of 64 MiB of records"
         assert sum(1 for _ in it) == 63
+
+
+def test_the_decompression_limit_is_named_and_can_be_raised(tmp_path):
+    """A batch inflating past the guard against decompression bombs is refused with a message
+    naming the limit and the config that raises it; raised, the same log reads."""
+    value = b"\0" * (3 << 20)
+    with Log(tmp_path / "z-0", read_only=False, create=True,
+             config={"max.message.bytes": str(4 << 20)}) as log:
+        log.append([{"value": value}], compression="zstd")
+    key = "kafkalog.max.decompressed.batch.bytes"
+    with Log(tmp_path / "z-0", config={key: str(1 << 20)}) as log:
+        with pytest.raises(kafkalog.CorruptRecordError, match=f"more than 1048576 bytes.*'{key}'"):
+            list(log.records())
+    with Log(tmp_path / "z-0", config={key: str(8 << 20)}) as log:
+        assert [r.value for r in log.records()] == [value]
+        assert log.to_arrow().read_all().column("value")[0].as_py() == value
+    with pytest.raises(kafkalog.InvalidArgumentError, match=key):
+        Log(tmp_path / "z-0", config={key: "0"})

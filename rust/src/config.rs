@@ -66,6 +66,9 @@ impl Default for LogConfig {
     }
 }
 
+/// The config key of [`LogConfig::max_decompressed_batch_bytes`].
+pub const MAX_DECOMPRESSED_BATCH_BYTES: &str = "kafkalog.max.decompressed.batch.bytes";
+
 impl LogConfig {
     /// Sets one property by its Kafka topic-config name (`segment.bytes`, ...) from a string.
     pub fn set(&mut self, name: &str, value: &str) -> Result<()> {
@@ -121,6 +124,11 @@ impl LogConfig {
             }
             "file.delete.delay.ms" => self.file_delete_delay_ms = at_least(name, value, 0)?,
             "flush.messages" => self.flush_messages = at_least(name, value, 1)?,
+            // kafkalog's own: how far one batch may inflate when decompressed (a guard against
+            // decompression bombs, above any batch a producer's 1 MiB default writes).
+            MAX_DECOMPRESSED_BATCH_BYTES => {
+                self.max_decompressed_batch_bytes = at_least(name, value, 1)? as usize
+            }
             // Kafka's BOOLEAN type: true or false in any case, nothing else.
             "preallocate" => {
                 self.preallocate = match value.trim().to_ascii_lowercase().as_str() {

@@ -157,8 +157,10 @@ pub fn decompress(codec: Compression, data: &[u8], max_size: usize, magic: u8) -
 
 fn exceeds(codec: Compression, max_size: usize) -> Error {
     Error::corrupt(format!(
-        "{} decompressed size exceeds the maximum of {max_size} bytes",
-        codec.name()
+        "{} batch decompresses to more than {max_size} bytes, the limit set against \
+         decompression bombs; if the batch is genuine, raise the log config '{}'",
+        codec.name(),
+        crate::config::MAX_DECOMPRESSED_BATCH_BYTES
     ))
 }
 

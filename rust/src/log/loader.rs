@@ -161,41 +161,62 @@ fn read_checkpoints(dir: &Path) -> Result<Checkpoints> {
     Ok(out)
 }
 
-/// Writes this partition's entries into the log dir's checkpoint files, keeping other partitions'.
-pub(crate) fn write_checkpoints(dir: &Path, st: &LogState) -> Result<()> {
-    let Some(parent) = dir.parent() else {
-        return Ok(());
-    };
-    let Some(tp) = dir
-        .file_name()
-        .and_then(|n| n.to_str())
-        .and_then(checkpoint::parse_topic_partition)
-    else {
-        return Ok(());
-    };
-    let parent = if parent.as_os_str().is_empty() {
-        Path::new(".")
-    } else {
-        parent
-    };
-    let _exclusive = checkpoint::LogDirLock::acquire(parent)?;
-    let update = |name: &str, offset: i64| -> Result<()> {
-        let file = OffsetCheckpointFile::new(parent.join(name));
-        match file.update(&tp.0, tp.1, Some(offset)) {
-            // Unreadable recovery points and log start offsets read as none (as `read_checkpoints`
-            // and Kafka's LogManager do), so the file is written again from this log's entry.
-            Err(Error::CorruptRecord { .. }) if name != REPLICATION_OFFSET_CHECKPOINT => {
-                file.write(&[(tp.clone(), offset)].into_iter().collect())
+/// Writes these partitions' entries into their log dirs' checkpoint files, keeping other
+/// partitions': each file of a dir is read and replaced once for all of them (a producer closing
+/// 500 partitions writes three files, not 1,500), under the dir's lock.
+pub(crate) fn write_checkpoints(logs: &[(&Path, &LogState)]) -> Result<()> {
+    type Entries = Vec<((String, i32), [i64; 3])>;
+    let mut by_dir: std::collections::BTreeMap<PathBuf, Entries> = Default::default();
+    for (dir, st) in logs {
+        let (Some(parent), Some(tp)) = (
+            dir.parent(),
+            dir.file_name()
+                .and_then(|n| n.to_str())
+                .and_then(checkpoint::parse_topic_partition),
+        ) else {
+            continue;
+        };
+        let parent = if parent.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            parent
+        };
+        let offsets = [
+            st.recovery_point,
+            st.log_start_offset,
+            st.high_watermark.message_offset,
+        ];
+        by_dir
+            .entry(parent.to_path_buf())
+            .or_default()
+            .push((tp, offsets));
+    }
+    for (parent, entries) in by_dir {
+        let _exclusive = checkpoint::LogDirLock::acquire(&parent)?;
+        for (i, name) in [
+            RECOVERY_POINT_CHECKPOINT,
+            LOG_START_OFFSET_CHECKPOINT,
+            REPLICATION_OFFSET_CHECKPOINT,
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let file = OffsetCheckpointFile::new(parent.join(name));
+            let mut offsets = match file.read() {
+                Ok(offsets) => offsets,
+                // Unreadable recovery points and log start offsets read as none (as
+                // `read_checkpoints` and Kafka's LogManager do): written again from these entries.
+                Err(Error::CorruptRecord { .. }) if name != REPLICATION_OFFSET_CHECKPOINT => {
+                    Default::default()
+                }
+                Err(e) => return Err(e),
+            };
+            for (tp, values) in &entries {
+                offsets.insert(tp.clone(), values[i]);
             }
-            other => other,
+            file.write(&offsets)?;
         }
-    };
-    update(RECOVERY_POINT_CHECKPOINT, st.recovery_point)?;
-    update(LOG_START_OFFSET_CHECKPOINT, st.log_start_offset)?;
-    update(
-        REPLICATION_OFFSET_CHECKPOINT,
-        st.high_watermark.message_offset,
-    )?;
+    }
     Ok(())
 }
 

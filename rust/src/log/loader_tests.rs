@@ -554,3 +554,36 @@ fn close_releases_every_segments_files_and_keeps_answering_about_them() {
     // What was read before the close stays readable.
     assert_eq!(offsets_of(&mapped.records)[0], (0, 2));
 }
+
+#[test]
+fn close_all_writes_every_logs_checkpoint_entries_at_once() {
+    let root = tempfile::tempdir().unwrap();
+    let logs: Vec<Log> = (0..5)
+        .map(|p| {
+            let log = open(&root.path().join(format!("t-{p}")));
+            log.append_as_leader(&batch_at(0, &[1_000; 3]), 0).unwrap();
+            log.update_high_watermark(2).unwrap();
+            log
+        })
+        .collect();
+    let reader = Log::open(root.path().join("t-0"), options(true)).unwrap();
+    let listed = logs.iter().chain([&logs[1], &reader]);
+    Log::close_all(listed).unwrap();
+    assert!(logs
+        .iter()
+        .chain([&reader])
+        .all(|l| l.read(0, 10, FetchIsolation::LogEnd, true).is_err()));
+    for (name, want) in [
+        ("recovery-point-offset-checkpoint", 3),
+        ("replication-offset-checkpoint", 2),
+    ] {
+        let text = fs::read_to_string(root.path().join(name)).unwrap();
+        for p in 0..5 {
+            assert!(text.contains(&format!("t {p} {want}\n")), "{name}:\n{text}");
+        }
+    }
+    // Closed, each can be opened for writing again (its folder lock was released).
+    for p in 0..5 {
+        open(&root.path().join(format!("t-{p}"))).close().unwrap();
+    }
+}

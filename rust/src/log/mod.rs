@@ -1193,24 +1193,58 @@ impl Log {
 
     /// Flushes everything, writes the producer snapshot, the checkpoints and trims the indexes.
     pub fn close(&self) -> Result<()> {
-        let mut st = self.state.write().unwrap_or_else(|p| p.into_inner());
-        if st.closed {
-            return Ok(());
+        Self::close_all([self])
+    }
+
+    /// [`Self::close`] for several logs, writing their log dirs' shared checkpoint files once
+    /// for all of them. A log whose files fail to close stays open; the first error is returned
+    /// once the others are closed.
+    pub fn close_all<'a>(logs: impl IntoIterator<Item = &'a Log>) -> Result<()> {
+        let mut outcome = Ok(());
+        let mut closing: Vec<(&Log, RwLockWriteGuard<'_, LogState>)> = Vec::new();
+        for log in logs {
+            if closing.iter().any(|(l, _)| std::ptr::eq(*l, log)) {
+                continue; // listed twice: its lock is held already
+            }
+            let mut st = log.state.write().unwrap_or_else(|p| p.into_inner());
+            if st.closed {
+                continue;
+            }
+            if log.read_only {
+                Self::release_segments(&mut st);
+                continue;
+            }
+            match Self::close_files(&mut st) {
+                Ok(()) => closing.push((log, st)),
+                Err(e) => {
+                    if outcome.is_ok() {
+                        outcome = Err(e);
+                    }
+                }
+            }
         }
-        if self.read_only {
-            Self::release_segments(&mut st);
-            return Ok(());
+        let entries: Vec<(&Path, &LogState)> = closing
+            .iter()
+            .map(|(l, st)| (l.dir.as_path(), &**st))
+            .collect();
+        loader::write_checkpoints(&entries)?;
+        for (_, st) in &mut closing {
+            Self::release_segments(st);
+            st.writer_lock = None;
         }
+        outcome
+    }
+
+    /// A writable log's closing writes: everything flushed, the producer snapshot, the segments'
+    /// indexes trimmed.
+    fn close_files(st: &mut LogState) -> Result<()> {
         let leo = st.log_end_offset.message_offset;
-        Self::flush_in(&mut st, leo)?;
+        Self::flush_in(st, leo)?;
         st.producer_state.update_map_end_offset(leo);
         st.producer_state.take_snapshot()?;
         for segment in st.segments.iter_mut() {
             segment.close()?;
         }
-        loader::write_checkpoints(&self.dir, &st)?;
-        Self::release_segments(&mut st);
-        st.writer_lock = None;
         Ok(())
     }
 

@@ -793,13 +793,14 @@ impl TopicProducer {
             self.flush()
         };
         self.closed = true;
-        for state in &mut self.partitions {
-            if let Some(log) = state.log.take() {
-                if let Err(e) = log.close() {
-                    if result.is_ok() {
-                        result = Err(e);
-                    }
-                }
+        let logs: Vec<_> = self
+            .partitions
+            .iter_mut()
+            .filter_map(|s| s.log.take())
+            .collect();
+        if let Err(e) = Log::close_all(&logs) {
+            if result.is_ok() {
+                result = Err(e);
             }
         }
         self.txn_lock = None;

@@ -1142,7 +1142,7 @@ mod tests {
         assert!(deep_records(&w, &mut scratch, 1000)
             .unwrap_err()
             .to_string()
-            .contains("exceeds"));
+            .contains("decompresses to more than"));
         // Builder refusals.
         assert!(
             build_message_set(1, 0, &[], Compression::Gzip, TimestampType::CreateTime).is_err()

@@ -158,8 +158,8 @@ pub struct LogSegment {
 }
 
 /// Empty writable indexes in a private temp folder, for a read-only segment whose own indexes
-/// are missing or fail their check. They are sized for the entries a rebuild of a `log_size`
-/// log can add (one per batch at most), not the configured maximum: their blocks are allocated.
+/// are missing or fail their check, sized for the entries a rebuild of a `log_size` log can add
+/// (one per batch at most) rather than the configured maximum.
 fn private_indexes(
     base_offset: i64,
     log_size: u64,

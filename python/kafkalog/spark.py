@@ -195,7 +195,10 @@ def _lower(options: Mapping[str, Any]) -> Dict[str, str]:
     return {str(k).lower(): str(v) for k, v in options.items()}
 
 
-_NOT_A_BROKER = {True: " (kafkalog reads and writes the broker's files: kafka.bootstrap.servers is not used)"}
+def _path_required(options: Mapping[str, str], what: str) -> KafkaLogOptionError:
+    hint = (" (kafkalog reads and writes the broker's files: kafka.bootstrap.servers is not used)"
+            if "kafka.bootstrap.servers" in options else "")
+    return KafkaLogOptionError(f"option path is required: {what}{hint}")
 
 
 def _check_names(options: Mapping[str, str], allowed: Mapping[str, str]) -> None:
@@ -231,8 +234,7 @@ def _paths(options: Mapping[str, str]) -> List[str]:
     if "path" in options:
         paths.extend(p.strip() for p in options["path"].split(",") if p.strip())
     if not paths:
-        raise KafkaLogOptionError("option path is required: a Kafka data dir or partition folder"
-                                  + _NOT_A_BROKER.get("kafka.bootstrap.servers" in options, ""))
+        raise _path_required(options, "a Kafka data dir or partition folder")
     return paths
 
 
@@ -593,8 +595,7 @@ class KafkaLogWriter(DataSourceArrowWriter):
         opts = _lower(options)
         _check_names(opts, WRITE_OPTIONS)
         if "path" not in opts:
-            raise KafkaLogOptionError("option path is required: the Kafka data dir to write into"
-                                      + _NOT_A_BROKER.get("kafka.bootstrap.servers" in opts, ""))
+            raise _path_required(opts, "the Kafka data dir to write into")
         self.data_dir = os.path.abspath(os.path.expanduser(opts["path"]))
         if os.path.isfile(self.data_dir):
             raise KafkaLogOptionError(f"{opts['path']} is a file; path takes a Kafka data dir")

@@ -934,7 +934,11 @@ mod tests {
             );
             for max in [0, 1, 1000, 65_536, data.len() - 1] {
                 let err = decompress(codec, &c, max, 2).unwrap_err().to_string();
-                assert!(err.contains("decompresses to more than"), "{} max {max}: {err}", codec.name());
+                assert!(
+                    err.contains("decompresses to more than"),
+                    "{} max {max}: {err}",
+                    codec.name()
+                );
             }
         }
         // Raw snappy whose length preamble claims more than the budget: rejected before allocating.

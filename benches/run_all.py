@@ -54,11 +54,13 @@ SIZES = {
     "full": dict(py_bytes=16 << 20, py_max_records=200_000, repeat=3, java_records=400_000,
                  jmh=["-f", "1", "-wi", "3", "-w", "1s", "-i", "5", "-r", "1s"], rust_secs="2",
                  spark_records=2_000_000, spark_repeat=3, cores=[1, 2], rss_batch_rows=16384,
-                 rss_batches=12, profile="bench"),
+                 rss_batches=12, scale_partitions=16, scale_bytes=8 << 20, scale_repeat=5,
+                 profile="bench"),
     "tiny": dict(py_bytes=64 << 10, py_max_records=600, repeat=1, java_records=3000,
                  jmh=["-f", "0", "-wi", "0", "-i", "1", "-r", "100ms"], rust_secs="0.02",
                  spark_records=2000, spark_repeat=1, cores=[1], rss_batch_rows=256,
-                 rss_batches=10, profile="dev"),
+                 rss_batches=10, scale_partitions=4, scale_bytes=64 << 10, scale_repeat=1,
+                 profile="dev"),
 }
 
 
@@ -91,7 +93,12 @@ def machine() -> dict:
         mem = int(re.search(r"MemTotal:\s+(\d+)", Path("/proc/meminfo").read_text()).group(1)) * 1024
     except (OSError, AttributeError):
         pass
-    return {"cores": os.cpu_count(), "cpu": cpu, "memory_gib": mem / 2**30,
+    try:
+        import pyarrow
+        arrow = pyarrow.__version__
+    except ImportError:
+        arrow = "?"
+    return {"cores": os.cpu_count(), "cpu": cpu, "memory_gib": mem / 2**30, "pyarrow": arrow,
             "load": os.getloadavg(), "python": platform.python_version(), "kernel": platform.release()}
 
 
@@ -225,14 +232,14 @@ def python_peer(cls, data: bytes, check_crcs: bool = True):
     return go
 
 
-def section_python(size: dict, tmp: Path) -> dict:
+def section_python(size: dict, tmp: Path, codecs: list[str]) -> dict:
     import kafkalog
     from aiokafka.record.memory_records import MemoryRecords as Aio
     from kafka.record.memory_records import MemoryRecords as KafkaPython
 
     zc = has_zero_copy()
     rows = []
-    for codec in CODECS:
+    for codec in codecs:
         for vb in VALUE_SIZES:
             n = max(2, min(size["py_max_records"], size["py_bytes"] // (vb + 20)))
             path = build_log(tmp / f"py-{codec}-{vb}-0", n, vb, codec)
@@ -406,6 +413,82 @@ def section_spark(size: dict, tmp: Path, env: dict) -> dict:
     return {"records": size["spark_records"], "partitions": partitions, "runs": results}
 
 
+# --------------------------------------------------------------------------- scaling over cores
+
+
+def thread_counts(cores: int) -> list[int]:
+    counts, t = [], 1
+    while t < cores:
+        counts.append(t)
+        t *= 2
+    return counts + [cores]
+
+
+def scale_read_kafkalog(path: str, zero_copy: bool) -> tuple[int, int]:
+    import kafkalog
+
+    # check_crcs_ahead=False: each read on its one thread, so T readers use T cores.
+    table = kafkalog.Log(path).to_arrow(zero_copy=zero_copy, check_crcs_ahead=False).read_all()
+    return table.num_rows, byte_lengths(table.column("key")) + byte_lengths(table.column("value"))
+
+
+def scale_read_aiokafka(path: str) -> tuple[int, int]:
+    from aiokafka.record.memory_records import MemoryRecords
+
+    # As aiokafka's consumer decodes a fetch: the bytes in memory, each batch's CRC checked.
+    n = total = 0
+    for seg in sorted(Path(path).glob("*.log")):
+        records = MemoryRecords(seg.read_bytes())
+        while records.has_next():
+            batch = records.next_batch()
+            if not batch.validate_crc():
+                raise SystemExit("aiokafka found a CRC mismatch")
+            for r in batch:
+                n += 1
+                total += len(r.key) + len(r.value)
+    return n, total
+
+
+def scale_warm(_: int) -> int:
+    import aiokafka.record.memory_records  # noqa: F401  (the import out of the timed rounds)
+    return os.getpid()
+
+
+def section_scaling(size: dict, tmp: Path) -> dict:
+    """Reading a topic's partitions on 1, 2, 4, ... cores: kafkalog on threads of one process (each
+    read releases the GIL), aiokafka's decoder on as many processes (it holds the GIL)."""
+    import multiprocessing
+    from concurrent.futures import ThreadPoolExecutor
+
+    parts = size["scale_partitions"]
+    per_partition = size["scale_bytes"] // 120
+    paths = [str(build_log(tmp / "scale" / f"bench-{p}", per_partition, 100, "none")) for p in range(parts)]
+    cores = os.cpu_count() or 1
+    ctx = multiprocessing.get_context("spawn")  # no fork of a process holding pyarrow's threads
+    runs = []
+    for t in thread_counts(cores):
+        with ThreadPoolExecutor(t) as threads, ctx.Pool(t) as procs:
+            procs.map(scale_warm, range(t))
+            expected = None
+            contenders = {
+                "kafkalog zero-copy": lambda: threads.map(scale_read_kafkalog, paths, [True] * parts),
+                "kafkalog": lambda: threads.map(scale_read_kafkalog, paths, [False] * parts),
+                "aiokafka": lambda: procs.map(scale_read_aiokafka, paths, chunksize=1),
+            }
+            for name, fn in contenders.items():  # each pair read the same records (and warms up)
+                got = [tuple(x) for x in fn()]
+                if expected is None:
+                    expected = got
+                elif got != expected:
+                    raise SystemExit(f"scaling: {name} read {got}, kafkalog zero-copy {expected}")
+            med = interleaved({k: (lambda f=f: list(f())) for k, f in contenders.items()}, size["scale_repeat"])
+        records = sum(n for n, _ in expected)
+        runs.append({"threads": t, "median_s": med})
+        log(f"scaling {t} cores: " + ", ".join(f"{k} {records / v:,.0f}/s" for k, v in med.items()))
+    shutil.rmtree(tmp / "scale")
+    return {"partitions": parts, "records": records, "value_bytes": 100, "runs": runs}
+
+
 # --------------------------------------------------------------------------- index, RSS
 
 
@@ -466,11 +549,13 @@ def report(res: dict, size_name: str) -> str:
     out = [f"# kafkalog performance, side by side\n",
            f"Generated by `benches/run_all.py` ({size_name} size) on {res['date']} in {res['wall_s']:.0f} s.\n",
            f"Machine: {m['cores']} cores, {m['cpu']}, {m['memory_gib']:.1f} GiB memory, Linux {m['kernel']}, "
-           f"Python {m['python']}; load average {m['load'][0]:.1f} at the start. **The machine was shared** with "
-           f"other jobs building and testing while this ran: absolute figures are noisy; the ratios "
-           f"compare contenders measured interleaved in the same run (medians). No bigger machine "
-           f"was available to this run, so scaling stops at {m['cores']} cores. `OPENBLAS_NUM_THREADS=1` "
-           f"(numpy's BLAS threads, imported with pyarrow, otherwise spin on every core).\n",
+           f"Python {m['python']}, pyarrow {m.get('pyarrow', '?')}; load average {m['load'][0]:.1f} at the start. "
+           + (res.get("machine_note") or
+              f"**The machine was shared** with other jobs building and testing while this ran: absolute "
+              f"figures are noisy; the ratios compare contenders measured interleaved in the same run "
+              f"(medians). No bigger machine was available to this run, so scaling stops at {m['cores']} cores.")
+           + " `OPENBLAS_NUM_THREADS=1` (numpy's BLAS threads, imported with pyarrow, otherwise spin on every "
+           "core).\n",
            f"kafkalog: {res['build']}.\n"]
     if "python" in res:
         py = res["python"]
@@ -584,8 +669,30 @@ def report(res: dict, size_name: str) -> str:
             a, k = r["median_s"]["spark-kafka"], r["median_s"]["kafkalog"]
             out.append(f"| {r['cores']} | {a:.2f} s ({fmt_rate(s['records'] / a)} rec/s) | {k:.2f} s "
                        f"({fmt_rate(s['records'] / k)} rec/s) | **{a / k:.1f}x** |")
-        out.append(f"\nThis machine has {res['machine']['cores']} cores; no larger machine was available to "
-                   f"this task, so the scaling rows stop there.\n")
+        out.append(f"\nThis machine has {res['machine']['cores']} cores, so these rows stop there.\n")
+    if "scaling" in res:
+        sc = res["scaling"]
+        n = sc["records"]
+        out.append("## Scaling over cores: a topic's partitions read in parallel\n")
+        out.append(f"One topic of {sc['partitions']} partitions, {n:,} records of {sc['value_bytes']} B values "
+                   f"in all, uncompressed; every partition read whole, every key and value touched (their "
+                   f"lengths summed), results checked equal. kafkalog: `Log(partition).to_arrow()` on T "
+                   f"threads of one process (each read releases the GIL; `check_crcs_ahead=False`, so one "
+                   f"core per reader). aiokafka: its decoder (each batch's CRC checked, as its consumer does) "
+                   f"on T processes of a pool, since it holds the GIL; each reads the segment bytes into "
+                   f"memory first. Records/s, median of interleaved rounds; speed-up against the same "
+                   f"contender on one core.\n")
+        out += ["| cores | kafkalog zero_copy=True | kafkalog to_arrow | aiokafka (processes) "
+                "| zero-copy vs aiokafka | to_arrow vs aiokafka |", "|---|---|---|---|---|---|"]
+        base = sc["runs"][0]["median_s"]
+        for r in sc["runs"]:
+            t = r["median_s"]
+            cells = [str(r["threads"])]
+            for k in ("kafkalog zero-copy", "kafkalog", "aiokafka"):
+                cells.append(f"{fmt_rate(n / t[k])}/s ({base[k] / t[k]:.1f}x)")
+            cells += [f"**{t['aiokafka'] / t['kafkalog zero-copy']:.1f}x**", f"{t['aiokafka'] / t['kafkalog']:.1f}x"]
+            out.append("| " + " | ".join(cells) + " |")
+        out.append("")
     if "index" in res:
         out.append("## Index lookups: warm/cold search vs a plain binary search (criterion, benches/index_lookup.rs)\n")
         out.append("A nearly full default 10 MiB .index (1,310,000 entries); `caught_up` targets near the end, "
@@ -631,10 +738,13 @@ def release_build(env: dict) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tiny", action="store_true", help="smoke-test sizes; prints the table, writes no file")
-    ap.add_argument("--only", default="python,java,spark,index,rss")
+    ap.add_argument("--only", default="python,java,spark,index,rss,scaling")
     ap.add_argument("--out", default=str(BENCHES / "RESULTS.md"))
     ap.add_argument("--update", action="store_true",
                     help="re-run only the --only sections and merge them into the existing RESULTS.json/.md")
+    ap.add_argument("--codecs", default=",".join(CODECS), help="the python section's codecs")
+    ap.add_argument("--machine-note", default="",
+                    help="replaces the report's sentence on the machine being shared (another machine's run)")
     ap.add_argument("--no-release-build", action="store_true",
                     help="full sizes with the kafkalog already importable (e.g. after maturin develop --release)")
     args = ap.parse_args()
@@ -655,6 +765,8 @@ def main() -> None:
     res: dict = {"machine": machine(), "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
                  "build": build}
     previous = Path(args.out).with_suffix(".json")
+    if args.machine_note:
+        res["machine_note"] = args.machine_note
     if args.update and previous.is_file():
         res = json.loads(previous.read_text())
         res["date"] += f" (sections {args.only} re-run {datetime.datetime.now(datetime.timezone.utc):%H:%M UTC})"
@@ -663,7 +775,7 @@ def main() -> None:
         for name in sections:
             log(f"section {name}")
             if name == "python":
-                res["python"] = section_python(size, tmp)
+                res["python"] = section_python(size, tmp, [c for c in args.codecs.split(",") if c])
             elif name == "java":
                 res["java"] = section_java(size, tmp)
             elif name == "spark":
@@ -672,6 +784,8 @@ def main() -> None:
                 res["index"] = section_index(size)
             elif name == "rss":
                 res["rss"] = section_rss(size, tmp, env)
+            elif name == "scaling":
+                res["scaling"] = section_scaling(size, tmp)
             else:
                 raise SystemExit(f"unknown section {name}")
     res["wall_s"] = res.get("wall_s", 0) + time.time() - t0 if args.update else time.time() - t0

@@ -29,7 +29,8 @@ def test_dump_bench_runs_and_agrees():
 def test_run_all_tiny_runs_every_row_and_writes_nothing(tmp_path):
     """benches/run_all.py at tiny sizes: every section runs (Kafka's Java code under JMH, the Rust
     peer, the Python peers, Spark's Kafka source against the kafkalog source, index lookups,
-    streaming RSS) and checks its pairs read the same records; RESULTS.md is left alone."""
+    streaming RSS, partitions read on every core) and checks its pairs read the same records;
+    RESULTS.md is left alone."""
     results = BENCHES / "RESULTS.md"
     before = results.read_bytes() if results.exists() else None
     out = subprocess.run(
@@ -40,10 +41,12 @@ def test_run_all_tiny_runs_every_row_and_writes_nothing(tmp_path):
     assert (results.read_bytes() if results.exists() else None) == before
     for heading in ("Log.to_arrow vs aiokafka vs kafka-python", "Kafka's own Java code (JMH)",
                     "Against the machine's limits", "Spark's Kafka source vs the kafkalog source",
-                    "Index lookups", "Memory while streaming"):
+                    "Index lookups", "Memory while streaming", "Scaling over cores"):
         assert heading in out, out
     # Every codec and record size has its row, and Spark ran on one core.
     for codec in ("none", "gzip", "snappy", "lz4", "zstd"):
         for size in ("10 B", "100 B", "1024 B", "102400 B"):
             assert f"| {codec} | {size} |" in out, (codec, size)
     assert "| 1 | " in out
+    # The scaling rows: one core, then every core of the machine.
+    assert out.count("(1.0x) | ") >= 3, out

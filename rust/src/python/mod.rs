@@ -34,6 +34,9 @@ fn _kafkalog(m: &Bound<'_, PyModule>) -> PyResult<()> {
         // SAFETY: sets one integer option of the allocator; no memory is touched.
         unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, 10_000) };
     }
+    // pyarrow frees a zero-copy table's memory map holding the GIL: unmapped on a thread of
+    // its own, the other threads go on meanwhile.
+    crate::record::segment_map::unmap_in_background(true);
     errors::register(m)?;
     records::register(m)?;
     segment::register(m)?;

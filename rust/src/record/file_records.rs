@@ -18,6 +18,7 @@ use crate::record::batch::{
     MAX_TIMESTAMP_OFFSET, NO_TIMESTAMP, RECORD_BATCH_OVERHEAD,
 };
 use crate::record::codec::Compression;
+use crate::record::segment_map::SegmentMap;
 
 /// Largest batch a reader accepts from a length field unless told otherwise; bounds allocation.
 pub const DEFAULT_MAX_BATCH_SIZE: usize = 256 * 1024 * 1024;
@@ -529,6 +530,7 @@ impl FileRecords {
                         .map(&self.file)
                 }
                 .ok()?;
+                let map = SegmentMap::new(map);
                 let _ = map.advise(memmap2::Advice::Sequential);
                 let ptr = std::ptr::NonNull::new(map.as_ptr() as *mut u8)?;
                 let len = map.len();
@@ -817,7 +819,7 @@ pub(crate) const POPULATE_CHUNK: u64 = 4 << 20;
 /// were filled.
 #[derive(Debug)]
 struct Mapping {
-    map: std::sync::Arc<memmap2::Mmap>,
+    map: std::sync::Arc<SegmentMap>,
     buffer: Buffer,
     /// One bit per `POPULATE_CHUNK` of the file.
     populated: Box<[AtomicU64]>,

@@ -10,6 +10,7 @@ pub mod legacy;
 #[allow(clippy::module_inception)]
 // record::record mirrors Kafka's record.Record, as DESIGN.md maps it
 pub mod record;
+pub mod segment_map;
 pub mod varint;
 
 pub use codec::Compression;

@@ -172,9 +172,6 @@ def interleaved(contenders: dict, repeat: int) -> dict:
 
 
 def to_arrow_reader(path: Path, zero_copy: bool, one_thread: bool = False):
-    """`one_thread`: the read with `check_crcs_ahead=False`, and the calling thread pinned to one
-    CPU together with kafkalog's unmapping thread (which unmaps a freed zero-copy table's
-    segments), so every step of the read and its clean-up runs on one core, as the peers do."""
     import kafkalog
 
     def go():
@@ -184,36 +181,6 @@ def to_arrow_reader(path: Path, zero_copy: bool, one_thread: bool = False):
         table = kafkalog.Log(path).to_arrow(**kw).read_all()
         # Touch every key and value as the others do: sum their lengths in Arrow.
         return byte_lengths(table.column("value")) + byte_lengths(table.column("key"))
-    return on_one_core(go) if one_thread else go
-
-
-def kafkalog_threads(name: str) -> list[int]:
-    tids = []
-    for task in Path("/proc/self/task").iterdir():
-        try:
-            if (task / "comm").read_text().strip() == name:
-                tids.append(int(task.name))
-        except OSError:
-            pass
-    return tids
-
-
-def on_one_core(fn):
-    found: list[int] = []  # the unmapping thread, once started: looked up out of the timed rounds
-
-    def go():
-        if not found:
-            found.extend(kafkalog_threads("kafkalog-unmap"))
-        threads = [0] + found
-        saved = {t: os.sched_getaffinity(t) for t in threads}
-        cpu = min(saved[0])
-        for t in threads:
-            os.sched_setaffinity(t, {cpu})
-        try:
-            return fn()
-        finally:
-            for t, cpus in saved.items():
-                os.sched_setaffinity(t, cpus)
     return go
 
 
@@ -378,7 +345,7 @@ def section_java(size: dict, tmp: Path) -> dict:
     if has_zero_copy():
         contenders["to_arrow zero-copy"] = to_arrow_reader(path, True)
         if has_crc_thread():
-            contenders["to_arrow zero-copy, 1 core"] = to_arrow_reader(path, True, one_thread=True)
+            contenders["to_arrow zero-copy, 1 thread"] = to_arrow_reader(path, True, one_thread=True)
     py = interleaved(contenders, size["repeat"])
     ops = ["deep_iteration", "deep_iteration_mapped", "deep_iteration_no_crc", "deep_iteration_in_memory", "offset_index_lookup", "time_index_lookup", "build_and_append", "memcpy", "crc32c"]
     rust = {op: median([rust_before[op]["ns_per_op"], rust_after[op]["ns_per_op"]]) for op in ops}
@@ -603,20 +570,19 @@ def report(res: dict, size_name: str) -> str:
                    "keys and values into `binary` columns; `zero_copy=True` points `binary_view` columns into "
                    "the segment. A segment no writer holds is read through a memory map, with a second thread "
                    "checking CRCs ahead of the decoder for reads of 1 MiB or more of uncompressed records of "
-                   "64 B to 1 KiB (a copying read uses the map only then; otherwise read windows); `1 core` "
-                   "is the zero-copy read with `check_crcs_ahead=False`, every step on one core as the peers "
-                   "do: the calling thread pinned to one CPU with kafkalog's unmapping thread (a freed "
-                   "zero-copy table's segments are unmapped there, off the GIL).\n")
+                   "64 B to 1 KiB (a copying read uses the map only then; otherwise read windows); `1 thread` "
+                   "is the zero-copy read with `check_crcs_ahead=False`, every step on the calling thread as "
+                   "the peers do.\n")
         zc = py["zero_copy"]
         one = zc and all("kafkalog zero-copy 1 thread" in r["median_s"] for r in py["rows"])
         nocrc = all("aiokafka no crc" in r["median_s"] for r in py["rows"])
         kpnocrc = all("kafka-python no crc" in r["median_s"] for r in py["rows"])
-        head = "| codec | value | records | kafkalog to_arrow |" + (" zero_copy=True |" if zc else "") + (" zero-copy, 1 core |" if one else "") + \
+        head = "| codec | value | records | kafkalog to_arrow |" + (" zero_copy=True |" if zc else "") + (" zero-copy, 1 thread |" if one else "") + \
                " aiokafka |" + (" aiokafka no CRC |" if nocrc else "") + " kafka-python |" + \
                (" kafka-python no CRC |" if kpnocrc else "") + " vs aiokafka |" + \
                (" vs aiokafka no CRC |" if nocrc else "") + " vs kafka-python |" + \
                (" vs kafka-python no CRC |" if kpnocrc else "") + (" zero-copy vs aiokafka |" if zc else "") + \
-               (" zero-copy 1 core vs aiokafka |" if one else "")
+               (" zero-copy 1 thread vs aiokafka |" if one else "")
         out += [head, "|" + "---|" * (head.count("|") - 1)]
         for r in py["rows"]:
             n, t = r["records"], r["median_s"]

@@ -1012,6 +1012,47 @@ fn str_at(array: &dyn Array, i: usize) -> Option<&str> {
     bytes_at(array, i).map(|b| std::str::from_utf8(b).expect("Arrow strings are UTF-8"))
 }
 
+/// A dictionary-encoded binary or string column (a pandas categorical, a Parquet column read
+/// with its dictionary) decoded to its value type, so the sink reads it as any other; other
+/// columns as they are (the type check names a dictionary of anything else).
+fn decoded(column: ArrayRef) -> ArrayRef {
+    let DataType::Dictionary(_, value_type) = column.data_type() else {
+        return column;
+    };
+    if !is_bytes_like(value_type) {
+        return column;
+    }
+    let dictionary = column.as_any_dictionary();
+    let values = dictionary.values();
+    // normalized_keys needs a value; without one every row is null.
+    let keys = if values.is_empty() {
+        Vec::new()
+    } else {
+        dictionary.normalized_keys()
+    };
+    let row = |i: usize| {
+        (!column.is_null(i))
+            .then(|| keys.get(i).and_then(|&k| bytes_at(values.as_ref(), k)))
+            .flatten()
+    };
+    if is_string(value_type) {
+        let mut out = StringBuilder::with_capacity(column.len(), 0);
+        for i in 0..column.len() {
+            // The dictionary's values are a string array: UTF-8.
+            out.append_option(
+                row(i).map(|b| std::str::from_utf8(b).expect("Arrow strings are UTF-8")),
+            );
+        }
+        Arc::new(out.finish())
+    } else {
+        let mut out = BinaryBuilder::with_capacity(column.len(), 0);
+        for i in 0..column.len() {
+            out.append_option(row(i));
+        }
+        Arc::new(out.finish())
+    }
+}
+
 fn column_error(name: &str, found: &DataType, wanted: &str) -> Error {
     Error::InvalidArgument(format!(
         "column '{name}' has type {found}; Kafka's sink takes {wanted}"
@@ -1023,7 +1064,10 @@ impl SinkColumns {
     pub fn new(batch: &RecordBatch) -> Result<Self> {
         let schema = batch.schema();
         let get = |name: &str| -> Option<ArrayRef> {
-            schema.index_of(name).ok().map(|i| batch.column(i).clone())
+            schema
+                .index_of(name)
+                .ok()
+                .map(|i| decoded(batch.column(i).clone()))
         };
         let bytes_col = |name: &str| -> Result<Option<ArrayRef>> {
             match get(name) {

@@ -24,6 +24,30 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 #[cfg(not(test))]
 const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
 
+extern "C" {
+    // Public C API since Python 3.4 that pyo3's abi3 bindings leave out (it is outside the
+    // limited API); every CPython 3 exports it.
+    fn PyGILState_Check() -> std::os::raw::c_int;
+}
+
+/// Unmaps a segment map with the GIL released when this thread holds it: pyarrow frees the last
+/// Arrow buffer of a zero-copy table holding the GIL, and the unmap (page tables torn down, other
+/// cores' TLBs flushed) would stall every other thread of the process meanwhile. Threads
+/// without the GIL (a C++ consumer's) just unmap.
+fn unmap_without_the_gil(map: memmap2::Mmap) {
+    // SAFETY: PyGILState_Check only reads this thread's state. When it holds the GIL, Save and
+    // RestoreThread pair up on this thread around code that touches no Python object.
+    unsafe {
+        if PyGILState_Check() == 1 {
+            let state = pyo3::ffi::PyEval_SaveThread();
+            drop(map);
+            pyo3::ffi::PyEval_RestoreThread(state);
+        } else {
+            drop(map);
+        }
+    }
+}
+
 #[pymodule]
 fn _kafkalog(m: &Bound<'_, PyModule>) -> PyResult<()> {
     // Freed Arrow memory stays mapped for 10 s (jemalloc's default decay) instead of mimalloc's
@@ -34,9 +58,7 @@ fn _kafkalog(m: &Bound<'_, PyModule>) -> PyResult<()> {
         // SAFETY: sets one integer option of the allocator; no memory is touched.
         unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, 10_000) };
     }
-    // pyarrow frees a zero-copy table's memory map holding the GIL: unmapped on a thread of
-    // its own, the other threads go on meanwhile.
-    crate::record::segment_map::unmap_in_background(true);
+    crate::record::segment_map::set_unmap_hook(unmap_without_the_gil);
     errors::register(m)?;
     records::register(m)?;
     segment::register(m)?;

@@ -1,33 +1,28 @@
-//! A read-only memory map of a segment file, and where it is unmapped.
+//! A read-only memory map of a segment file, and how it is unmapped.
 //!
-//! Unmapping a segment takes a while: its page tables are torn down and every core that ran the
-//! process has its TLB flushed, about 0.3 ms for 8 MiB on 2 cores and more with more threads.
-//! Arrow arrays of a zero-copy read keep the map alive, so the unmap happens wherever the last of
-//! them is freed. In Python that is pyarrow freeing a table, holding the GIL: every other thread
-//! of the process waits for it, and readers on many threads stop scaling. With
-//! [`unmap_in_background`] on (the Python extension turns it on), the last owner hands the map to
-//! a thread of its own instead.
+//! Unmapping a segment takes a while: its page tables are torn down and the other cores that ran
+//! the process have their TLBs flushed, about 0.1-0.3 ms for 8 MiB. Arrow arrays of a zero-copy
+//! read keep the map alive, so the unmap happens wherever the last of them is freed. In Python
+//! that is pyarrow freeing a table, holding the GIL: every other thread of the process would wait
+//! for it, and readers on many threads would stop scaling. An embedding can install an
+//! [`UnmapHook`] (the Python extension's releases the GIL around the unmap).
 
 use std::ops::Deref;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{sync_channel, SyncSender, TrySendError};
-use std::sync::Mutex;
+use std::sync::OnceLock;
 
 use memmap2::Mmap;
 
-/// Maps waiting for the background thread; past this many, the dropping thread unmaps its own
-/// (a bound on address space held, should the thread fall behind).
-const PENDING_UNMAPS: usize = 64;
+/// Unmaps a segment map, by dropping it, in whatever state the embedding needs.
+pub type UnmapHook = fn(Mmap);
 
-static IN_BACKGROUND: AtomicBool = AtomicBool::new(false);
+static UNMAP_HOOK: OnceLock<UnmapHook> = OnceLock::new();
 
-/// Unmaps segment maps dropped from now on in a background thread (`true`), or where they are
-/// dropped (`false`, the default).
-pub fn unmap_in_background(on: bool) {
-    IN_BACKGROUND.store(on, Ordering::Relaxed);
+/// Installs `hook` for every segment map dropped from now on; the first hook installed stays.
+pub fn set_unmap_hook(hook: UnmapHook) {
+    let _ = UNMAP_HOOK.set(hook);
 }
 
-/// A read-only map of a segment file; dropped, it is unmapped as [`unmap_in_background`] says.
+/// A read-only map of a segment file; dropped, it is unmapped through the [`UnmapHook`], if any.
 #[derive(Debug)]
 pub(crate) struct SegmentMap(Option<Mmap>);
 
@@ -49,39 +44,8 @@ impl Deref for SegmentMap {
 
 impl Drop for SegmentMap {
     fn drop(&mut self) {
-        if let Some(map) = self.0.take() {
-            if IN_BACKGROUND.load(Ordering::Relaxed) {
-                unmap_later(map);
-            }
-        }
-    }
-}
-
-/// Sends `map` to the unmapping thread, or unmaps it here when that thread is behind or cannot
-/// be started.
-pub(crate) fn unmap_later(map: Mmap) {
-    // The process id with the sender: a forked child has the parent's sender but not its thread.
-    static UNMAPPER: Mutex<Option<(u32, SyncSender<Mmap>)>> = Mutex::new(None);
-    let pid = std::process::id();
-    let mut unmapper = UNMAPPER.lock().unwrap_or_else(|p| p.into_inner());
-    if unmapper.as_ref().is_none_or(|(owner, _)| *owner != pid) {
-        let (send, receive) = sync_channel::<Mmap>(PENDING_UNMAPS);
-        let started = std::thread::Builder::new()
-            .name("kafkalog-unmap".into())
-            .spawn(move || receive.into_iter().for_each(drop));
-        if started.is_err() {
-            return; // `map` is unmapped here, on return
-        }
-        *unmapper = Some((pid, send));
-    }
-    let Some((_, send)) = unmapper.as_ref() else {
-        return;
-    };
-    match send.try_send(map) {
-        Ok(()) => {}
-        Err(TrySendError::Full(map) | TrySendError::Disconnected(map)) => {
-            drop(unmapper);
-            drop(map);
+        if let (Some(map), Some(hook)) = (self.0.take(), UNMAP_HOOK.get()) {
+            hook(map);
         }
     }
 }
@@ -90,19 +54,6 @@ pub(crate) fn unmap_later(map: Mmap) {
 mod tests {
     use super::*;
     use std::io::Write;
-    use std::time::{Duration, Instant};
-
-    fn mapped(len: usize) -> (tempfile::TempDir, String, Mmap) {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("00000000000000000000.log");
-        std::fs::File::create(&path)
-            .unwrap()
-            .write_all(&vec![7u8; len])
-            .unwrap();
-        // SAFETY: a file of this test's own, not written while mapped.
-        let map = unsafe { Mmap::map(&std::fs::File::open(&path).unwrap()).unwrap() };
-        (dir, path.to_string_lossy().into_owned(), map)
-    }
 
     fn is_mapped(path: &str) -> bool {
         std::fs::read_to_string("/proc/self/maps")
@@ -111,23 +62,20 @@ mod tests {
     }
 
     #[test]
-    fn a_map_sent_to_the_background_thread_is_unmapped_there() {
-        let (_dir, path, map) = mapped(1 << 20);
-        let mut segment = SegmentMap::new(map);
-        assert_eq!(segment[12345], 7);
+    fn a_dropped_map_is_unmapped_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("00000000000000000000.log");
+        std::fs::File::create(&path)
+            .unwrap()
+            .write_all(&[7u8; 8192])
+            .unwrap();
+        // SAFETY: a file of this test's own, not written while mapped.
+        let map = unsafe { Mmap::map(&std::fs::File::open(&path).unwrap()).unwrap() };
+        let segment = SegmentMap::new(map);
+        assert_eq!(segment[4321], 7);
+        let path = path.to_string_lossy().into_owned();
         assert!(is_mapped(&path));
-        unmap_later(segment.0.take().unwrap());
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while is_mapped(&path) {
-            assert!(Instant::now() < deadline, "{path} still mapped");
-            std::thread::sleep(Duration::from_millis(5));
-        }
-    }
-
-    #[test]
-    fn a_dropped_map_is_unmapped_at_once_by_default() {
-        let (_dir, path, map) = mapped(4096);
-        drop(SegmentMap::new(map));
+        drop(segment);
         assert!(!is_mapped(&path));
     }
 }

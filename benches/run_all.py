@@ -554,7 +554,8 @@ def report(res: dict, size_name: str) -> str:
            + (res.get("machine_note") or
               f"**The machine was shared** with other jobs building and testing while this ran: absolute "
               f"figures are noisy; the ratios compare contenders measured interleaved in the same run "
-              f"(medians). No bigger machine was available to this run, so scaling stops at {m['cores']} cores.")
+              f"(medians). This machine has {m['cores']} cores, so its scaling rows stop there "
+              f"(`RESULTS-16core.md`: a 16-core machine's).")
            + " `OPENBLAS_NUM_THREADS=1` (numpy's BLAS threads, imported with pyarrow, otherwise spin on every "
            "core).\n",
            f"kafkalog: {res['build']}.\n"]
@@ -774,7 +775,8 @@ def main() -> None:
         res["machine_note"] = args.machine_note
     if args.update and previous.is_file():
         res = json.loads(previous.read_text())
-        res["date"] += f" (sections {args.only} re-run {datetime.datetime.now(datetime.timezone.utc):%H:%M UTC})"
+        res["date"] += f" (sections {args.only} re-run {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M UTC})"
+        res["machine"].setdefault("pyarrow", machine()["pyarrow"])
     with tempfile.TemporaryDirectory(prefix="kafkalog-bench-") as tmp:
         tmp = Path(tmp)
         for name in sections:

@@ -112,6 +112,23 @@ def test_delete_records_bounds(tmp_path):
     assert log.log_start_offset == 5
 
 
+def test_records_out_of_range_raises_as_every_other_read(tmp_path):
+    """Kafka fails a fetch before the log start or past the log end; at the end there is nothing
+    yet. records() says so when called, as to_arrow(), batches() and read() do."""
+    log = open_log(tmp_path, single_replica=False)
+    log.append(recs(10))
+    log.update_high_watermark(6)
+    log.delete_records(3)
+    for start in (2, 11, 10**12):
+        for read in (lambda: log.records(start), lambda: log.to_arrow(start), lambda: log.batches(start)):
+            with pytest.raises(kafkalog.OffsetOutOfRangeError, match=f"offset {start} is out of range \\[3, 10\\)"):
+                read()
+    assert list(log.records(10)) == []
+    assert list(log.records(8)) == []  # past the high watermark, within the log
+    assert [r.offset for r in log.records(8, isolation="log_end")] == [8, 9]
+    assert [r.offset for r in log.records()] == [3, 4, 5]
+
+
 def test_last_stable_offset(tmp_path):
     log = open_log(tmp_path, single_replica=False)
     log.append(recs(3))  # 0..2

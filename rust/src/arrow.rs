@@ -778,15 +778,7 @@ impl LogArrowReader {
                 "batch_rows must be at least 1".into(),
             ));
         }
-        let (log_start, log_end) = (log.log_start_offset(), log.log_end_offset());
-        let start = start.unwrap_or(log_start);
-        if start < log_start || start > log_end {
-            return Err(Error::OffsetOutOfRange {
-                offset: start,
-                start: log_start,
-                end: log_end,
-            });
-        }
+        let start = log.checked_read_start(start)?;
         let bound = log.fetch_upper_bound(isolation);
         let end = end.map_or(bound, |e| e.min(bound));
         let (topic, partition) = topic_partition_of(&log);

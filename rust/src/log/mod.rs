@@ -342,6 +342,22 @@ impl Log {
     pub fn first_unstable_offset(&self) -> Option<i64> {
         self.read_state().producer_state.first_unstable_offset()
     }
+    /// Kafka's check on where a read starts (`Log.read`): from the log start offset to the log
+    /// end offset, where a read gets nothing; past either it is out of range. `None` is the log
+    /// start offset.
+    pub fn checked_read_start(&self, start: Option<i64>) -> Result<i64> {
+        let st = self.read_state();
+        let (log_start, log_end) = (st.log_start_offset, st.log_end_offset.message_offset);
+        let start = start.unwrap_or(log_start);
+        if start < log_start || start > log_end {
+            return Err(Error::OffsetOutOfRange {
+                offset: start,
+                start: log_start,
+                end: log_end,
+            });
+        }
+        Ok(start)
+    }
     pub fn segment_base_offsets(&self) -> Vec<i64> {
         let st = self.read_state();
         match &st.closed_segments {

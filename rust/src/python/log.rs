@@ -377,6 +377,8 @@ impl Log {
 
     /// Iterates records in offset order across segments, as a consumer with `isolation`
     /// (read_uncommitted or read_committed) would see them; control records are never returned.
+    /// A `start` before the log start offset or past the log end offset raises
+    /// OffsetOutOfRangeError, as a Kafka fetch there fails; at the log end there is nothing yet.
     #[pyo3(signature = (start = None, end = None, isolation = "read_uncommitted"))]
     fn records(
         &self,
@@ -385,7 +387,7 @@ impl Log {
         isolation: &str,
     ) -> PyResult<RecordIterator> {
         let isolation = isolation_of(isolation)?;
-        let start = start.unwrap_or_else(|| self.inner.log_start_offset());
+        let start = self.inner.checked_read_start(start)?;
         Ok(RecordIterator {
             log: self.inner.clone(),
             next: std::sync::Mutex::new((start, VecDeque::new(), false)),

@@ -355,6 +355,32 @@ def test_export_twice_equals_one_full_read(data, tmp_path):
     assert "same" in one_line_error(run("export", data, "--to", out, "--isolation", "read_committed"), 2)
 
 
+def test_export_reports_records_lost_between_exports(data, tmp_path):
+    """As Spark's Kafka source with failOnDataLoss (its default): offsets deleted before an
+    export reached them, or a log now ending below what was exported, fail the export before it
+    writes anything; --on-data-loss warn says so and goes on."""
+    out = tmp_path / "out"
+    assert run("export", data, "--to", out).returncode == 0
+    append_orders(data, 1, 25, 10)  # orders-1: 25..34, exported up to 25
+    with kafkalog.Log(data / "orders-1", read_only=False) as log:
+        log.delete_records(30)
+    with kafkalog.Log(data / "orders-0", read_only=False) as log:  # exported up to 40
+        log.truncate_to(35)
+    append_orders(data, 0, 35, 2)
+    before = sorted(p.name for p in out.rglob("*.parquet"))
+    err = one_line_error(run("export", data, "--to", out), 1)
+    assert "orders-1: offsets 25 to 29 were deleted" in err and "orders-0: exported up to offset 40, " \
+        "but the log now ends at 37" in err and "--on-data-loss warn" in err, err
+    assert sorted(p.name for p in out.rglob("*.parquet")) == before
+    p = run("export", data, "--to", out, "--on-data-loss", "warn")
+    assert p.returncode == 0, p.stderr
+    assert p.stderr.count("warning:") == 2 and "5 records in 1 new file(s)" in p.stderr, p.stderr
+    assert (out / "topic=orders" / "partition=1" / f"part-{30:020d}-{35:020d}.parquet").is_file()
+    # orders-1 goes on from 35; orders-0 still ends below what was exported.
+    err = one_line_error(run("export", data, "--to", out), 1)
+    assert "orders-0: exported up to offset 40" in err and "orders-1" not in err, err
+
+
 def test_ctrl_c_stops_cleanly(data, tmp_path, monkeypatch, capsys):
     import pyarrow.parquet as pq
 

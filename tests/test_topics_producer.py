@@ -44,6 +44,32 @@ def test_topic_names_are_validated_as_kafka_does(tmp_path):
         Topic.create(tmp_path, "none", 0)
 
 
+def test_appends_keep_the_partitions_leader_epoch(tmp_path):
+    """A broker's partition at leader epoch 2 (after restarts): kafkalog's appends, by default,
+    stamp the log's latest epoch as a leader would. Epoch 0 would make the leader epoch cache
+    drop the broker's epoch history (Kafka's LeaderEpochFileCache.assign)."""
+    import pyarrow as pa
+
+    Topic.create(tmp_path, "ep", 1)
+    folder = tmp_path / "ep-0"
+    with Log(folder, read_only=False) as log:
+        log.append([{"value": b"a"}] * 3, leader_epoch=0)
+        log.append([{"value": b"b"}] * 3, leader_epoch=2)
+        log.append([{"value": b"c"}])
+        log.append_arrow(pa.table({"value": [b"d"]}))
+        log.append([{"value": b"t"}], producer_id=7, producer_epoch=0, base_sequence=0, transactional=True)
+        log.append_txn_marker(7, 0, commit=True)
+    producer = Producer(Topic.open(tmp_path, "ep"))
+    producer.send(b"e")
+    producer.close()
+    checkpoint = (folder / "leader-epoch-checkpoint").read_text().split("\n")
+    assert checkpoint[2:4] == ["0 0", "2 3"], checkpoint
+    with Log(folder) as log:
+        epochs = [(b.base_offset, b.partition_leader_epoch) for b in log.batches()]
+    assert epochs[:2] == [(0, 0), (3, 2)]
+    assert {e for _, e in epochs[2:]} == {2}, epochs
+
+
 def test_data_dir_lists_topics_and_leaves_internal_ones_out(tmp_path):
     Topic.create(tmp_path, "a", 3)
     Topic.create(tmp_path, "b", 1, config={"segment.bytes": 100000})

@@ -420,7 +420,7 @@ def cmd_export(args) -> int:
         if state.get("isolation") != args.isolation:
             raise UsageError(f"{out} was exported with --isolation {state.get('isolation')}; "
                              f"an export appending to it must use the same")
-    plans, status = [], 0
+    plans, losses, status = [], [], 0
     for topic, partition, folder in parts:
         if partition is None:
             raise DataError(f"{folder}: not named <topic>-<partition>, so it has no partition to "
@@ -428,18 +428,35 @@ def cmd_export(args) -> int:
         log = open_log(folder, args)
         status = max(status, report_damage("export", log, args.on_corruption))
         target = out / f"topic={topic}" / f"partition={partition}"
+        exported_before = str(partition) in state["offsets"].get(topic, {})
         reached = state["offsets"].get(topic, {}).get(str(partition), 0)
         # The part files are the truth if the state file lags behind them (a crash in between).
         if target.is_dir():
             for p in target.iterdir():
                 m = _PART.fullmatch(p.name)
                 if m:
+                    exported_before = True
                     reached = max(reached, int(m.group(2)))
-        start = max(reached, log.log_start_offset)
+        log_start, log_end = log.log_start_offset, log.log_end_offset
+        # What Spark's Kafka source calls data loss (failOnDataLoss), between two exports.
+        if exported_before and reached < log_start:
+            losses.append(f"{_name(topic, partition)}: offsets {reached} to {log_start - 1} were "
+                          f"deleted (retention or delete_records) before an export reached them")
+        elif exported_before and reached > log_end:
+            losses.append(f"{_name(topic, partition)}: exported up to offset {reached}, but the log "
+                          f"now ends at {log_end} (truncated or recreated since): the records "
+                          f"exported from offset {log_end} on may no longer be in the log, and "
+                          f"records written again at offsets below {reached} are not exported")
+        start = max(reached, log_start)
         end = log.latest_offset(args.isolation)
         # Closed until its turn: a data dir may hold more segments than the open-file limit.
         log.close()
         plans.append((topic, partition, folder, target, start, end))
+    if losses and args.on_data_loss == "fail":
+        raise DataError("; ".join(losses) + ". Nothing was exported: --on-data-loss warn exports "
+                        "what the logs hold now and goes on")
+    for loss in losses:
+        print(f"kafkalog export: warning: {loss}", file=sys.stderr)
     exported = files = 0
     with _Progress(sum(max(0, e - s) for *_, s, e in plans), "rec", "export") as progress:
         for topic, partition, folder, target, start, end in plans:
@@ -588,5 +605,9 @@ def add_parsers(sub, formatter) -> None:
     e.add_argument("--isolation", default="read_uncommitted",
                    choices=["read_uncommitted", "read_committed", "log_end"],
                    help="what to export, as for cat (default read_uncommitted: up to the high watermark)")
+    e.add_argument("--on-data-loss", default="fail", choices=["fail", "warn"],
+                   help="a partition whose offsets since the last export were deleted before "
+                        "being exported, or that now ends below what was exported: fail "
+                        "(default, as Spark's Kafka source's failOnDataLoss) or warn and go on")
     add_damage_options(e)
     e.set_defaults(func=cmd_export)

@@ -342,7 +342,7 @@ pub fn commit_staged(
                         None => !chunk.is_empty(),
                     };
                     if flush {
-                        let info = log.append_as_leader(&chunk, 0)?;
+                        let info = log.append_as_leader(&chunk, log.current_leader_epoch())?;
                         first.get_or_insert(info.first_offset);
                         last = info.last_offset;
                         chunk.clear();

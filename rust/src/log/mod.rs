@@ -470,6 +470,18 @@ impl Log {
 
     // ----- append -----
 
+    /// The leader epoch an append as the leader stamps unless told otherwise: the latest epoch
+    /// of the log's leader epoch cache (its `leader-epoch-checkpoint`), 0 for a log without one.
+    /// A broker's leader never appends below an epoch its log holds: a lower one makes Kafka's
+    /// `LeaderEpochFileCache` drop every entry from that epoch up, the history that
+    /// OffsetsForLeaderEpoch and replica truncation rely on.
+    pub fn current_leader_epoch(&self) -> i32 {
+        self.read_state()
+            .leader_epoch_cache
+            .latest_epoch()
+            .unwrap_or(0)
+    }
+
     /// Kafka's `appendAsLeader`: validates the batches, assigns offsets (and LogAppendTime),
     /// checks idempotent/transactional producer state, rolls if needed, writes, moves the log
     /// end offset. `records` holds whole v2 batches back to back.

@@ -256,7 +256,7 @@ fn append_part(log: &Log, bytes: Vec<u8>, first: i32, parts: &mut BatchParts) ->
 
 /// Appends `bytes` as they are: one part.
 fn append_whole(log: &Log, bytes: &[u8], first: i32, parts: &mut BatchParts) -> (i32, bool) {
-    match log.append_as_leader(bytes, 0) {
+    match log.append_as_leader(bytes, log.current_leader_epoch()) {
         Ok(info) => {
             parts.push((first, Ok(info.first_offset)));
             (info.record_count as i32, true)

@@ -108,7 +108,7 @@ pub fn log_append_arrow(
                 continue;
             }
             let bytes = encode_sink_rows(&columns, options, now_ms())?;
-            let info = log.append_as_leader(&bytes, 0)?;
+            let info = log.append_as_leader(&bytes, log.current_leader_epoch())?;
             range = Some((range.map_or(info.first_offset, |r| r.0), info.last_offset));
         }
         Ok(range)

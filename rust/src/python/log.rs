@@ -194,9 +194,11 @@ impl Log {
     }
 
     /// Appends records as the leader: offsets are assigned, the batch is validated, the log rolls
-    /// when a roll condition holds. Returns (first offset, last offset).
+    /// when a roll condition holds. `leader_epoch` defaults to the log's latest leader epoch (0
+    /// without one), as a broker's leader never appends below it. Returns (first offset, last
+    /// offset).
     #[pyo3(signature = (records, *, compression = "none", producer_id = -1, producer_epoch = -1, base_sequence = -1,
-        transactional = false, leader_epoch = 0))]
+        transactional = false, leader_epoch = None))]
     #[allow(clippy::too_many_arguments)]
     fn append(
         &self,
@@ -207,7 +209,7 @@ impl Log {
         producer_epoch: i16,
         base_sequence: i32,
         transactional: bool,
-        leader_epoch: i32,
+        leader_epoch: Option<i32>,
     ) -> PyResult<(i64, i64)> {
         let input = extract_records(records, "no records to append")?;
         let compression = Compression::from_name(compression)?;
@@ -224,20 +226,22 @@ impl Log {
                     ..Default::default()
                 },
             )?;
-            log.append_as_leader(&batch, leader_epoch)
+            let epoch = leader_epoch.unwrap_or_else(|| log.current_leader_epoch());
+            log.append_as_leader(&batch, epoch)
         })?;
         Ok((info.first_offset, info.last_offset))
     }
 
     /// Appends raw v2 batches: as the leader (offsets assigned) or as a follower (offsets kept,
-    /// they must follow the log end offset). Returns a dict of Kafka's LogAppendInfo fields.
-    #[pyo3(signature = (data, *, as_follower = false, leader_epoch = 0))]
+    /// they must follow the log end offset; `leader_epoch` defaults to the log's latest). Returns
+    /// a dict of Kafka's LogAppendInfo fields.
+    #[pyo3(signature = (data, *, as_follower = false, leader_epoch = None))]
     fn append_batches<'py>(
         &self,
         py: Python<'py>,
         data: &[u8],
         as_follower: bool,
-        leader_epoch: i32,
+        leader_epoch: Option<i32>,
     ) -> PyResult<Bound<'py, PyDict>> {
         let log = self.inner.clone();
         let data = data.to_vec();
@@ -245,7 +249,10 @@ impl Log {
             if as_follower {
                 log.append_as_follower(&data)
             } else {
-                log.append_as_leader(&data, leader_epoch)
+                log.append_as_leader(
+                    &data,
+                    leader_epoch.unwrap_or_else(|| log.current_leader_epoch()),
+                )
             }
         })?;
         Ok(
@@ -256,8 +263,9 @@ impl Log {
 
     /// Appends a transaction marker (a COMMIT or ABORT control batch) for a producer, as the
     /// transaction coordinator's WriteTxnMarkers does (Kafka's `appendAsLeader` with origin
-    /// COORDINATOR; the crate's `Log::append_txn_marker`). Returns the marker's offset.
-    #[pyo3(signature = (producer_id, producer_epoch, *, commit, coordinator_epoch = 0, leader_epoch = 0, timestamp = None))]
+    /// COORDINATOR; the crate's `Log::append_txn_marker`; `leader_epoch` defaults to the log's
+    /// latest). Returns the marker's offset.
+    #[pyo3(signature = (producer_id, producer_epoch, *, commit, coordinator_epoch = 0, leader_epoch = None, timestamp = None))]
     #[allow(clippy::too_many_arguments)]
     fn append_txn_marker(
         &self,
@@ -266,7 +274,7 @@ impl Log {
         producer_epoch: i16,
         commit: bool,
         coordinator_epoch: i32,
-        leader_epoch: i32,
+        leader_epoch: Option<i32>,
         timestamp: Option<i64>,
     ) -> PyResult<i64> {
         let log = self.inner.clone();
@@ -276,6 +284,7 @@ impl Log {
             ControlRecordType::Abort
         };
         let offset = py.allow_threads(move || -> Result<i64> {
+            let leader_epoch = leader_epoch.unwrap_or_else(|| log.current_leader_epoch());
             let batch = end_txn_marker_batch(
                 0,
                 timestamp.unwrap_or_else(now_ms),
@@ -293,7 +302,7 @@ impl Log {
     }
 
     /// Alias of `append_txn_marker` (its earlier name), same arguments and result.
-    #[pyo3(signature = (producer_id, producer_epoch, *, commit, coordinator_epoch = 0, leader_epoch = 0, timestamp = None))]
+    #[pyo3(signature = (producer_id, producer_epoch, *, commit, coordinator_epoch = 0, leader_epoch = None, timestamp = None))]
     #[allow(clippy::too_many_arguments)]
     fn write_txn_marker(
         &self,
@@ -302,7 +311,7 @@ impl Log {
         producer_epoch: i16,
         commit: bool,
         coordinator_epoch: i32,
-        leader_epoch: i32,
+        leader_epoch: Option<i32>,
         timestamp: Option<i64>,
     ) -> PyResult<i64> {
         self.append_txn_marker(

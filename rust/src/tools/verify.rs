@@ -79,6 +79,10 @@ struct ExpectedAbort {
     producer_id: i64,
     /// None when the transaction may have begun before the first offset in the folder.
     first_offset: Option<i64>,
+    /// Kafka indexes an aborted transaction only when it has data (`appendEndTxnMarker`): an
+    /// entry is required when the folder holds its data, optional when the data may precede the
+    /// folder's first offset, and needless (yet harmless) for a marker alone.
+    entry_required: bool,
     marker_offset: i64,
     marker_position: u64,
 }
@@ -380,8 +384,6 @@ pub fn verify_partition(
                                 Ok(Some(marker)) => {
                                     let began = ongoing.remove(&pid);
                                     if marker.control_type == ControlRecordType::Abort {
-                                        // Kafka indexes a marker without data as a
-                                        // transaction of the marker alone.
                                         let known = began.is_some() || seen_producers.contains(&pid);
                                         expected.push(ExpectedAbort {
                                             producer_id: pid,
@@ -390,6 +392,7 @@ pub fn verify_partition(
                                             } else {
                                                 None
                                             },
+                                            entry_required: began.is_some(),
                                             marker_offset: first,
                                             marker_position: pos,
                                         });
@@ -693,7 +696,7 @@ fn check_txn_index(
     problems: &mut Vec<Problem>,
 ) {
     let Some(path) = files.txn_indexes.get(&base) else {
-        for x in expected {
+        for x in expected.iter().filter(|x| x.entry_required) {
             problems.push(problem(log_path, Some(x.marker_position), format!(
                 "ABORT marker of producer {} at offset {} has no .txnindex entry (the segment has no .txnindex)",
                 x.producer_id, x.marker_offset)));
@@ -738,7 +741,7 @@ fn check_txn_index(
         }
     }
     for (x, m) in expected.iter().zip(matched) {
-        if !m {
+        if !m && x.entry_required {
             problems.push(problem(
                 log_path,
                 Some(x.marker_position),
@@ -1036,6 +1039,47 @@ mod tests {
             r.problems
                 .iter()
                 .any(|p| p.file == txn && p.position == Some(0)),
+            "{:?}",
+            r.problems
+        );
+    }
+
+    #[test]
+    fn an_abort_marker_without_data_needs_no_txn_index_entry() {
+        // Kafka indexes only aborted transactions with data: a producer aborting before any of
+        // its batches reached this partition leaves a marker alone and no .txnindex.
+        let data = tempfile::tempdir().unwrap();
+        let dir = data.path().join("t-0");
+        let log = Log::open(
+            &dir,
+            LogOptions {
+                read_only: false,
+                create: true,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        log.append_as_leader(&batch(5, 1_000, -1, 0, false), 0)
+            .unwrap();
+        log.append_txn_marker(&marker(7, ControlRecordType::Abort), 0)
+            .unwrap();
+        log.append_as_leader(&batch(2, 1_100, 8, 0, true), 0)
+            .unwrap();
+        log.append_txn_marker(&marker(8, ControlRecordType::Abort), 0)
+            .unwrap();
+        log.close().unwrap();
+        let r = verify(&dir);
+        assert!(r.problems.is_empty(), "{:?}", r.problems);
+        // The transaction with data still needs its entry.
+        for txn in walk(&dir)
+            .into_iter()
+            .filter(|p| p.extension().is_some_and(|e| e == "txnindex"))
+        {
+            std::fs::remove_file(txn).unwrap();
+        }
+        let r = verify(&dir);
+        assert!(
+            r.problems.len() == 1 && r.problems[0].message.contains("producer 8"),
             "{:?}",
             r.problems
         );

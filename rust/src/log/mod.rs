@@ -346,7 +346,9 @@ impl Log {
     /// end offset, where a read gets nothing; past either it is out of range. `None` is the log
     /// start offset.
     pub fn checked_read_start(&self, start: Option<i64>) -> Result<i64> {
-        let st = self.read_state();
+        Self::read_start_in(&self.read_state(), start)
+    }
+    pub(crate) fn read_start_in(st: &LogState, start: Option<i64>) -> Result<i64> {
         let (log_start, log_end) = (st.log_start_offset, st.log_end_offset.message_offset);
         let start = start.unwrap_or(log_start);
         if start < log_start || start > log_end {
@@ -920,13 +922,7 @@ impl Log {
     ) -> Result<FetchDataInfo> {
         let st = self.readable_state()?;
         let leo = st.log_end_offset;
-        if start_offset > leo.message_offset || start_offset < st.log_start_offset {
-            return Err(Error::OffsetOutOfRange {
-                offset: start_offset,
-                start: st.log_start_offset,
-                end: leo.message_offset,
-            });
-        }
+        Self::read_start_in(&st, Some(start_offset))?;
         let max_offset = Self::max_offset_metadata(&st, isolation);
         let empty = |offset: LogOffsetMetadata| FetchDataInfo {
             fetch_offset_metadata: offset,

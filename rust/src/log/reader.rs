@@ -140,14 +140,7 @@ impl Log {
         visit: &mut LazyBatchVisitor<'_>,
     ) -> Result<()> {
         let st = self.readable_state()?;
-        let start = start.unwrap_or(st.log_start_offset);
-        if start < st.log_start_offset || start > st.log_end_offset.message_offset {
-            return Err(Error::OffsetOutOfRange {
-                offset: start,
-                start: st.log_start_offset,
-                end: st.log_end_offset.message_offset,
-            });
-        }
+        let start = Self::read_start_in(&st, start)?;
         let bound = Self::max_offset_metadata(&st, isolation).message_offset;
         let end = end.map_or(bound, |e| e.min(bound));
         if start >= end {

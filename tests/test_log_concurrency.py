@@ -221,8 +221,10 @@ def test_append_and_read_concurrently(tmp_path):
 def retention_thread(log, stop, errors):
     try:
         while not stop.is_set():
+            # Half the high watermark, not a fixed lag: a slow machine acks few offsets
+            # (CI once reached 1,970) and must still see deletions race the readers.
             hw = log.high_watermark
-            log.delete_records(max(log.log_start_offset, hw - 2000))
+            log.delete_records(max(log.log_start_offset, hw // 2))
             log.delete_old_segments()
             assert log.log_start_offset <= log.high_watermark
             time.sleep(0.01)

@@ -506,6 +506,49 @@ def _referee_read(spark, bs: str, options: Dict[str, str]) -> Dict[str, Any]:
     return {"schema": df.schema, "cols": cols, "rows": rows, "options": options}
 
 
+#: The stream case: Spark's Kafka source as a stream over the live broker, kafkalog's stream over
+#: the stopped broker's copy; both from earliest, with Trigger.AvailableNow and maxOffsetsPerTrigger
+#: (shared among partitions by backlog) cutting the topics into several micro-batches.
+STREAM_TOPICS = ["codec-lz4", "codec-none", T_TXN, T_OPEN]
+STREAM_BATCHES = 4
+
+
+def _stream_options(state: Dict[str, Any]) -> Dict[str, str]:
+    total = state["stream_offsets_total"]
+    return {"subscribe": ",".join(STREAM_TOPICS), "includeHeaders": "true", "startingOffsets": "earliest",
+            "maxOffsetsPerTrigger": str(-(-total // STREAM_BATCHES))}
+
+
+def _stream_read(spark, fmt: str, options: Dict[str, str], checkpoint: Path) -> List[Tuple[List[str], List[Row]]]:
+    """Each micro-batch's (columns, rows) of a Trigger.AvailableNow stream query."""
+    batches: Dict[int, Tuple[List[str], List[Row]]] = {}
+
+    def each(df, batch_id):
+        batches[batch_id] = _collect(df)
+
+    r = spark.readStream.format(fmt)
+    for k, v in options.items():
+        r = r.option(k, v)
+    q = (r.load().writeStream.foreachBatch(each).option("checkpointLocation", str(checkpoint))
+         .trigger(availableNow=True).start())
+    try:
+        finished = q.awaitTermination(300)
+    finally:
+        q.stop()
+    assert finished, f"{fmt} stream did not finish in 300 s"
+    assert sorted(batches) == list(range(len(batches))), sorted(batches)
+    return [batches[i] for i in range(len(batches))]
+
+
+def _referee_stream(spark, bs: str, options: Dict[str, str], checkpoint: Path) -> Dict[str, Any]:
+    iso = options.get("kafka.isolation.level", "read_uncommitted")
+    batches = _stream_read(spark, "kafka", dict(options, **{"kafka.bootstrap.servers": bs,
+                                                            "kafka.fetch.max.wait.ms": "10",
+                                                            "kafka.group.id": f"kafkalog-referee-{iso}"}),
+                           checkpoint)
+    return {"batches": batches, "options": options}
+
+
 def _snapshot(root: Path) -> Dict[str, str]:
     out = {}
     for dirpath, _, names in os.walk(root):
@@ -549,6 +592,17 @@ def env(spark, tmp_path_factory):
                     state["timings"][f"{case}/{iso}"] = time.monotonic() - t2
             state["timings"]["Spark Kafka reads (session 1)"] = time.monotonic() - t1
             state["ref"] = ref
+            t1 = time.monotonic()
+            partitions = {T_TXN: 2, T_OPEN: 1}
+            state["stream_offsets_total"] = sum(
+                o["latest"] - o["earliest"]
+                for t in STREAM_TOPICS for p in range(partitions.get(t, CODEC_PARTITIONS))
+                for o in [kh.list_offsets(bs, t, p)])
+            state["stream_ref"] = {
+                iso: _referee_stream(spark, bs, dict(_stream_options(state), **{"kafka.isolation.level": iso}),
+                                     work / f"stream-checkpoint-{iso}")
+                for iso in ISOLATIONS}
+            state["timings"]["Spark Kafka streams"] = time.monotonic() - t1
             rc = broker.stop()
             assert rc in (0, 143), f"broker stop: exit {rc}\n{broker.log_tail()}"
             assert broker.clean_shutdown_marker(), "no clean shutdown marker after SIGTERM"
@@ -698,6 +752,20 @@ def test_kafkalog_matches_recovered_broker_after_sigkill(env, spark, kafkalog_sp
     ref = env["crash_ref"][iso]
     opts = dict(ref["options"], path=str(env["unclean"]))
     _assert_same(_read(spark, "kafkalog", opts), ref, f"SIGKILLed broker's data dir ({iso})")
+
+
+@pytest.mark.parametrize("iso", ISOLATIONS)
+def test_kafkalog_stream_matches_spark_kafka_stream(env, spark, kafkalog_spark, tmp_path, iso):
+    """``spark.readStream``: the same micro-batches, row for row, as Spark's Kafka source cut."""
+    ref = env["stream_ref"][iso]
+    assert len(ref["batches"]) >= 3, f"the referee stream ran {len(ref['batches'])} micro-batches"
+    got = _stream_read(spark, "kafkalog", dict(ref["options"], path=str(env["clean"])), tmp_path / "checkpoint")
+    for i, ((cols, rows), (ref_cols, ref_rows)) in enumerate(zip(got, ref["batches"])):
+        assert cols == ref_cols, (i, cols, ref_cols)
+        if rows != ref_rows:
+            pytest.fail(f"micro-batch {i} ({iso}) differs\n{_diff(rows, ref_rows, cols)}", pytrace=False)
+    assert len(got) == len(ref["batches"]), (
+        f"kafkalog's stream ran {len(got)} micro-batches, Spark's Kafka source {len(ref['batches'])}")
 
 
 def test_kafkalog_left_files_untouched(env, kafkalog_spark):

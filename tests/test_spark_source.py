@@ -715,14 +715,128 @@ def test_assign_reads_the_partitions_a_topic_has(spark, data):
     expect_error(lambda: read(spark, d, assign=json.dumps({"nope": [0]})), "nope")
 
 
-def test_stream_reads_are_refused_with_a_clear_error(spark, data, tmp_path):
+# --------------------------------------------------------------------------------------------
+# spark.readStream (checked row for row against Spark's own Kafka source stream in
+# test_spark_kafka_referee.py)
+
+
+def stream_batches(spark, path, checkpoint, **opts):
+    """Each micro-batch's rows (sorted as ``collect`` sorts them) of a Trigger.AvailableNow query."""
+    got = {}
+
+    def each(df, batch_id):
+        got[batch_id] = collect(df)
+
+    r = spark.readStream.format("kafkalog").option("path", str(path))
+    for k, v in opts.items():
+        r = r.option(k, v)
+    q = r.load().writeStream.foreachBatch(each).option("checkpointLocation", str(checkpoint)).trigger(
+        availableNow=True).start()
+    try:
+        assert q.awaitTermination(180), "stream did not finish"
+    finally:
+        q.stop()
+    return [got[i] for i in sorted(got)]
+
+
+def stream_records(d, topic, partition, records, sink):
+    with Log(d / f"{topic}-{partition}", read_only=False, create=True) as log:
+        append(log, topic, partition, records, sink)
+
+
+def test_stream_cuts_micro_batches_by_max_offsets_per_trigger_and_resumes(spark, tmp_path):
+    d, recs = tmp_path / "data", []
+    for p, n in ((0, 35), (1, 50)):
+        for i in range(0, n, 5):
+            stream_records(d, "clicks", p, [{"key": b"k%d" % (i + j), "value": b"v" * (i + j),
+                                              "timestamp": BASE_TS + i + j} for j in range(5)], recs)
+    cp = tmp_path / "cp"
+    batches = stream_batches(spark, d, cp, subscribe="clicks", startingOffsets="earliest",
+                             maxOffsetsPerTrigger="30")
+    assert len(batches) >= 3 and all(0 < len(b) <= 30 for b in batches), [len(b) for b in batches]
+    # Each partition's offsets go on from one micro-batch to the next, none twice.
+    assert sorted((r for b in batches for r in b), key=lambda t: (t[2], t[3], t[4])) == expected(recs)
+    for p in (0, 1):
+        assert [o for b in batches for o in offsets(b, "clicks", p)] == list(range(35 if p == 0 else 50))
+    # Spark's share of the limit: in proportion to each partition's backlog (35:50 of 30).
+    assert [len(offsets(batches[0], "clicks", p)) for p in (0, 1)] == [12, 17]
+
+    # The same checkpoint later: only what was appended since, and a new partition from its start.
+    more = []
+    stream_records(d, "clicks", 0, [{"value": b"late", "timestamp": BASE_TS + 99}], more)
+    stream_records(d, "clicks", 2, [{"value": b"new partition", "timestamp": BASE_TS + 7}] * 3, more)
+    batches = stream_batches(spark, d, cp, subscribe="clicks", startingOffsets="earliest")
+    assert batches == [expected(more)]
+    assert stream_batches(spark, d, cp, subscribe="clicks") == []
+
+
+def test_stream_starts_at_latest_by_default_and_reads_committed_data_only(spark, tmp_path):
+    d, recs = tmp_path / "data", []
+    stream_records(d, "t", 0, [{"value": b"before", "timestamp": BASE_TS}], recs)
+    cp = tmp_path / "cp"
+    # Spark runs the first micro-batch of a new query even when it is empty.
+    assert [r for b in stream_batches(spark, d, cp, subscribe="t") for r in b] == []
+    later = []
+    with Log(d / "t-0", read_only=False) as log:
+        append(log, "t", 0, [{"value": b"committed", "timestamp": BASE_TS + 1}], later,
+               producer_id=7, producer_epoch=0, base_sequence=0, transactional=True)
+        log.append_txn_marker(7, 0, commit=True, timestamp=BASE_TS + 2)
+        log.append([{"value": b"open", "timestamp": BASE_TS + 3}], producer_id=8, producer_epoch=0,
+                   base_sequence=0, transactional=True)
+    got = stream_batches(spark, d, cp, subscribe="t", **{"kafka.isolation.level": "read_committed"})
+    assert got == [expected(later)], got   # the open transaction is past the last stable offset
+
+
+def test_stream_offsets_lost_to_retention_fail_or_are_stepped_over(spark, tmp_path):
+    d, recs = tmp_path / "data", []
+    stream_records(d, "r", 0, [{"value": b"%d" % i, "timestamp": BASE_TS + i} for i in range(5)], recs)
+    cp = tmp_path / "cp"
+    assert len(stream_batches(spark, d, cp, subscribe="r", startingOffsets="earliest")[0]) == 5
+    with Log(d / "r-0", read_only=False) as log:
+        log.append([{"value": b"%d" % i, "timestamp": BASE_TS + i} for i in range(5, 10)])
+        log.delete_records(8)
+    expect_error(lambda: stream_batches(spark, d, cp, subscribe="r"), "failOnDataLoss")
+    got = stream_batches(spark, d, cp, subscribe="r", failOnDataLoss="false")
+    assert [offsets(b) for b in got] == [[8, 9]]
+
+
+def test_stream_options_checked_as_the_query_starts(data):
     d, _, _ = data
-    df = spark.readStream.format("kafkalog").option("subscribe", "orders").load(str(d))
-    query = df.writeStream.format("memory").queryName("kl").option(
-        "checkpointLocation", str(tmp_path / "cp")).trigger(availableNow=True).start()
-    with pytest.raises(Exception, match="spark.readStream is not supported"):
-        query.awaitTermination(120)
-    query.stop()
+    ok = {"path": str(d), "subscribe": "orders"}
+    for bad, words in [({"endingOffsets": "latest"}, "not valid in streaming"),
+                       ({"endingTimestamp": "5"}, "not valid in streaming"),
+                       ({"commitToGroup": "g"}, "checkpointLocation"),
+                       ({"maxOffsetsPerTrigger": "0"}, "positive"),
+                       ({"maxTriggerDelay": "soon"}, "duration"),
+                       ({"startingOffsets": json.dumps({"orders": {"0": 1}})}, "all TopicPartitions"),
+                       ({"subscribe": "nope"}, "nope"),
+                       ({"maxOfsetsPerTrigger": "5"}, "unknown option")]:
+        with pytest.raises(kafkalog.KafkaLogError, match=words):
+            reader = ks.KafkaLogDataSource({**ok, **bad}).streamReader(ks.kafka_schema())
+            reader.initialOffset()
+
+
+def test_stream_min_offsets_per_trigger_waits_up_to_max_trigger_delay(tmp_path):
+    from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMinRows
+
+    d, recs = tmp_path / "data", []
+    stream_records(d, "m", 0, [{"value": b"x", "timestamp": BASE_TS}] * 4, recs)
+    source = ks.KafkaLogDataSource({"path": str(d), "subscribe": "m", "startingOffsets": "earliest",
+                                    "minOffsetsPerTrigger": "10", "maxTriggerDelay": "1h"})
+    reader = source.streamReader(ks.kafka_schema())
+    assert reader.getDefaultReadLimit() == ReadMinRows(10)
+    start = reader.initialOffset()
+    assert start == {"m": {"0": 0}}
+    # The first trigger never waits (as Spark's source: no micro-batch yet to wait from).
+    first = reader.latestOffset(start, ReadMinRows(10))
+    assert first == {"m": {"0": 4}}
+    stream_records(d, "m", 0, [{"value": b"y", "timestamp": BASE_TS}] * 6, recs)
+    assert reader.latestOffset(first, ReadMinRows(11)) == first          # 6 new offsets of 11: wait
+    assert reader.latestOffset(first, ReadMinRows(6)) == {"m": {"0": 10}}
+    assert reader.latestOffset(first, ReadAllAvailable()) == {"m": {"0": 10}}
+    reader.max_trigger_delay_ms = 0                                       # the delay has passed
+    assert reader.latestOffset(first, ReadMinRows(11)) == {"m": {"0": 10}}
+    assert [(r.start, r.end) for r in reader.partitions(first, {"m": {"0": 10}})] == [(4, 10)]
 
 
 def test_no_topic_selection_is_an_error(spark, data):

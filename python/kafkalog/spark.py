@@ -2,17 +2,20 @@
 
 ``register(spark)`` adds the Python data source ``kafkalog``; its options are those of Spark's
 own Kafka source (``subscribe``, ``startingOffsets``, ``kafka.isolation.level``, ...) plus
-``path`` (a broker's data dir). ``read_logs(spark, folders, **options)`` builds the same
-DataFrame with ``mapInArrow``. Writing (``df.write.format("kafkalog")``) takes Spark's
+``path`` (a broker's data dir). ``spark.readStream.format("kafkalog")`` reads on in
+micro-batches as Spark's Kafka source cuts them. ``read_logs(spark, folders, **options)`` builds
+the batch DataFrame with ``mapInArrow``. Writing (``df.write.format("kafkalog")``) takes Spark's
 Kafka sink columns. This module plans and parses options only: every Arrow batch is built in Rust.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import shutil
+import time
 import uuid
 import warnings
 from dataclasses import dataclass
@@ -27,6 +30,7 @@ try:  # pyspark is an extra: `pip install kafkalog[spark]`
         DataSource,
         DataSourceArrowWriter,
         DataSourceReader,
+        DataSourceStreamReader,
         InputPartition,
         WriterCommitMessage,
     )
@@ -44,8 +48,19 @@ except ImportError as e:  # pragma: no cover - exercised only without pyspark
     raise ImportError(
         "kafkalog.spark needs PySpark 4.0 or later: pip install 'kafkalog[spark]'"
     ) from e
+try:  # Read limits and Trigger.AvailableNow for Python sources came with PySpark 4.2.
+    from pyspark.sql.streaming.datasource import (
+        ReadAllAvailable,
+        ReadMaxRows,
+        ReadMinRows,
+        SupportsTriggerAvailableNow,
+    )
+    _STREAM_LIMITS = True
+except ImportError:  # pragma: no cover - exercised only with PySpark 4.0 and 4.1
+    _STREAM_LIMITS = False
+    SupportsTriggerAvailableNow = object  # type: ignore[assignment,misc]
 
-__all__ = ["register", "read_logs", "kafka_schema", "KafkaLogDataSource", "READ_OPTIONS", "WRITE_OPTIONS"]
+__all__ = ["register", "read_logs", "kafka_schema", "KafkaLogDataSource", "READ_OPTIONS", "STREAM_OPTIONS", "WRITE_OPTIONS"]
 
 EARLIEST = -2
 LATEST = -1
@@ -73,6 +88,24 @@ READ_OPTIONS = {
     "(partitions it has none for start at startingOffsets)",
     "committogroup": "a kafkalog consumer group: each read partition's end offset is committed to it "
     "once the tasks reading it finished",
+}
+
+#: Options of a stream read (``spark.readStream``): the read options but the ending ones (a stream
+#: reads on) and the group ones (a stream keeps its offsets in its checkpoint), with Spark's Kafka
+#: source's limits per micro-batch.
+STREAM_OPTIONS = {
+    **{k: v for k, v in READ_OPTIONS.items()
+       if not k.startswith("ending") and k not in ("startingoffsetsfromgroup", "committogroup")},
+    "startingoffsets": 'latest (default for a stream), earliest, or JSON {"topic":{"0":offset}} with '
+    "-2 for earliest, -1 for latest",
+    "maxoffsetspertrigger": "at most this many offsets per micro-batch, shared by the partitions in "
+    "proportion to their backlog",
+    "minoffsetspertrigger": "wait for this many new offsets before a micro-batch, at most maxTriggerDelay",
+    "maxtriggerdelay": "the longest wait for minOffsetsPerTrigger (default 15m)",
+}
+_BATCH_ONLY_OPTIONS = {
+    "startingoffsetsfromgroup": "a stream keeps its offsets in its checkpointLocation",
+    "committogroup": "a stream keeps its offsets in its checkpointLocation",
 }
 
 #: Readers of a broker's own committed offsets (``__consumer_offsets``), tried for
@@ -344,7 +377,8 @@ def _per_partition(options: Mapping[str, str], name: str, folders: List[TopicPar
 class _Limits:
     """What the starting or ending options ask for, before they meet the logs."""
 
-    def __init__(self, options: Mapping[str, str], folders: List[TopicPartitionFolder], starting: bool) -> None:
+    def __init__(self, options: Mapping[str, str], folders: List[TopicPartitionFolder], starting: bool,
+                 stream: bool = False) -> None:
         side = "starting" if starting else "ending"
         self.starting = starting
         self.kind: str
@@ -368,7 +402,10 @@ class _Limits:
                         f"option {side}Offsets: {bad} are not offsets (an offset is 0 or more, or -2 for "
                         "earliest, -1 for latest)")
         else:
-            self.kind = "earliest" if starting else "latest"
+            # A stream, as Spark's source, starts with what arrives after it started.
+            self.kind = "earliest" if starting and not stream else "latest"
+        if stream:
+            return
         # Spark's batch rules: a batch cannot start at latest or end at earliest.
         if starting and (self.kind == "latest" or (self.kind == "offsets" and LATEST in self.value.values())):
             raise KafkaLogOptionError("starting offset can't be latest for batch queries on Kafka")
@@ -462,6 +499,18 @@ def _group_data_dir(opts: Mapping[str, str], found: List[TopicPartitionFolder], 
     return dirs.pop()
 
 
+def _read_settings(opts: Mapping[str, str]) -> Tuple[str, bool, bool, str]:
+    """Isolation level, includeHeaders, failOnDataLoss and the timestamp strategy."""
+    # Kafka's ConfigDef trims the value and matches it exactly (READ_COMMITTED is refused).
+    isolation = opts.get("kafka.isolation.level", "read_uncommitted").strip()
+    if isolation not in ("read_uncommitted", "read_committed"):
+        raise KafkaLogOptionError(f"kafka.isolation.level must be read_uncommitted or read_committed, not {isolation!r}")
+    strategy = opts.get("startingoffsetsbytimestampstrategy", "error").strip().lower()
+    if strategy not in ("error", "latest"):
+        raise KafkaLogOptionError(f"startingOffsetsByTimestampStrategy must be error or latest, not {strategy!r}")
+    return isolation, _bool(opts, "includeheaders", False), _bool(opts, "failondataloss", True), strategy
+
+
 def plan_read(options: Mapping[str, Any], folders: Optional[Sequence[str]] = None) -> ReadPlan:
     """Options of Spark's Kafka source into offset ranges over partition folders."""
     opts = _lower(options)
@@ -471,15 +520,7 @@ def plan_read(options: Mapping[str, Any], folders: Optional[Sequence[str]] = Non
         found = _select(found, opts, required=False)
     else:
         found = _select(discover(_paths(opts)), opts, required=True)
-    # Kafka's ConfigDef trims the value and matches it exactly (READ_COMMITTED is refused).
-    isolation = opts.get("kafka.isolation.level", "read_uncommitted").strip()
-    if isolation not in ("read_uncommitted", "read_committed"):
-        raise KafkaLogOptionError(f"kafka.isolation.level must be read_uncommitted or read_committed, not {isolation!r}")
-    include_headers = _bool(opts, "includeheaders", False)
-    fail_on_data_loss = _bool(opts, "failondataloss", True)
-    strategy = opts.get("startingoffsetsbytimestampstrategy", "error").strip().lower()
-    if strategy not in ("error", "latest"):
-        raise KafkaLogOptionError(f"startingOffsetsByTimestampStrategy must be error or latest, not {strategy!r}")
+    isolation, include_headers, fail_on_data_loss, strategy = _read_settings(opts)
     starting, ending = _Limits(opts, found, True), _Limits(opts, found, False)
     from_group: Dict[Tuple[str, int], int] = {}
     commit: Optional[GroupCommit] = None
@@ -582,6 +623,204 @@ class KafkaLogReader(DataSourceReader):
             )
 
 
+#: Spark's ``timeStringAsMs`` units, in milliseconds (a bare number is milliseconds).
+_TIME_UNITS_MS = {"us": 0.001, "ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+Offsets = Dict[Tuple[str, int], int]
+
+
+def _duration_ms(options: Mapping[str, str], name: str, default: str) -> int:
+    raw = options.get(name, default).strip().lower()
+    match = re.fullmatch(r"(\d+)\s*([a-z]*)", raw)
+    if not match or (match.group(2) or "ms") not in _TIME_UNITS_MS:
+        raise KafkaLogOptionError(f"option {name} must be a duration such as 15m, 30s or 500ms, not {raw!r}")
+    return int(int(match.group(1)) * _TIME_UNITS_MS[match.group(2) or "ms"])
+
+
+def _offsets_json(offsets: Offsets) -> Dict[str, Dict[str, int]]:
+    """Offsets as Spark's Kafka source writes them to a query's offset log."""
+    out: Dict[str, Dict[str, int]] = {}
+    for (topic, partition), offset in sorted(offsets.items()):
+        out.setdefault(topic, {})[str(partition)] = offset
+    return out
+
+
+def _offsets_of(spec: Optional[Mapping[str, Mapping[str, Any]]]) -> Offsets:
+    return {(t, int(p)): int(o) for t, parts in (spec or {}).items() for p, o in parts.items()}
+
+
+def _rate_limit(limit: int, start: Offsets, new_start: Offsets, latest: Offsets) -> Offsets:
+    """At most ``limit`` offsets past ``start`` (``new_start`` for partitions new to the stream),
+    shared in proportion to each partition's backlog, as Spark's Kafka source shares
+    maxOffsetsPerTrigger: a partition with a backlog gets at least one."""
+    sizes = {}
+    for tp, end in latest.items():
+        begin = start.get(tp, new_start.get(tp))
+        if begin is not None and end - begin > 0:
+            sizes[tp] = end - begin
+    total = float(sum(sizes.values()))
+    if total < 1:
+        return dict(latest)
+    out = {}
+    for tp, end in latest.items():
+        if tp not in sizes:
+            out[tp] = end
+            continue
+        prorate = limit * (sizes[tp] / total)
+        share = math.ceil(prorate) if prorate < 1 else math.floor(prorate)
+        out[tp] = min(end, start.get(tp, new_start.get(tp, 0)) + share)
+    return out
+
+
+class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  # type: ignore[misc]
+    """``spark.readStream.format("kafkalog")``: micro-batches of what the partition folders gained
+    since the last one, planned as Spark's Kafka source plans them: its offsets JSON in the
+    query's checkpoint, maxOffsetsPerTrigger shared by backlog, minOffsetsPerTrigger with
+    maxTriggerDelay, Trigger.AvailableNow, partitions that appear (read from their start) or go
+    (data loss), and failOnDataLoss."""
+
+    def __init__(self, options: Mapping[str, Any]) -> None:
+        opts = _lower(options)
+        for name in opts:
+            if name.startswith("ending") and name in READ_OPTIONS:
+                raise KafkaLogOptionError(f"option {name} is not valid in streaming queries: a stream reads on "
+                                          "as records arrive (read a range with spark.read)")
+            if name in _BATCH_ONLY_OPTIONS:
+                raise KafkaLogOptionError(f"option {name} is for batch reads: {_BATCH_ONLY_OPTIONS[name]}")
+        _check_names(opts, STREAM_OPTIONS)
+        self.opts = opts
+        self.paths = _paths(opts)
+        self.isolation, self.include_headers, self.fail_on_data_loss, self.strategy = _read_settings(opts)
+        self.max_offsets = self._positive("maxoffsetspertrigger")
+        self.min_offsets = self._positive("minoffsetspertrigger")
+        self.max_trigger_delay_ms = _duration_ms(opts, "maxtriggerdelay", "15m")
+        if (self.max_offsets or self.min_offsets) and not _STREAM_LIMITS:
+            raise KafkaLogOptionError("maxOffsetsPerTrigger and minOffsetsPerTrigger need PySpark 4.2 or later")
+        self.last_trigger_ms = 0  # as Spark's: the first micro-batch never waits for minOffsetsPerTrigger
+        self.available_now = False
+        self.available_now_latest: Optional[Offsets] = None
+        self.latest: Offsets = {}
+        self._folders()  # a bad path or selection fails the query as it starts
+
+    def _positive(self, name: str) -> Optional[int]:
+        value = _int(self.opts, name)
+        if value is not None and value < 1:
+            raise KafkaLogOptionError(f"{name} must be positive, not {value}")
+        return value
+
+    def _folders(self) -> Dict[Tuple[str, int], TopicPartitionFolder]:
+        return {(f.topic, f.partition): f for f in _select(discover(self.paths), self.opts, required=True)}
+
+    def _offsets_now(self, folders: Mapping[Tuple[str, int], TopicPartitionFolder]) -> Tuple[Offsets, Offsets]:
+        """Each partition's log start and latest offset (for the isolation level)."""
+        earliest, latest = {}, {}
+        for tp, f in folders.items():
+            with Log(f.path) as log:
+                earliest[tp], latest[tp] = log.log_start_offset, log.latest_offset(self.isolation)  # type: ignore[arg-type]
+        return earliest, latest
+
+    def _data_loss(self, message: str) -> None:
+        """Spark's reportDataLoss: fails the query, or with failOnDataLoss=false warns."""
+        if self.fail_on_data_loss:
+            raise OffsetOutOfRangeError(
+                f"{message}. Some data may have been lost because they are not in the log any more; either "
+                "the data was aged out (retention, deleteRecords) or the topic may have been deleted before "
+                "all the data in it was processed. If you don't want your streaming query to fail on such "
+                'cases, set the source option "failOnDataLoss" to "false".')
+        warnings.warn(f"{message}. Some data may have been lost (failOnDataLoss is false: reading on)",
+                      stacklevel=2)
+
+    def initialOffset(self) -> dict:
+        folders = list(self._folders().values())
+        starting = _Limits(self.opts, folders, True, stream=True)
+        offsets = {}
+        for f in folders:
+            with Log(f.path) as log:
+                offsets[(f.topic, f.partition)] = _resolve(starting, log, (f.topic, f.partition),
+                                                           self.isolation, self.strategy)
+        return _offsets_json(offsets)
+
+    def getDefaultReadLimit(self) -> Any:
+        # PySpark takes one limit: with both options, minOffsetsPerTrigger is applied here
+        # whenever the engine passes a limit other than ReadAllAvailable.
+        if self.max_offsets is not None:
+            return ReadMaxRows(self.max_offsets)
+        if self.min_offsets is not None:
+            return ReadMinRows(self.min_offsets)
+        return ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self.available_now = True
+
+    def latestOffset(self, start: Optional[dict] = None, limit: Any = None) -> dict:
+        begin = _offsets_of(start)
+        folders = self._folders()
+        earliest, latest = self._offsets_now(folders)
+        if self.available_now:
+            # What there was when the first micro-batch of Trigger.AvailableNow was planned.
+            if self.available_now_latest is None:
+                self.available_now_latest = latest
+            latest = self.available_now_latest
+        self.latest = latest
+        if start is None or limit is None or isinstance(limit, ReadAllAvailable):
+            return _offsets_json(latest)
+        min_rows = limit.min_rows if isinstance(limit, ReadMinRows) else self.min_offsets
+        max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else self.max_offsets
+        # A Trigger.AvailableNow query never waits: what it reads is already there.
+        if min_rows is not None and not self.available_now and self._delay(min_rows, begin, latest):
+            return _offsets_json(begin)
+        if max_rows is not None:
+            return _offsets_json(_rate_limit(max_rows, begin, earliest, latest))
+        return _offsets_json(latest)
+
+    def _delay(self, min_rows: int, begin: Offsets, latest: Offsets) -> bool:
+        """Whether to skip this trigger: fewer than ``min_rows`` new offsets and maxTriggerDelay not
+        yet passed since the last micro-batch (Spark counts a new partition's from 0)."""
+        now = int(time.time() * 1000)
+        if now - self.last_trigger_ms < self.max_trigger_delay_ms and \
+                sum(end - begin.get(tp, 0) for tp, end in latest.items()) < min_rows:
+            return True
+        self.last_trigger_ms = now
+        return False
+
+    def reportLatestOffset(self) -> Optional[dict]:
+        return _offsets_json(self.latest) if self.latest else None
+
+    def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
+        begin, until = _offsets_of(start), _offsets_of(end)
+        folders = {(f.topic, f.partition): f for f in discover(self.paths)}
+        new = sorted(set(until) - set(begin))
+        missing = [tp for tp in new if tp not in folders]
+        if missing:
+            self._data_loss(f"Cannot find earliest offsets of {missing}")
+        new_start, _ = self._offsets_now({tp: folders[tp] for tp in new if tp in folders})
+        for tp, offset in new_start.items():
+            if offset != 0:
+                self._data_loss(f"Added partition {tp[0]}-{tp[1]} starts from {offset} instead of 0")
+        gone = sorted(set(begin) - set(until))
+        if gone:
+            self._data_loss(f"{gone} are gone")
+        ranges = []
+        for tp, stop in sorted(until.items()):
+            first = begin.get(tp, new_start.get(tp))
+            if first is None or tp not in folders:
+                continue
+            if stop < first:
+                self._data_loss(f"Partition {tp[0]}-{tp[1]}'s offset was changed from {first} to {stop}")
+                continue
+            ranges.append(OffsetRange(folders[tp].path, tp[0], tp[1], first, stop))
+        ranges = _split(ranges, _int(self.opts, "maxrecordsperpartition"), _int(self.opts, "minpartitions"))
+        return [r for r in ranges if r.size > 0]
+
+    def read(self, partition: InputPartition) -> Iterator[Any]:  # type: ignore[override]
+        assert isinstance(partition, OffsetRange)
+        yield from read_range(partition, self.isolation, self.include_headers, self.fail_on_data_loss)
+
+    def commit(self, end: dict) -> None:
+        """Nothing to release: the files are read where they lie, and the query's checkpoint
+        keeps its offsets."""
+
+
 @dataclass
 class StagedCommit(WriterCommitMessage):
     staged: List[Tuple[str, int, str]]
@@ -678,7 +917,8 @@ def _chain(first: Any, rest: Iterator[Any]) -> Iterator[Any]:
 
 
 class KafkaLogDataSource(DataSource):
-    """``spark.read.format("kafkalog")`` / ``df.write.format("kafkalog")``."""
+    """``spark.read.format("kafkalog")``, ``spark.readStream.format("kafkalog")`` and
+    ``df.write.format("kafkalog")``."""
 
     @classmethod
     def name(cls) -> str:
@@ -690,13 +930,8 @@ class KafkaLogDataSource(DataSource):
     def reader(self, schema: StructType) -> DataSourceReader:
         return KafkaLogReader(plan_read(self.options))
 
-    def streamReader(self, schema: StructType) -> Any:
-        # PySpark asks for a stream reader only when the query starts; without this its fallback
-        # fails with an UnboundLocalError that names nothing.
-        raise KafkaLogOptionError(
-            "kafkalog reads batches: spark.readStream is not supported. Read with spark.read; a job "
-            "run again and again resumes where it stopped with startingOffsetsFromGroup and commitToGroup."
-        )
+    def streamReader(self, schema: StructType) -> KafkaLogStreamReader:
+        return KafkaLogStreamReader(self.options)
 
     def writer(self, schema: StructType, overwrite: bool) -> KafkaLogWriter:
         if overwrite:

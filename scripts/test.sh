@@ -11,4 +11,5 @@ FUZZ_SECONDS="${FUZZ_SECONDS:-2}" bash fuzz/ci.sh
 # The pure-Python modules against it (spark.py not yet: it passes option strings unchecked).
 .venv/bin/python -m mypy --config-file pyproject.toml --follow-imports=silent \
   -m kafkalog.results -m kafkalog.clients -m kafkalog.cli -m kafkalog.cli_tools -m kafkalog.demo
-.venv/bin/python -m pytest -q -p no:cacheprovider tests "$@"
+# The slowest tests are listed, to keep the run within CI's 30 minutes.
+.venv/bin/python -m pytest -q -p no:cacheprovider --durations=15 tests "$@"

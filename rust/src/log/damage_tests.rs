@@ -413,3 +413,42 @@ fn resync_finds_the_next_valid_batch() {
     // offsets below the segment's base are not a resync point
     assert_eq!(f.find_next_valid_batch(1, 100, 1 << 20).unwrap(), None);
 }
+
+#[test]
+fn log_start_checkpoint_past_the_log_end() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = four_segments_with_checkpoints(tmp.path());
+    let checkpoint = tmp
+        .path()
+        .join(crate::log::loader::LOG_START_OFFSET_CHECKPOINT);
+    // Segment files deleted from the file system after the log start moved to 200.
+    std::fs::write(&checkpoint, "0\n1\nt 0 200\n").unwrap();
+
+    let msg = damaged_message(open_ro(&dir, OnCorruption::Error));
+    assert!(msg.contains("log-start-offset-checkpoint"), "{msg}");
+    assert!(msg.contains("offsets 160..199"), "{msg}");
+    let log = open_ro(&dir, OnCorruption::Skip).unwrap();
+    assert_eq!(offsets(&log), (0..160).collect::<Vec<_>>());
+    assert_eq!(log.log_start_offset(), 0);
+    assert_eq!(log.damaged_ranges()[0].action, DamageAction::Missing);
+    drop(log);
+    // Kafka's view: every segment gone, an empty log at the checkpoint.
+    let log = open_ro(&dir, OnCorruption::Truncate).unwrap();
+    assert_eq!((log.log_start_offset(), log.log_end_offset()), (200, 200));
+    assert_eq!(offsets(&log), Vec::<i64>::new());
+    assert_eq!(log.damaged_ranges()[0].action, DamageAction::Removed);
+    drop(log);
+
+    damaged_message(Log::open(&dir, options(false, OnCorruption::Error)));
+    assert!(seg(&dir, 0).exists() && seg(&dir, 120).exists());
+    let log = Log::open(&dir, options(false, OnCorruption::Truncate)).unwrap();
+    assert_eq!((log.log_start_offset(), log.log_end_offset()), (200, 200));
+    assert_eq!(log.segment_base_offsets(), vec![200]);
+    log.append_as_leader(&batch_of(2, 10), 3).unwrap();
+    log.close().unwrap();
+    drop(log);
+    assert!(!seg(&dir, 0).exists() && !seg(&dir, 120).exists());
+    let log = open_ro(&dir, OnCorruption::Error).unwrap();
+    assert_eq!(offsets(&log), vec![200, 201]);
+    assert_eq!(log.current_leader_epoch(), 3);
+}

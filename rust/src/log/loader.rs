@@ -933,9 +933,9 @@ fn complete_load(
     mut segments: LogSegments,
     checkpoints: &Checkpoints,
     producer_state: ProducerStateManager,
-    epoch_cache: LeaderEpochFileCache,
+    mut epoch_cache: LeaderEpochFileCache,
     writer_lock: Option<std::fs::File>,
-    recovery: Recovery,
+    mut recovery: Recovery,
     now: i64,
 ) -> Result<Log> {
     let writable = !options.read_only;
@@ -959,6 +959,24 @@ fn complete_load(
         })?,
         None => checkpoints.log_start_offset.unwrap_or(0).max(0),
     };
+    let mut checkpointed_start = checkpoints.log_start_offset;
+    let log_end = match checkpointed_start {
+        Some(start) if start > log_end && !segments.is_empty() => {
+            let kept = start_past_end(
+                dir,
+                options,
+                &mut segments,
+                &mut epoch_cache,
+                &mut recovery.damage,
+                (start, log_end),
+            )?;
+            if kept == log_end {
+                checkpointed_start = None; // read around it: the log starts where its files do
+            }
+            kept
+        }
+        _ => log_end,
+    };
     if writable {
         if let Some(active) = segments.active_mut() {
             // Recovery trims indexes; the active segment's need room for appends again (Kafka
@@ -971,10 +989,7 @@ fn complete_load(
         segments.add(LogSegment::open(dir, log_end, config, true, "", now)?);
     }
     let first_base = segments.first().map_or(log_end, LogSegment::base_offset);
-    let mut log_start_offset = checkpoints
-        .log_start_offset
-        .unwrap_or(first_base)
-        .max(first_base);
+    let mut log_start_offset = checkpointed_start.unwrap_or(first_base).max(first_base);
     if log_start_offset > log_end {
         log_start_offset = log_end;
     }
@@ -1029,6 +1044,70 @@ fn complete_load(
         checkpoints.high_watermark,
         checkpoints.recovery_point,
     ))
+}
+
+/// A log-start-offset checkpoint past the log end: segment files deleted from the file system.
+/// Kafka's `LogLoader` then deletes every segment and starts the log empty at the checkpoint;
+/// here that is `on_corruption='truncate'` (a read-only open shows that view and deletes
+/// nothing), 'skip' reads the files as they are, and the default refuses. Returns the log end.
+fn start_past_end(
+    dir: &Path,
+    options: &LogOptions,
+    segments: &mut LogSegments,
+    epoch_cache: &mut LeaderEpochFileCache,
+    damage: &mut Vec<DamagedRange>,
+    (start, log_end): (i64, i64),
+) -> Result<i64> {
+    let writable = !options.read_only;
+    let mut range = DamagedRange {
+        file: dir
+            .parent()
+            .unwrap_or(Path::new(""))
+            .join(LOG_START_OFFSET_CHECKPOINT),
+        position: 0,
+        bytes: 0,
+        offsets: Some((log_end, start - 1)),
+        reason: format!(
+            "the log dir's {LOG_START_OFFSET_CHECKPOINT} starts {} at offset {start}, past its \
+             end {log_end} (segment files deleted from the file system?); Kafka deletes every \
+             segment and starts the log empty at {start}",
+            dir.display()
+        ),
+        action: DamageAction::Missing,
+    };
+    match options.on_corruption {
+        OnCorruption::Error => Err(damaged_error(dir, vec![range], writable)),
+        OnCorruption::Skip => {
+            damage.push(range);
+            Ok(log_end)
+        }
+        OnCorruption::Truncate => {
+            for base in segments.base_offsets() {
+                let mut segment = segments.remove(base).expect("listed segment");
+                if writable {
+                    segment.change_file_suffixes("", DELETED_FILE_SUFFIX)?;
+                    segment.delete()?;
+                }
+            }
+            if writable {
+                epoch_cache.clear_and_flush()?;
+                let now = (options.clock)();
+                segments.add(LogSegment::open(
+                    dir,
+                    start,
+                    &options.config,
+                    true,
+                    "",
+                    now,
+                )?);
+            } else {
+                epoch_cache.clear();
+            }
+            range.action = DamageAction::Removed;
+            damage.push(range);
+            Ok(start)
+        }
+    }
 }
 
 /// Replays the batches in [from, to) into the producer state (Kafka's `rebuildProducerState`

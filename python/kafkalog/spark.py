@@ -793,6 +793,9 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         missing = [tp for tp in new if tp not in folders]
         if missing:
             self._data_loss(f"Cannot find earliest offsets of {missing}")
+        vanished = sorted(tp for tp in set(until) & set(begin) if tp not in folders)
+        if vanished:
+            self._data_loss(f"{vanished} are gone")
         new_start, _ = self._offsets_now({tp: folders[tp] for tp in new if tp in folders})
         for tp, offset in new_start.items():
             if offset != 0:

@@ -800,20 +800,29 @@ def test_stream_offsets_lost_to_retention_fail_or_are_stepped_over(spark, tmp_pa
     assert [offsets(b) for b in got] == [[8, 9]]
 
 
-def test_stream_options_checked_as_the_query_starts(data):
+def test_stream_options_checked_as_the_query_starts(spark, data):
     d, _, _ = data
     ok = {"path": str(d), "subscribe": "orders"}
-    for bad, words in [({"endingOffsets": "latest"}, "not valid in streaming"),
-                       ({"endingTimestamp": "5"}, "not valid in streaming"),
-                       ({"commitToGroup": "g"}, "checkpointLocation"),
-                       ({"maxOffsetsPerTrigger": "0"}, "positive"),
+    # Wrong for any read: refused by load(), as Spark's Kafka source refuses them.
+    for bad, words in [({"maxOffsetsPerTrigger": "0"}, "positive"),
+                       ({"minOffsetsPerTrigger": "5", "maxOffsetsPerTrigger": "2"}, "higher than"),
                        ({"maxTriggerDelay": "soon"}, "duration"),
-                       ({"startingOffsets": json.dumps({"orders": {"0": 1}})}, "all TopicPartitions"),
-                       ({"subscribe": "nope"}, "nope"),
+                       ({"assign": '{"orders":[0]}'}, "exactly one of"),
                        ({"maxOfsetsPerTrigger": "5"}, "unknown option")]:
+        with pytest.raises(Exception, match=words):
+            spark.readStream.format("kafkalog").options(**{**ok, **bad}).load()
+    # Wrong for a stream: refused as the query starts.
+    for bad, words in [({"endingOffsets": "latest"}, "not valid in streaming"),
+                       ({"endingOffsetsByTimestamp": '{"orders":{"0":5}}'}, "not valid in streaming"),
+                       ({"commitToGroup": "g"}, "checkpointLocation"),
+                       ({"startingOffsets": json.dumps({"orders": {"0": 1}})}, "all TopicPartitions"),
+                       ({"subscribe": "nope"}, "nope")]:
         with pytest.raises(kafkalog.KafkaLogError, match=words):
             reader = ks.KafkaLogDataSource({**ok, **bad}).streamReader(ks.kafka_schema())
             reader.initialOffset()
+    # Spark's Kafka source ignores endingTimestamp in a stream.
+    with pytest.warns(UserWarning, match="endingtimestamp"):
+        ks.KafkaLogDataSource({**ok, "endingTimestamp": "5"}).streamReader(ks.kafka_schema())
 
 
 def test_stream_min_offsets_per_trigger_waits_up_to_max_trigger_delay(tmp_path):

@@ -103,6 +103,9 @@ STREAM_OPTIONS = {
     "minoffsetspertrigger": "wait for this many new offsets before a micro-batch, at most maxTriggerDelay",
     "maxtriggerdelay": "the longest wait for minOffsetsPerTrigger (default 15m)",
 }
+# Spark's Kafka source refuses endingOffsets and endingOffsetsByTimestamp in a stream, and
+# ignores endingTimestamp.
+_IGNORED_STREAM_OPTIONS = {"endingtimestamp": "streaming queries read on: Spark ignores it in them too"}
 _BATCH_ONLY_OPTIONS = {
     "startingoffsetsfromgroup": "a stream keeps its offsets in its checkpointLocation",
     "committogroup": "a stream keeps its offsets in its checkpointLocation",
@@ -234,7 +237,7 @@ def _path_required(options: Mapping[str, str], what: str) -> KafkaLogOptionError
     return KafkaLogOptionError(f"option path is required: {what}{hint}")
 
 
-def _check_names(options: Mapping[str, str], allowed: Mapping[str, str]) -> None:
+def _check_names(options: Mapping[str, str], allowed: Mapping[str, str], warn: bool = True) -> None:
     """Refuses unknown options (a misspelt one would otherwise change the read silently) and the
     client configs Spark refuses; warns once about those that change nothing here."""
     ignored = []
@@ -250,7 +253,7 @@ def _check_names(options: Mapping[str, str], allowed: Mapping[str, str]) -> None
         else:
             valid = ", ".join(sorted(allowed))
             raise KafkaLogOptionError(f"unknown option {name!r}; kafkalog takes: {valid}")
-    if ignored:
+    if ignored and warn:
         warnings.warn("kafkalog reads files, with no broker or consumer: ignored " + ", ".join(ignored),
                       stacklevel=3)
 
@@ -305,33 +308,45 @@ def discover(paths: Sequence[str]) -> List[TopicPartitionFolder]:
     return sorted(found.values(), key=lambda f: (f.topic, f.partition))
 
 
-def _select(folders: List[TopicPartitionFolder], options: Mapping[str, str], required: bool) -> List[TopicPartitionFolder]:
+def _strategy(options: Mapping[str, str], required: bool) -> Optional[str]:
+    """The option choosing topics (subscribe, subscribePattern or assign), its value checked."""
     strategies = [s for s in ("subscribe", "subscribepattern", "assign") if s in options]
     if len(strategies) > 1:
         raise KafkaLogOptionError(f"give exactly one of subscribe, subscribePattern, assign; got {strategies}")
     if not strategies:
         if required:
             raise KafkaLogOptionError("give one of the options subscribe, subscribePattern or assign")
-        return folders
+        return None
     strategy = strategies[0]
+    if strategy == "subscribe" and not options["subscribe"].replace(",", "").strip():
+        raise KafkaLogOptionError("option subscribe lists no topic")
+    if strategy == "subscribepattern":
+        try:
+            re.compile(options["subscribepattern"])
+        except re.error as e:
+            raise KafkaLogOptionError(f"option subscribePattern is not a valid pattern: {e}") from None
+    if strategy == "assign":
+        assigned = _json(options, "assign")
+        if not isinstance(assigned, dict) or not all(isinstance(v, list) for v in assigned.values()):
+            raise KafkaLogOptionError('option assign must be JSON like {"topicA":[0,1],"topicB":[2,4]}')
+    return strategy
+
+
+def _select(folders: List[TopicPartitionFolder], options: Mapping[str, str], required: bool) -> List[TopicPartitionFolder]:
+    strategy = _strategy(options, required)
+    if strategy is None:
+        return folders
     if strategy == "subscribe":
         topics = [t.strip() for t in options["subscribe"].split(",") if t.strip()]
-        if not topics:
-            raise KafkaLogOptionError("option subscribe lists no topic")
         missing = sorted(set(topics) - {f.topic for f in folders})
         if missing:
             raise KafkaLogOptionError(f"topics {missing} have no partition folders under the path")
         return [f for f in folders if f.topic in topics]
     if strategy == "subscribepattern":
-        try:
-            pattern = re.compile(options["subscribepattern"])
-        except re.error as e:
-            raise KafkaLogOptionError(f"option subscribePattern is not a valid pattern: {e}") from None
+        pattern = re.compile(options["subscribepattern"])
         # As Spark's Kafka source picks topics (Regex.findFirstIn): the pattern anywhere in the name.
         return [f for f in folders if f.topic not in _INTERNAL_TOPICS and pattern.search(f.topic)]
     assigned = _json(options, "assign")
-    if not isinstance(assigned, dict) or not all(isinstance(v, list) for v in assigned.values()):
-        raise KafkaLogOptionError('option assign must be JSON like {"topicA":[0,1],"topicB":[2,4]}')
     wanted = {(t, int(p)) for t, ps in assigned.items() for p in ps}
     have = {(f.topic, f.partition): f for f in folders}
     missing_topics = sorted({t for t, _ in wanted} - {f.topic for f in folders})
@@ -629,6 +644,32 @@ _TIME_UNITS_MS = {"us": 0.001, "ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "
 Offsets = Dict[Tuple[str, int], int]
 
 
+def _positive(options: Mapping[str, str], name: str) -> Optional[int]:
+    value = _int(options, name)
+    if value is not None and value < 1:
+        raise KafkaLogOptionError(f"{name} must be positive, not {value}")
+    return value
+
+
+def _check_trigger_limits(min_offsets: Optional[int], max_offsets: Optional[int]) -> None:
+    if min_offsets is not None and max_offsets is not None and min_offsets > max_offsets:
+        raise KafkaLogOptionError(f"The value of minOffsetsPerTrigger({min_offsets}) is higher than the "
+                                  f"maxOffsetsPerTrigger({max_offsets})")
+
+
+def _check_options(opts: Mapping[str, str]) -> None:
+    """What is wrong with the options for a batch and a stream alike, found as the DataFrame is
+    defined (``load()``), as Spark's Kafka source finds it, not when a query first runs."""
+    _check_names(opts, {**READ_OPTIONS, **STREAM_OPTIONS}, warn=False)
+    _paths(opts)
+    _strategy(opts, required=True)
+    _read_settings(opts)
+    for name in ("minpartitions", "maxrecordsperpartition"):
+        _positive(opts, name)
+    _check_trigger_limits(_positive(opts, "minoffsetspertrigger"), _positive(opts, "maxoffsetspertrigger"))
+    _duration_ms(opts, "maxtriggerdelay", "15m")
+
+
 def _duration_ms(options: Mapping[str, str], name: str, default: str) -> int:
     raw = options.get(name, default).strip().lower()
     match = re.fullmatch(r"(\d+)\s*([a-z]*)", raw)
@@ -682,18 +723,21 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, options: Mapping[str, Any]) -> None:
         opts = _lower(options)
         for name in opts:
-            if name.startswith("ending") and name in READ_OPTIONS:
+            if name in ("endingoffsets", "endingoffsetsbytimestamp"):
                 raise KafkaLogOptionError(f"option {name} is not valid in streaming queries: a stream reads on "
                                           "as records arrive (read a range with spark.read)")
             if name in _BATCH_ONLY_OPTIONS:
                 raise KafkaLogOptionError(f"option {name} is for batch reads: {_BATCH_ONLY_OPTIONS[name]}")
-        _check_names(opts, STREAM_OPTIONS)
+        for name in _IGNORED_STREAM_OPTIONS.keys() & opts.keys():
+            warnings.warn(f"ignored {name}: {_IGNORED_STREAM_OPTIONS[name]}", stacklevel=2)
+        _check_names({k: v for k, v in opts.items() if k not in _IGNORED_STREAM_OPTIONS}, STREAM_OPTIONS)
         self.opts = opts
         self.paths = _paths(opts)
         self.isolation, self.include_headers, self.fail_on_data_loss, self.strategy = _read_settings(opts)
         self.max_offsets = self._positive("maxoffsetspertrigger")
         self.min_offsets = self._positive("minoffsetspertrigger")
         self.max_trigger_delay_ms = _duration_ms(opts, "maxtriggerdelay", "15m")
+        _check_trigger_limits(self.min_offsets, self.max_offsets)
         if (self.max_offsets or self.min_offsets) and not _STREAM_LIMITS:
             raise KafkaLogOptionError("maxOffsetsPerTrigger and minOffsetsPerTrigger need PySpark 4.2 or later")
         self.last_trigger_ms = 0  # as Spark's: the first micro-batch never waits for minOffsetsPerTrigger
@@ -703,10 +747,7 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._folders()  # a bad path or selection fails the query as it starts
 
     def _positive(self, name: str) -> Optional[int]:
-        value = _int(self.opts, name)
-        if value is not None and value < 1:
-            raise KafkaLogOptionError(f"{name} must be positive, not {value}")
-        return value
+        return _positive(self.opts, name)
 
     def _folders(self) -> Dict[Tuple[str, int], TopicPartitionFolder]:
         return {(f.topic, f.partition): f for f in _select(discover(self.paths), self.opts, required=True)}
@@ -928,7 +969,9 @@ class KafkaLogDataSource(DataSource):
         return "kafkalog"
 
     def schema(self) -> StructType:
-        return kafka_schema(_bool(_lower(self.options), "includeheaders", False))
+        opts = _lower(self.options)
+        _check_options(opts)
+        return kafka_schema(_bool(opts, "includeheaders", False))
 
     def reader(self, schema: StructType) -> DataSourceReader:
         return KafkaLogReader(plan_read(self.options))

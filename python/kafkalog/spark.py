@@ -734,8 +734,8 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.opts = opts
         self.paths = _paths(opts)
         self.isolation, self.include_headers, self.fail_on_data_loss, self.strategy = _read_settings(opts)
-        self.max_offsets = self._positive("maxoffsetspertrigger")
-        self.min_offsets = self._positive("minoffsetspertrigger")
+        self.max_offsets = _positive(opts, "maxoffsetspertrigger")
+        self.min_offsets = _positive(opts, "minoffsetspertrigger")
         self.max_trigger_delay_ms = _duration_ms(opts, "maxtriggerdelay", "15m")
         _check_trigger_limits(self.min_offsets, self.max_offsets)
         if (self.max_offsets or self.min_offsets) and not _STREAM_LIMITS:
@@ -745,9 +745,6 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.available_now_latest: Optional[Offsets] = None
         self.latest: Offsets = {}
         self._folders()  # a bad path or selection fails the query as it starts
-
-    def _positive(self, name: str) -> Optional[int]:
-        return _positive(self.opts, name)
 
     def _folders(self) -> Dict[Tuple[str, int], TopicPartitionFolder]:
         return {(f.topic, f.partition): f for f in _select(discover(self.paths), self.opts, required=True)}

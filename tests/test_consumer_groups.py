@@ -344,3 +344,9 @@ def test_sticky_keeps_as_much_as_kafkas(tmp_path, version, strategy):
             return sum(len(set(a[m]) & set(previous.get(m, []))) for m in now)
 
         assert kept(ours) >= kept(kafkas), (topics, now, previous, ours, kafkas)
+
+
+def test_assign_with_partition_counts_reads_nothing_from_disk(tmp_path):
+    group = ConsumerGroup(tmp_path / "no-such-data-dir", "g")
+    got = group.assign(["a", "b"], {"t": 4}, strategy="roundrobin")
+    assert got == {"a": [("t", 0), ("t", 2)], "b": [("t", 1), ("t", 3)]}

@@ -12,6 +12,7 @@ import json
 import math
 import os
 import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -1927,3 +1928,32 @@ def test_offsets_gone_between_planning_and_reading(spark, tmp_path, fail_on_data
         assert re.search(rf"Cannot fetch offsets \[\d+, \d+\) of gone-0: the log now holds \[{start}, 100\)", msg), msg[:3000]
     else:
         assert sorted(r.offset for r in df.select("offset").collect()) == list(range(start, 100))
+
+
+def test_register_runs_kafkalog_workers_on_an_interpreter_that_imports_it(tmp_path):
+    """A script run with a venv's python, the venv not activated: Spark starts its workers with
+    ``python3``, which has no kafkalog. Reads, streams and read_logs still work, with a warning."""
+    script = tmp_path / "job.py"
+    script.write_text(
+        "import os, sys\n"
+        "from pyspark.sql import SparkSession\n"
+        "spark = SparkSession.builder.master('local[1]').config('spark.ui.enabled', 'false').getOrCreate()\n"
+        "import kafkalog.spark as ks\n"
+        "ks.register(spark)\n"
+        f"ex = {str(Path(kafkalog.__file__).parent / 'examples')!r}\n"
+        "print('rows', spark.read.format('kafkalog').option('path', ex).option('subscribe', 'demo').load().count())\n"
+        "print('read_logs', ks.read_logs(spark, [ex + '/demo-0']).count())\n"
+        "print('workers', spark.sparkContext.pythonExec)\n"
+    )
+    # Spark's default worker, `python3` on the PATH: the machine's, outside the venv.
+    env = {k: v for k, v in os.environ.items() if k not in ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON")}
+    env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep)
+                                  if p and not os.path.realpath(p).startswith(os.path.realpath(sys.prefix)))
+    probe = subprocess.run(["python3", "-c", "import kafkalog"], env=env, capture_output=True)
+    assert probe.returncode != 0, "the python3 outside the venv imports kafkalog: this test needs one that does not"
+    out = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    lines = out.stdout.splitlines()
+    assert "rows 300" in lines and "read_logs 300" in lines, out.stdout
+    assert "workers python3" in lines   # Spark's own setting is left as it was
+    assert "cannot import kafkalog" in out.stderr

@@ -298,7 +298,6 @@ class ConsumerGroup:
         member ids all subscribed to ``topics``, or {member: [topics]}. ``topics``: names (their
         partition counts are read from the data dir) or {topic: partition count}. ``previous``:
         {member: [(topic, partition)]} it owned (the sticky assignor keeps what it can)."""
-        counts_on_disk = _kafkalog.topic_partition_counts(self.data_dir)
         if isinstance(members, Mapping):
             subscriptions = {m: list(ts) for m, ts in members.items()}
         else:
@@ -309,7 +308,7 @@ class ConsumerGroup:
             counts = dict(topics)
         else:
             wanted = {t for ts in subscriptions.values() for t in ts}
-            counts = {t: n for t, n in counts_on_disk.items() if t in wanted}
+            counts = {t: n for t, n in _kafkalog.topic_partition_counts(self.data_dir).items() if t in wanted}
         owned = {m: [(tp[0], tp[1]) for tp in tps] for m, tps in (previous or {}).items()}
         return _kafkalog.assign_partitions(subscriptions, counts, strategy, owned)
 

@@ -15,9 +15,12 @@ import math
 import os
 import re
 import shutil
+import subprocess
+import sys
 import time
 import uuid
 import warnings
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
@@ -982,9 +985,52 @@ class KafkaLogDataSource(DataSource):
         return KafkaLogWriter(self.options)
 
 
+_IMPORTS_KAFKALOG: Dict[str, bool] = {}
+
+
+def _python_for_workers(spark: Any) -> Optional[str]:
+    """The interpreter kafkalog's Spark functions run in when the one Spark starts its Python
+    workers with (``PYSPARK_PYTHON``, else ``python3``) cannot import kafkalog, as when a venv's
+    python runs a script without the venv activated; None when Spark's choice will do."""
+    try:
+        configured = spark.sparkContext.pythonExec
+    except Exception:  # Spark Connect: the server's workers are not chosen here
+        return None
+    if not configured or os.path.realpath(shutil.which(configured) or configured) == os.path.realpath(sys.executable):
+        return None
+    if configured not in _IMPORTS_KAFKALOG:
+        try:
+            found = subprocess.run([configured, "-c", "import kafkalog"], capture_output=True,
+                                   timeout=120).returncode == 0
+        except (OSError, subprocess.TimeoutExpired):
+            found = False
+        _IMPORTS_KAFKALOG[configured] = found
+        if not found:
+            warnings.warn(f"Spark's Python workers run {configured!r}, which cannot import kafkalog: "
+                          f"kafkalog's reads and writes run theirs on {sys.executable} (set PYSPARK_PYTHON "
+                          "before the SparkSession starts to choose)", stacklevel=5)
+    return None if _IMPORTS_KAFKALOG[configured] else sys.executable
+
+
+@contextmanager
+def _workers_on(spark: Any) -> Iterator[None]:
+    """Spark functions made inside run their workers on an interpreter that imports kafkalog."""
+    python = _python_for_workers(spark)
+    if python is None:
+        yield
+        return
+    context = spark.sparkContext
+    configured, context.pythonExec = context.pythonExec, python
+    try:
+        yield
+    finally:
+        context.pythonExec = configured
+
+
 def register(spark: Any) -> None:
     """Registers the ``kafkalog`` format with a SparkSession."""
-    spark.dataSource.register(KafkaLogDataSource)
+    with _workers_on(spark):
+        spark.dataSource.register(KafkaLogDataSource)
 
 
 def read_logs(spark: Any, folders: Sequence[str], **options: Any) -> Any:
@@ -1009,4 +1055,5 @@ def read_logs(spark: Any, folders: Sequence[str], **options: Any) -> Any:
                 yield from read_range(OffsetRange(path, topic, partition, start, end), isolation, include_headers,
                                       fail_on_data_loss)
 
-    return frame.mapInArrow(read, schema)
+    with _workers_on(spark):
+        return frame.mapInArrow(read, schema)

@@ -41,6 +41,13 @@ Broker session 2 (unclean)
   ``unclean``. The broker is started once more on the killed dir (it recovers), and what
   it serves is the referee for kafkalog reading the ``unclean`` copy.
 
+Streams
+  Spark's Kafka source as a stream (``spark.readStream``, Trigger.AvailableNow, from earliest,
+  ``maxOffsetsPerTrigger`` a quarter of the offsets so the topics take several micro-batches
+  shared by backlog) over ``codec-lz4``, ``codec-none``, ``txn`` and ``txnopen`` of session 1,
+  at both isolation levels; kafkalog's stream over the ``clean`` copy must cut the same
+  micro-batches with the same rows.
+
 kafkalog must leave both copies byte-identical. Nothing skips: when the referee (Kafka,
 Spark's Kafka jars) cannot be had, the tests fail and say why.
 """

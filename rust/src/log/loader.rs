@@ -969,6 +969,7 @@ fn complete_load(
                 &mut epoch_cache,
                 &mut recovery.damage,
                 (start, log_end),
+                now,
             )?;
             if kept == log_end {
                 checkpointed_start = None; // read around it: the log starts where its files do
@@ -1057,6 +1058,7 @@ fn start_past_end(
     epoch_cache: &mut LeaderEpochFileCache,
     damage: &mut Vec<DamagedRange>,
     (start, log_end): (i64, i64),
+    now: i64,
 ) -> Result<i64> {
     let writable = !options.read_only;
     let mut range = DamagedRange {
@@ -1091,7 +1093,6 @@ fn start_past_end(
             }
             if writable {
                 epoch_cache.clear_and_flush()?;
-                let now = (options.clock)();
                 segments.add(LogSegment::open(
                     dir,
                     start,

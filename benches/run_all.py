@@ -177,7 +177,7 @@ def to_arrow_reader(path: Path, zero_copy: bool, one_thread: bool = False):
     def go():
         kw = {"zero_copy": True} if zero_copy else {}
         if one_thread:
-            kw["check_crcs_ahead"] = False
+            kw.update(one_thread_kw())
         table = kafkalog.Log(path).to_arrow(**kw).read_all()
         # Touch every key and value as the others do: sum their lengths in Arrow.
         return byte_lengths(table.column("value")) + byte_lengths(table.column("key"))
@@ -207,6 +207,16 @@ def has_zero_copy() -> bool:
         return "zero_copy" in (kafkalog.Log.to_arrow.__text_signature__ or "")
     except AttributeError:
         return False
+
+
+def one_thread_kw() -> dict:
+    """`to_arrow` arguments keeping a read on the calling thread (no CRC checker, no pool)."""
+    import kafkalog
+    sig = getattr(kafkalog.Log.to_arrow, "__text_signature__", "") or ""
+    kw = {"check_crcs_ahead": False} if "check_crcs_ahead" in sig else {}
+    if "threads" in sig:
+        kw["threads"] = 1
+    return kw
 
 
 def has_crc_thread() -> bool:
@@ -427,7 +437,7 @@ def scale_read_kafkalog(path: str, zero_copy: bool) -> tuple[int, int]:
     import kafkalog
 
     # check_crcs_ahead=False: each read on its one thread, so T readers use T cores.
-    table = kafkalog.Log(path).to_arrow(zero_copy=zero_copy, check_crcs_ahead=False).read_all()
+    table = kafkalog.Log(path).to_arrow(zero_copy=zero_copy, **one_thread_kw()).read_all()
     return table.num_rows, byte_lengths(table.column("key")) + byte_lengths(table.column("value"))
 
 

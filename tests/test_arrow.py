@@ -179,11 +179,16 @@ def test_large_records_cut_arrow_batches_by_bytes(tmp_path):
     with make_log(tmp_path / "big-0") as log:
         for i in range(12):  # Kafka batches of 2 records, about 400 KiB each
             log.append([{"key": b"k%d" % (2 * i), "value": value}, {"key": b"k%d" % (2 * i + 1), "value": value}])
-        batches = list(log.to_arrow(batch_bytes=1 << 20))
+        batches = list(log.to_arrow(batch_bytes=1 << 20, threads=1))
+        # On threads, chunks of about a mebibyte also end batches: never more rows, nor half
+        # a Kafka batch.
+        on_threads = list(log.to_arrow(batch_bytes=1 << 20, threads=2))
     assert [b.num_rows for b in batches] == [4] * 6  # two Kafka batches (~800 KiB) each
-    table = pa.Table.from_batches(batches)
-    assert table.column("offset").to_pylist() == list(range(24))
-    assert all(v == value for v in table.column("value").to_pylist())
+    assert len(on_threads) > 6 and all(b.num_rows in (2, 4) for b in on_threads)
+    for read in (batches, on_threads):
+        table = pa.Table.from_batches(read)
+        assert table.column("offset").to_pylist() == list(range(24))
+        assert all(v == value for v in table.column("value").to_pylist())
 
 
 def test_corruption_inside_the_stream_raises_a_kafkalog_error(tmp_path):
@@ -219,37 +224,50 @@ def test_duckdb_queries_the_stream(txn_log):
     assert (count, max_offset) == (len(committed), committed[-1].offset)
 
 
-def test_streaming_memory_stays_flat(tmp_path):
-    """Peak RSS while streaming a log 40x larger than one Arrow batch stays near one batch."""
+@pytest.mark.parametrize("threads", [1, None])
+def test_streaming_memory_stays_flat(tmp_path, threads):
+    """Peak RSS while streaming a log 40x larger than one Arrow batch stays near one batch on one
+    thread, and on the default threads does not grow with the log: streaming a quarter of the
+    log and all of it peak alike (each thread holds a few chunks of at most 4 MiB ahead)."""
     path = tmp_path / "big-0"
     value = b"x" * 1000
     with make_log(path, **{"segment.bytes": 16 << 20}) as log:
         for _ in range(200):
             log.append([{"value": value} for _ in range(1000)], compression="none")
     size = sum(f.stat().st_size for f in path.glob("*.log"))
-    script = textwrap.dedent(
-        f"""
-        import json, kafkalog, pyarrow
-        def hwm():  # peak RSS of this process image, in KiB (ru_maxrss would include pytest's)
-            with open("/proc/self/status") as f:
-                return next(int(l.split()[1]) for l in f if l.startswith("VmHWM:"))
-        imports = hwm()
-        log = kafkalog.Log({str(path)!r})
-        base = hwm()
-        rows = 0
-        for batch in log.to_arrow(batch_rows=5000):
-            rows += batch.num_rows
-        peak = hwm()
-        print(json.dumps({{"rows": rows, "imports_kib": imports, "base_kib": base, "peak_kib": peak}}))
-        """
-    )
-    out = json.loads(subprocess.run([sys.executable, "-c", script], check=True, capture_output=True, text=True).stdout)
-    assert out["rows"] == 200_000
-    growth = (out["peak_kib"] - out["base_kib"]) * 1024
-    print(f"\nstreamed {size / 1e6:.0f} MB in 5000-row batches: RSS after imports {out['imports_kib'] / 1024:.0f} MiB, "
-          f"after open {out['base_kib'] / 1024:.0f} MiB, peak {out['peak_kib'] / 1024:.0f} MiB")
-    # One Arrow batch is ~5 MB; growth of a quarter of the log would mean it is being held.
-    assert growth < size / 4, (growth, size)
+
+    def growth(end: int) -> int:
+        script = textwrap.dedent(
+            f"""
+            import json, kafkalog, pyarrow
+            def hwm():  # peak RSS of this process image, in KiB (ru_maxrss would include pytest's)
+                with open("/proc/self/status") as f:
+                    return next(int(l.split()[1]) for l in f if l.startswith("VmHWM:"))
+            imports = hwm()
+            log = kafkalog.Log({str(path)!r})
+            base = hwm()
+            rows = 0
+            for batch in log.to_arrow(batch_rows=5000, end={end}, threads={threads}):
+                rows += batch.num_rows
+            peak = hwm()
+            print(json.dumps({{"rows": rows, "imports_kib": imports, "base_kib": base, "peak_kib": peak}}))
+            """
+        )
+        out = json.loads(subprocess.run([sys.executable, "-c", script], check=True, capture_output=True,
+                                        text=True).stdout)
+        assert out["rows"] == end
+        print(f"\nstreamed {end} rows of {size / 1e6:.0f} MB in 5000-row batches, threads={threads}: RSS after "
+              f"imports {out['imports_kib'] / 1024:.0f} MiB, after open {out['base_kib'] / 1024:.0f} MiB, "
+              f"peak {out['peak_kib'] / 1024:.0f} MiB")
+        return (out["peak_kib"] - out["base_kib"]) * 1024
+
+    whole = growth(200_000)
+    if threads == 1:
+        # One Arrow batch is ~5 MB; growth of a quarter of the log would mean it is being held.
+        assert whole < size / 4, (whole, size)
+    else:
+        quarter = growth(50_000)
+        assert whole < quarter + size / 8, (whole, quarter, size)
 
 
 def test_append_arrow_round_trips_spark_sink_columns(tmp_path):
@@ -497,12 +515,13 @@ def test_zero_copy_maps_are_unmapped_once_their_tables_are_freed(mixed_log):
 
 
 @pytest.mark.parametrize("damaged", [False, True])
-def test_zero_copy_checks_crcs_ahead_on_a_second_thread_with_the_same_result(tmp_path, damaged):
+def test_crc_checker_and_decoding_threads_give_one_threads_result(tmp_path, damaged):
     """A mapped read of a few MiB of ~100-byte records checks CRCs on a second thread ahead of
-    the decoder by default, zero-copy or copying (the copying read then goes through the maps,
-    without it through read windows): the same rows every way, the same error for a damaged
-    batch, and the same rows around it when on_corruption="skip" steps over it (the checker's
-    own CRC failures are covered in the crate: crcs_checked_ahead_read_as_checked_in_line)."""
+    the decoder with threads=1, zero-copy or copying (the copying read then goes through the
+    maps, without it through read windows), and is decoded in chunks on several threads by
+    default: the same rows every way, the same error for a damaged batch, and the same rows
+    around it when on_corruption="skip" steps over it (the checker's own CRC failures are
+    covered in the crate: crcs_checked_ahead_read_as_checked_in_line)."""
     path = tmp_path / "big-0"
     with make_log(path) as log:
         for b in range(64):
@@ -522,15 +541,22 @@ def test_zero_copy_checks_crcs_ahead_on_a_second_thread_with_the_same_result(tmp
         log = kafkalog.Log(str(path), on_corruption="skip")
     else:
         log = kafkalog.Log(str(path))
-    copied = log.to_arrow().read_all()
-    copied_in_line = log.to_arrow(check_crcs_ahead=False).read_all()
-    ahead = log.to_arrow(zero_copy=True).read_all()
-    in_line = log.to_arrow(zero_copy=True, check_crcs_ahead=False).read_all()
+    copied = log.to_arrow(threads=1).read_all()
+    copied_in_line = log.to_arrow(threads=1, check_crcs_ahead=False).read_all()
+    ahead = log.to_arrow(threads=1, zero_copy=True).read_all()
+    in_line = log.to_arrow(threads=1, zero_copy=True, check_crcs_ahead=False).read_all()
     assert copied.num_rows == (63 if damaged else 64) * 500
     assert copied_in_line.equals(copied)
-    for table in (ahead, in_line):
+    by_default = log.to_arrow().read_all()
+    on_threads = log.to_arrow(threads=3).read_all()
+    # 3.3 MB in chunks of a mebibyte: several batches, where one thread makes one.
+    assert len(copied.to_batches()) == 1 and len(on_threads.to_batches()) > 1
+    assert by_default.equals(copied) and on_threads.equals(copied)
+    for table in (ahead, in_line, log.to_arrow(zero_copy=True, threads=3).read_all()):
         assert table.column("value").cast(pa.binary()).equals(copied.column("value"))
         assert table.column("offset").equals(copied.column("offset"))
+    with pytest.raises(ValueError, match="threads must be at least 1, got 0"):
+        log.to_arrow(threads=0)
 
 
 def test_zero_copy_reads_around_damage_through_maps(tmp_path):

@@ -617,8 +617,9 @@ def read_range(r: OffsetRange, isolation: str, include_headers: bool, fail_on_da
                 'such cases, set the source option "failOnDataLoss" to "false".'
             )
         if start < end:
+            # threads=1: Spark runs a task per core already.
             yield from log.to_arrow(start=start, end=end, isolation=isolation,  # type: ignore[arg-type]
-                                    include_headers=include_headers)
+                                    include_headers=include_headers, threads=1)
 
 
 class KafkaLogReader(DataSourceReader):

@@ -36,6 +36,10 @@ use crate::record::file_records::{
 };
 use crate::record::record::Record;
 
+mod read_ahead;
+pub use read_ahead::default_threads;
+use read_ahead::{chunk_span, ReadAhead};
+
 /// Rows per Arrow batch unless the caller says otherwise.
 pub const DEFAULT_BATCH_ROWS: usize = 64 * 1024;
 
@@ -759,6 +763,9 @@ pub struct LogArrowReader {
     /// How segments are read: memory maps for zero-copy on a log no writer holds.
     file_access: FileAccess,
     done: bool,
+    /// Threads decoding chunks of the range ahead of the caller; 1 decodes on the caller's.
+    threads: usize,
+    read_ahead: Option<ReadAhead>,
 }
 
 impl LogArrowReader {
@@ -803,6 +810,8 @@ impl LogArrowReader {
             batch_bytes: DEFAULT_BATCH_BYTES,
             file_access,
             done: false,
+            threads: 1,
+            read_ahead: None,
         })
     }
 
@@ -858,9 +867,103 @@ impl LogArrowReader {
         Ok(self)
     }
 
+    /// Decodes on `threads` threads (0: [`default_threads`]) when the range is long enough to
+    /// pay for them: worker threads decode chunks of the range ahead of the caller, who gets
+    /// the batches in offset order, each cut as this reader cuts them (a chunk boundary also
+    /// ends a batch). A few batches per thread are held ahead at most. Call before the first
+    /// batch; 1 (the default) decodes on the calling thread, with the CRC checker thread of
+    /// [`Self::check_crcs_ahead`] (workers check their own CRCs).
+    pub fn threads(mut self, threads: usize) -> Self {
+        self.threads = if threads == 0 {
+            default_threads()
+        } else {
+            threads
+        };
+        self
+    }
+
     /// The offset the next Arrow batch starts at (the end once the reader is done).
     pub fn position(&self) -> i64 {
         self.next
+    }
+
+    /// A one-thread reader of `[start, end)` set up as this one, for a chunk of its range.
+    fn chunk_reader(&self, start: i64, end: i64) -> LogArrowReader {
+        let b = &self.builder;
+        let mut file_access = self.file_access;
+        if let FileAccess::Mapped {
+            check_crcs_ahead, ..
+        } = &mut file_access
+        {
+            *check_crcs_ahead = false;
+        }
+        LogArrowReader {
+            log: self.log.clone(),
+            builder: KafkaRecordBatchBuilder::new_with(
+                b.topic.clone(),
+                b.partition,
+                b.headers.is_some(),
+                b.zero_copy,
+            ),
+            next: start,
+            end,
+            isolation: self.isolation,
+            batch_rows: self.batch_rows,
+            batch_bytes: self.batch_bytes,
+            file_access,
+            done: false,
+            threads: 1,
+            read_ahead: None,
+        }
+    }
+
+    /// The next batch from the workers, starting them on the first call.
+    fn next_read_ahead(&mut self) -> Result<Option<RecordBatch>> {
+        let mut ahead = match self.read_ahead.take() {
+            Some(ahead) => ahead,
+            None => {
+                let span = chunk_span(
+                    self.end - self.next,
+                    self.log.size_in_bytes(),
+                    self.log.log_end_offset() - self.log.log_start_offset(),
+                    self.threads,
+                    self.batch_rows,
+                    self.batch_bytes,
+                );
+                match span {
+                    Some(span) => ReadAhead::start(self.threads, self.next, span)?,
+                    None => {
+                        self.threads = 1;
+                        return self.next_batch();
+                    }
+                }
+            }
+        };
+        loop {
+            // A chunk ends after the Kafka batch holding its last offset; where that batch
+            // cannot be found (damage, which the chunk's read reports), where it was planned.
+            let batch_end = |nominal: i64| {
+                let found = self.log.end_of_batch_at(nominal - 1);
+                found.ok().flatten().unwrap_or(nominal)
+            };
+            let chunk_reader = |start, end| self.chunk_reader(start, end);
+            ahead.hand_out(self.end, batch_end, chunk_reader);
+            // An error drops `ahead` (its chunks are not read on); asked again, the reader
+            // starts over where the error was, as a one-thread reader does.
+            match ahead.next()? {
+                Some((batch, next)) => {
+                    self.next = next;
+                    if let Some(batch) = batch {
+                        self.read_ahead = Some(ahead);
+                        return Ok(Some(batch));
+                    }
+                }
+                None => {
+                    self.done = true;
+                    return Ok(None);
+                }
+            }
+        }
     }
 
     /// The next Arrow batch, `Ok(None)` once the range is read.
@@ -868,6 +971,9 @@ impl LogArrowReader {
         if self.done || self.next >= self.end {
             self.done = true;
             return Ok(None);
+        }
+        if self.threads > 1 {
+            return self.next_read_ahead();
         }
         // The topic column repeats the name on every row: cut batches before its 32-bit
         // offsets could overflow (millions of rows of a long name).

@@ -126,6 +126,19 @@ impl Log {
         )
     }
 
+    /// The offset after the batch holding `offset` (the first batch past it when it is in no
+    /// batch: a gap, or control records dropped), found as Kafka's `translateOffset` finds a
+    /// fetch's batch; `None` past the last batch.
+    pub fn end_of_batch_at(&self, offset: i64) -> Result<Option<i64>> {
+        let st = self.readable_state()?;
+        for segment in st.segments.from_offset(offset) {
+            if let Some(found) = segment.translate_offset(offset, 0)? {
+                return Ok(Some(found.offset + 1));
+            }
+        }
+        Ok(None)
+    }
+
     /// The one loop under [`Self::for_each_batch`]: each batch a consumer with `isolation`
     /// sees in [start, end), with its records still to decode ([`LazyBatchVisitor`]). `access`
     /// says how segments are read (`FileRecords::for_each_batch_mapped`); memory maps only for

@@ -61,11 +61,13 @@ pub fn log_to_arrow(
     zero_copy: bool,
     batch_bytes: usize,
     check_crcs_ahead: bool,
+    threads: usize,
 ) -> PyResult<PyObject> {
     let reader = py.allow_threads(|| {
         LogArrowReader::new(log, start, end, isolation, include_headers, batch_rows)?
             .zero_copy(zero_copy)
             .check_crcs_ahead(check_crcs_ahead)
+            .threads(threads)
             .batch_bytes(batch_bytes)
     })?;
     let schema = PySchema::new(reader.schema()).to_pyarrow(py)?;

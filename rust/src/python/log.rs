@@ -447,9 +447,15 @@ impl Log {
     /// batch's CRC checked on a second thread running ahead of the decoder (on machines with
     /// more than one core), copying or not; `check_crcs_ahead=False` keeps the whole read on
     /// the calling thread, for callers that already keep every core busy.
+    /// `threads`: a range of a few MiB or more is cut into chunks of about a MiB to an Arrow
+    /// batch, decoded on that many threads of a pool shared by the process (None: its cores, at
+    /// most 8), the batches handed out in offset order; a chunk's end (after a Kafka batch)
+    /// also ends an Arrow batch. At most two chunks per thread are decoded ahead of the caller,
+    /// so memory stays bounded.
+    /// `threads=1` decodes on the calling thread (with the CRC checker above).
     #[pyo3(signature = (start = None, end = None, isolation = "read_uncommitted", include_headers = false,
         batch_rows = crate::arrow::DEFAULT_BATCH_ROWS as i64, zero_copy = false,
-        batch_bytes = crate::arrow::DEFAULT_BATCH_BYTES as i64, check_crcs_ahead = true))]
+        batch_bytes = crate::arrow::DEFAULT_BATCH_BYTES as i64, check_crcs_ahead = true, threads = None))]
     #[allow(clippy::too_many_arguments)]
     fn to_arrow(
         &self,
@@ -462,7 +468,10 @@ impl Log {
         zero_copy: bool,
         batch_bytes: i64,
         check_crcs_ahead: bool,
+        threads: Option<i64>,
     ) -> PyResult<PyObject> {
+        // None: the machine's cores (at most 8).
+        let threads = threads.map_or(Ok(0), |t| positive_size("threads", t))?;
         crate::python::arrow::log_to_arrow(
             py,
             self.inner.clone(),
@@ -474,6 +483,7 @@ impl Log {
             zero_copy,
             positive_size("batch_bytes", batch_bytes)?,
             check_crcs_ahead,
+            threads,
         )
     }
 

@@ -1,0 +1,516 @@
+//! Decoding one log's offset range into Arrow on several threads. The range is cut into chunks
+//! of consecutive offsets; threads of one process-wide pool decode chunks (each with a one-thread
+//! [`LogArrowReader`] of its own) while the caller takes their batches in offset order. A reader
+//! has at most `2 × threads` chunks out at a time, each about one Arrow batch, so memory stays
+//! bounded by a few batches per thread however long the log is. A pool thread never waits for
+//! a caller (a chunk's batches queue until taken), so readers consumed in any order, from any
+//! number of Python threads, cannot starve one another of threads.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, Receiver};
+use std::sync::{Arc, OnceLock};
+
+use arrow_array::RecordBatch;
+
+use super::LogArrowReader;
+use crate::error::{Error, Result};
+
+/// What a chunk's decoder sends, in order: batches (with the offset the next batch starts at),
+/// then `Done` or one error. A channel that closes without either means the decoder panicked.
+enum ChunkItem {
+    Batch(RecordBatch, i64),
+    Failed(Error),
+    Done,
+}
+
+/// Chunks smaller than this cost more in hand-offs than a second thread saves.
+const MIN_CHUNK_BYTES: u64 = 1 << 20;
+
+/// Chunks per thread over a range that is read whole: enough that threads finishing at
+/// different times still end together.
+const CHUNKS_PER_THREAD: u64 = 4;
+
+/// The default number of threads: the machine's cores, at most 8 (past that, one log's decode
+/// is bound by memory bandwidth, and other partitions' readers want cores too).
+pub fn default_threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get().min(8))
+}
+
+/// Offsets per chunk for reading `[start, end)` of a log holding `log_bytes` over
+/// `log_offsets` offsets on `threads` threads, or `None` where one thread does best: a range
+/// of fewer than two chunks of `MIN_CHUNK_BYTES`. A chunk spans at most an Arrow batch
+/// (`batch_rows` rows, `batch_bytes` bytes), so a worker ahead of the caller holds at most one
+/// batch; bytes per offset are the log's average (a compacted log's sparse offsets make
+/// chunks span more offsets, not more bytes).
+pub(super) fn chunk_span(
+    range: i64,
+    log_bytes: u64,
+    log_offsets: i64,
+    threads: usize,
+    batch_rows: usize,
+    batch_bytes: usize,
+) -> Option<i64> {
+    if threads < 2 || range < 2 {
+        return None;
+    }
+    let bytes_per_offset = (log_bytes / log_offsets.max(1) as u64).max(1);
+    let min_span = (MIN_CHUNK_BYTES / bytes_per_offset).max(1);
+    let max_span = (batch_rows as u64)
+        .min(batch_bytes as u64 / bytes_per_offset)
+        .max(1);
+    if max_span < min_span || (range as u64) < 2 * min_span {
+        return None;
+    }
+    let even = (range as u64).div_ceil(threads as u64 * CHUNKS_PER_THREAD);
+    Some(even.clamp(min_span, max_span) as i64)
+}
+
+/// The pool's threads: one per core. A panic in a chunk's decoder ends that job only (the
+/// reader reports it as an error), never the process.
+fn pool() -> Result<&'static rayon_core::ThreadPool> {
+    static POOL: OnceLock<std::result::Result<rayon_core::ThreadPool, String>> = OnceLock::new();
+    POOL.get_or_init(|| {
+        rayon_core::ThreadPoolBuilder::new()
+            .num_threads(std::thread::available_parallelism().map_or(1, |n| n.get()))
+            .thread_name(|i| format!("kafkalog-arrow-{i}"))
+            .panic_handler(|_| {})
+            .build()
+            .map_err(|e| e.to_string())
+    })
+    .as_ref()
+    .map_err(|e| Error::IllegalState(format!("cannot start the decoding threads: {e}")))
+}
+
+/// Chunks of a reader's range being decoded ahead of the caller.
+pub(super) struct ReadAhead {
+    pool: &'static rayon_core::ThreadPool,
+    /// Chunks handed out, in offset order, with the offset each ends at.
+    chunks: VecDeque<(Receiver<ChunkItem>, i64)>,
+    /// Where the next chunk to hand out starts.
+    next_start: i64,
+    span: i64,
+    window: usize,
+    /// Set when the reader is dropped: chunks not started yet are not read.
+    dropped: Arc<AtomicBool>,
+}
+
+impl ReadAhead {
+    pub(super) fn start(threads: usize, next_start: i64, span: i64) -> Result<Self> {
+        Ok(ReadAhead {
+            pool: pool()?,
+            chunks: VecDeque::new(),
+            next_start,
+            span,
+            window: 2 * threads,
+            dropped: Arc::new(AtomicBool::new(false)),
+        })
+    }
+
+    /// Hands out chunks of `[next_start, end)` until `window` are out, each read by a reader
+    /// `chunk_reader` makes for its range. `batch_end` moves a chunk's end past the Kafka batch
+    /// it falls in, so no batch is decoded twice or split between Arrow batches.
+    pub(super) fn hand_out(
+        &mut self,
+        end: i64,
+        batch_end: impl Fn(i64) -> i64,
+        chunk_reader: impl Fn(i64, i64) -> LogArrowReader,
+    ) {
+        while self.chunks.len() < self.window && self.next_start < end {
+            let nominal = self.next_start.saturating_add(self.span);
+            let chunk_end = if nominal < end {
+                batch_end(nominal).clamp(nominal, end)
+            } else {
+                end
+            };
+            let (out, results) = mpsc::channel();
+            let mut reader = chunk_reader(self.next_start, chunk_end);
+            let dropped = self.dropped.clone();
+            self.pool.spawn_fifo(move || {
+                if dropped.load(Ordering::Relaxed) {
+                    return;
+                }
+                let last = loop {
+                    match reader.next_batch() {
+                        Ok(Some(batch)) => {
+                            let item = ChunkItem::Batch(batch, reader.position());
+                            // The caller dropped the reader: stop.
+                            if out.send(item).is_err() {
+                                return;
+                            }
+                        }
+                        Ok(None) => break ChunkItem::Done,
+                        Err(e) => break ChunkItem::Failed(e),
+                    }
+                };
+                let _ = out.send(last);
+            });
+            self.chunks.push_back((results, chunk_end));
+            self.next_start = chunk_end;
+        }
+    }
+
+    /// The next batch in offset order with the offset after it; a batch of `None` when the
+    /// chunk at the front is done (the caller hands out more and asks again); `None` when no
+    /// chunk is out.
+    pub(super) fn next(&mut self) -> Result<Option<(Option<RecordBatch>, i64)>> {
+        let Some((results, chunk_end)) = self.chunks.front() else {
+            return Ok(None);
+        };
+        let chunk_end = *chunk_end;
+        match results.recv() {
+            Ok(ChunkItem::Batch(batch, next)) => Ok(Some((Some(batch), next))),
+            Ok(ChunkItem::Failed(e)) => Err(e),
+            Ok(ChunkItem::Done) => {
+                self.chunks.pop_front();
+                Ok(Some((None, chunk_end)))
+            }
+            Err(_) => Err(Error::IllegalState(
+                "a decoding thread stopped before the end of its chunk".into(),
+            )),
+        }
+    }
+}
+
+impl Drop for ReadAhead {
+    fn drop(&mut self) {
+        self.dropped.store(true, Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::log::{FetchIsolation, Log, LogOptions};
+    use crate::record::builder::{end_txn_marker_batch, BatchBuilder, BatchOptions};
+    use crate::record::codec::Compression;
+    use crate::record::control::{ControlRecordType, EndTransactionMarker};
+    use arrow_array::cast::AsArray;
+    use arrow_array::types::{Int64Type, TimestampMicrosecondType};
+    use arrow_array::Array;
+    use std::path::{Path, PathBuf};
+    use std::sync::Arc;
+
+    /// 300 Kafka batches of 100 records (3.7 MB over 1 MiB segments): uncompressed, lz4
+    /// and gzip, null keys, and every 25th batch a transaction, aborted or committed in turn.
+    fn write_log(dir: &Path) -> PathBuf {
+        let path = dir.join("orders-3");
+        let mut config = crate::config::LogConfig::default();
+        config.set("segment.bytes", &(1 << 20).to_string()).unwrap();
+        let log = Log::open(
+            &path,
+            LogOptions {
+                read_only: false,
+                create: true,
+                config,
+                ..LogOptions::default()
+            },
+        )
+        .unwrap();
+        let (pid, mut sequence, mut offset) = (7, 0, 0i64);
+        // Values that do not compress (xorshift), so every segment holds about a mebibyte.
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        let mut noise = move || {
+            (0..110)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    x as u8
+                })
+                .collect::<Vec<u8>>()
+        };
+        for i in 0..300 {
+            let txn = i % 25 == 5;
+            let mut b = BatchBuilder::new(BatchOptions {
+                compression: [Compression::None, Compression::Lz4, Compression::Gzip][i % 3],
+                producer_id: if txn { pid } else { -1 },
+                producer_epoch: if txn { 0 } else { -1 },
+                base_sequence: if txn { sequence } else { -1 },
+                is_transactional: txn,
+                ..BatchOptions::default()
+            });
+            for r in 0..100 {
+                let key = format!("key-{offset}");
+                let value = noise();
+                let key = (r % 7 != 0).then_some(key.as_bytes());
+                b.append(1_700_000_000_000 + offset, key, Some(&value), &[])
+                    .unwrap();
+                offset += 1;
+            }
+            log.append_as_leader(&b.build().unwrap(), 0).unwrap();
+            if txn {
+                sequence += 100;
+                let control_type = if i % 50 == 5 {
+                    ControlRecordType::Abort
+                } else {
+                    ControlRecordType::Commit
+                };
+                let marker = EndTransactionMarker {
+                    control_type,
+                    coordinator_epoch: 0,
+                };
+                let marker = end_txn_marker_batch(0, 1_700_000_000_000, 0, pid, 0, marker);
+                log.append_txn_marker(&marker.unwrap(), 0).unwrap();
+                offset += 1;
+            }
+        }
+        log.close().unwrap();
+        // As a cleanly stopped broker leaves a data dir: opening it checks no batch.
+        std::fs::write(
+            dir.join(".kafka_cleanshutdown"),
+            r#"{"version":0,"brokerEpoch":0}"#,
+        )
+        .unwrap();
+        path
+    }
+
+    fn open(path: &Path, read_only: bool) -> Arc<Log> {
+        let options = LogOptions {
+            read_only,
+            ..LogOptions::default()
+        };
+        Arc::new(Log::open(path, options).unwrap())
+    }
+
+    /// Offsets, timestamps, keys and values of every row, and how many batches held them.
+    type Rows = (
+        Vec<i64>,
+        Vec<i64>,
+        Vec<Option<Vec<u8>>>,
+        Vec<Option<Vec<u8>>>,
+        usize,
+    );
+
+    fn read(
+        log: &Arc<Log>,
+        isolation: FetchIsolation,
+        zero_copy: bool,
+        batch_rows: usize,
+        threads: usize,
+    ) -> Rows {
+        let mut reader = LogArrowReader::new(log.clone(), None, None, isolation, false, batch_rows)
+            .unwrap()
+            .zero_copy(zero_copy)
+            .threads(threads);
+        let end = reader.end;
+        let mut rows: Rows = Default::default();
+        while let Some(batch) = reader.next_batch().unwrap() {
+            assert!(batch.num_rows() <= batch_rows + 100, "{}", batch.num_rows());
+            batch
+                .columns()
+                .iter()
+                .for_each(|c| c.to_data().validate_full().unwrap());
+            let bytes = |name: &str| -> Vec<Option<Vec<u8>>> {
+                let c = batch.column_by_name(name).unwrap();
+                match c.data_type() {
+                    arrow_schema::DataType::BinaryView => c
+                        .as_binary_view()
+                        .iter()
+                        .map(|v| v.map(<[u8]>::to_vec))
+                        .collect(),
+                    _ => c
+                        .as_binary::<i32>()
+                        .iter()
+                        .map(|v| v.map(<[u8]>::to_vec))
+                        .collect(),
+                }
+            };
+            let offsets = batch
+                .column_by_name("offset")
+                .unwrap()
+                .as_primitive::<Int64Type>();
+            assert!(
+                reader.position() > offsets.value(offsets.len() - 1),
+                "the position follows the batches handed out"
+            );
+            // No Kafka batch is split: the one before the first row ends where it starts.
+            let first = offsets.value(0);
+            if first > 0 {
+                assert!(log.end_of_batch_at(first - 1).unwrap().unwrap() <= first);
+            }
+            rows.0.extend(offsets.values());
+            let ts = batch.column_by_name("timestamp").unwrap();
+            rows.1
+                .extend(ts.as_primitive::<TimestampMicrosecondType>().values());
+            rows.2.extend(bytes("key"));
+            rows.3.extend(bytes("value"));
+            rows.4 += 1;
+        }
+        assert_eq!(reader.position(), end);
+        rows
+    }
+
+    #[test]
+    fn threads_give_one_threads_rows_in_offset_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = write_log(dir.path());
+        // Writable: read windows; read-only with no writer: the segments' memory maps.
+        for read_only in [false, true] {
+            let log = open(&path, read_only);
+            assert!(log.size_in_bytes() > 3 << 20, "{}", log.size_in_bytes());
+            assert_eq!(log.log_end_offset(), 30_012);
+            for isolation in [FetchIsolation::HighWatermark, FetchIsolation::TxnCommitted] {
+                for zero_copy in [false, true] {
+                    for batch_rows in [9_000, 65_536] {
+                        let one = read(&log, isolation, zero_copy, batch_rows, 1);
+                        let three = read(&log, isolation, zero_copy, batch_rows, 3);
+                        let case = format!("{read_only} {isolation:?} {zero_copy} {batch_rows}");
+                        let expected = if isolation == FetchIsolation::TxnCommitted {
+                            30_000 - 6 * 100
+                        } else {
+                            30_000
+                        };
+                        assert_eq!(one.0.len(), expected, "{case}");
+                        assert_eq!(one.0, three.0, "{case}");
+                        assert_eq!(one.1, three.1, "{case}");
+                        assert_eq!(one.2, three.2, "{case}");
+                        assert_eq!(one.3, three.3, "{case}");
+                        // Chunks of a mebibyte: 4 batches where one thread makes 1 of 65,536
+                        // rows (4 of 9,000: chunks that long are all but those batches).
+                        assert!(three.4 >= 4 && three.4 >= one.4, "{case}: {}", three.4);
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn damage_past_the_first_chunks_fails_the_read_where_one_thread_fails() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = write_log(dir.path());
+        // A byte inside a batch's records halfway through the third segment: its CRC no longer
+        // matches.
+        let mut segments: Vec<PathBuf> = std::fs::read_dir(&path)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|e| e == "log"))
+            .collect();
+        segments.sort();
+        let log = open(&path, true);
+        let mut bytes = std::fs::read(&segments[2]).unwrap();
+        let half = bytes.len() / 2;
+        bytes[half] ^= 0x40;
+        std::fs::write(&segments[2], bytes).unwrap();
+        let outcome = |threads: usize| {
+            let mut reader = LogArrowReader::new(
+                log.clone(),
+                None,
+                None,
+                FetchIsolation::HighWatermark,
+                false,
+                65_536,
+            )
+            .unwrap()
+            .threads(threads);
+            let mut rows = 0;
+            loop {
+                match reader.next_batch() {
+                    Ok(Some(batch)) => rows += batch.num_rows(),
+                    Ok(None) => panic!("read past the damage"),
+                    Err(e) => {
+                        // Asked again, the reader fails again: nothing is stepped over.
+                        let again = reader.next_batch().err().unwrap();
+                        assert_eq!(again.to_string(), e.to_string());
+                        return (rows, e.to_string());
+                    }
+                }
+            }
+        };
+        let (one_rows, one_error) = outcome(1);
+        let (rows, error) = outcome(4);
+        assert!(error.contains("CRC") || error.contains("crc"), "{error}");
+        assert_eq!(error, one_error);
+        // Rows before the damaged batch are handed out first, in order, then the error.
+        let base = |segment: &Path| -> usize {
+            let stem = segment.file_stem().unwrap().to_str().unwrap();
+            stem.parse().unwrap()
+        };
+        assert_eq!(one_rows, 0, "one thread's one Arrow batch held the damage");
+        assert!(
+            rows > 0 && rows < base(&segments[3]),
+            "{rows} rows, the damage in the segment at offset {}",
+            base(&segments[2])
+        );
+    }
+
+    #[test]
+    fn a_reader_dropped_or_closed_mid_read_stops_its_chunks() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = write_log(dir.path());
+        let log = open(&path, true);
+        let reader = || {
+            LogArrowReader::new(
+                log.clone(),
+                None,
+                None,
+                FetchIsolation::HighWatermark,
+                false,
+                65_536,
+            )
+            .unwrap()
+            .threads(2)
+        };
+        let mut first = reader();
+        assert!(first.next_batch().unwrap().is_some());
+        drop(first);
+        let mut second = reader();
+        let mut rows = second.next_batch().unwrap().unwrap().num_rows();
+        log.close().unwrap();
+        // Chunks decoded before the close still come; a chunk that starts after it fails with
+        // the closed log's error. Either every row arrives or the read fails: none is dropped.
+        loop {
+            match second.next_batch() {
+                Ok(Some(batch)) => rows += batch.num_rows(),
+                Ok(None) => {
+                    assert_eq!(rows, 30_000);
+                    break;
+                }
+                Err(e) => {
+                    assert!(e.to_string().contains("closed"), "{e}");
+                    break;
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn chunks_span_at_most_a_batch_and_at_least_a_mebibyte() {
+        // 17 MB over 139,810 offsets (123 B each) on 2 threads: 8 chunks of 17,477 offsets.
+        assert_eq!(
+            chunk_span(139_810, 17_177_870, 139_810, 2, 65_536, 64 << 20),
+            Some(17_477)
+        );
+        // One thread, or a range under two mebibyte chunks: no workers.
+        assert_eq!(
+            chunk_span(139_810, 17_177_870, 139_810, 1, 65_536, 64 << 20),
+            None
+        );
+        assert_eq!(
+            chunk_span(10_000, 17_177_870, 139_810, 2, 65_536, 64 << 20),
+            None
+        );
+        // Batches of 500 rows (a poll): chunks could not reach a mebibyte.
+        assert_eq!(
+            chunk_span(139_810, 17_177_870, 139_810, 2, 500, 64 << 20),
+            None
+        );
+        // A long log: chunks of one Arrow batch, by rows or by bytes.
+        assert_eq!(
+            chunk_span(
+                100_000_000,
+                12_300_000_000,
+                100_000_000,
+                8,
+                65_536,
+                64 << 20
+            ),
+            Some(65_536)
+        );
+        // 100 KiB records: a 64 MiB batch holds 625 of them.
+        assert_eq!(
+            chunk_span(1_000_000, 100 << 30, 1_000_000, 8, 65_536, 64 << 20),
+            Some(625)
+        );
+    }
+}

@@ -517,7 +517,8 @@ def status(key):  # current (VmRSS) or peak (VmHWM) resident memory, bytes
     for line in open("/proc/self/status"):
         if line.startswith(key + ":"):
             return int(line.split()[1]) * 1024
-r = kafkalog.Log(sys.argv[1]).to_arrow(batch_rows=int(sys.argv[2]))
+threads = None if sys.argv[3] == "None" else int(sys.argv[3])
+r = kafkalog.Log(sys.argv[1]).to_arrow(batch_rows=int(sys.argv[2]), threads=threads)
 opened = status("VmHWM")  # opening a folder without a clean-shutdown marker validates it first
 first, most, rows, batches = None, 0, 0, 0
 for b in r:
@@ -538,14 +539,18 @@ RSS_VALUE_BYTES = 1000
 def section_rss(size: dict, tmp: Path, env: dict) -> dict:
     rows = size["rss_batch_rows"] * size["rss_batches"]
     path = build_log(tmp / "rss-0", rows, RSS_VALUE_BYTES, "none")
-    out = run([sys.executable, "-c", RSS_CHILD, str(path), str(size["rss_batch_rows"])], env=env).stdout.split()
-    opened, first, most, peak, got, batches = map(int, out)
-    if got != rows:
-        raise SystemExit(f"streaming read {got} rows of {rows}")
-    return {"log_bytes": sum(p.stat().st_size for p in path.glob("*.log")), "rows": rows,
-            "batch_rows": size["rss_batch_rows"], "batches": batches, "peak_after_open": opened,
-            "value_bytes": RSS_VALUE_BYTES,
-            "rss_first_batch": first, "rss_most": most, "peak": peak}
+    result = {"log_bytes": sum(p.stat().st_size for p in path.glob("*.log")), "rows": rows,
+              "batch_rows": size["rss_batch_rows"], "value_bytes": RSS_VALUE_BYTES, "runs": []}
+    # One thread, and the default: chunks decoded ahead on the machine's cores.
+    for threads in ("1", "None"):
+        out = run([sys.executable, "-c", RSS_CHILD, str(path), str(size["rss_batch_rows"]), threads],
+                  env=env).stdout.split()
+        opened, first, most, peak, got, batches = map(int, out)
+        if got != rows:
+            raise SystemExit(f"streaming read {got} rows of {rows}")
+        result["runs"].append({"threads": threads, "batches": batches, "peak_after_open": opened,
+                               "rss_first_batch": first, "rss_most": most, "peak": peak})
+    return result
 
 
 # --------------------------------------------------------------------------- report
@@ -579,11 +584,12 @@ def report(res: dict, size_name: str) -> str:
                    "kafkalog always does); the `no CRC` columns are their bare decoders. Records/s, median of the "
                    "interleaved runs; `x` = kafkalog's records/s over the peer's. `kafkalog to_arrow` copies "
                    "keys and values into `binary` columns; `zero_copy=True` points `binary_view` columns into "
-                   "the segment. A segment no writer holds is read through a memory map, with a second thread "
-                   "checking CRCs ahead of the decoder for reads of 1 MiB or more of uncompressed records of "
-                   "64 B to 1 KiB (a copying read uses the map only then; otherwise read windows); `1 thread` "
-                   "is the zero-copy read with `check_crcs_ahead=False`, every step on the calling thread as "
-                   "the peers do.\n")
+                   "the segment. Both are `to_arrow`'s defaults otherwise: a read of 2 MiB or more is decoded in "
+                   "chunks of 1-4 MiB on the machine's cores (`threads=None`: as many threads as cores, at most "
+                   "8), the peers on one (they hold the GIL). `1 thread` is the zero-copy read with "
+                   "`threads=1, check_crcs_ahead=False`, every step on the calling thread as the peers do. A "
+                   "segment no writer holds is read through a memory map (a copying read uses the map for "
+                   "uncompressed records of 64 B to 1 KiB; otherwise read windows).\n")
         zc = py["zero_copy"]
         one = zc and all("kafkalog zero-copy 1 thread" in r["median_s"] for r in py["rows"])
         nocrc = all("aiokafka no crc" in r["median_s"] for r in py["rows"])
@@ -664,7 +670,8 @@ def report(res: dict, size_name: str) -> str:
                        f"| {fmt_rate(n / j['rust_ns']['deep_iteration_mapped'] * 1e9)} | {mapped / memcpy:.2f} | {mapped / crc:.2f} |")
         for name, s in j["python_s"].items():
             rate = b / s
-            out.append(f"| Python `Log.{name}` to a pyarrow table (file read + CRC + decode + Arrow) | {rate / 1e9:.2f} "
+            cores = "one core" if "1 thread" in name else f"{res['machine']['cores']} cores"
+            out.append(f"| Python `Log.{name}` to a pyarrow table (file read + CRC + decode + Arrow; {cores}) | {rate / 1e9:.2f} "
                        f"| {fmt_rate(n / s)} | {rate / memcpy:.2f} | {rate / crc:.2f} |")
         out.append("")
     if "spark" in res:
@@ -689,8 +696,8 @@ def report(res: dict, size_name: str) -> str:
         out.append(f"One topic of {sc['partitions']} partitions, {n:,} records of {sc['value_bytes']} B values "
                    f"in all, uncompressed; every partition read whole, every key and value touched (their "
                    f"lengths summed), results checked equal. kafkalog: `Log(partition).to_arrow()` on T "
-                   f"threads of one process (each read releases the GIL; `check_crcs_ahead=False`, so one "
-                   f"core per reader), and the zero-copy read on T processes of a pool as well. aiokafka: "
+                   f"threads of one process (each read releases the GIL; `threads=1, check_crcs_ahead=False`, "
+                   f"so one core per reader), and the zero-copy read on T processes of a pool as well. aiokafka: "
                    f"its decoder (each batch's CRC checked, as its consumer does) on T processes of a pool, "
                    f"since it holds the GIL; each reads the segment bytes into memory first. Records/s, "
                    f"median of interleaved rounds; speed-up against the same contender on one core.\n")
@@ -723,18 +730,23 @@ def report(res: dict, size_name: str) -> str:
         r = res["rss"]
         mib = 2**20
         out.append("## Memory while streaming\n")
-        out.append(f"`Log.to_arrow(batch_rows={r['batch_rows']})` over a {r['log_bytes'] / mib:.0f} MiB log "
-                   f"({r['rows']:,} records of {r.get('value_bytes', 1024):,} B values, {r['batches']} Arrow "
-                   f"batches) in a fresh process, each batch dropped after reading"
+        runs = r.get("runs") or [{"threads": "1", **r}]
+        out.append(f"`Log.to_arrow(batch_rows={r['batch_rows']}, threads=T)` over a {r['log_bytes'] / mib:.0f} MiB "
+                   f"log ({r['rows']:,} records of {r.get('value_bytes', 1024):,} B values) in a fresh process "
+                   f"per run, each batch dropped after reading; `threads=None` (the default) decodes chunks of "
+                   f"at most 4 MiB ahead of the reader on the machine's cores, at most two per thread"
                    # The reader's rule: records under 1 KiB, Arrow batches that hold 1 MiB of them.
-                   + (": read through the segments' memory maps with the CRC checker thread, pages released "
-                      "behind the reader" if r.get('value_bytes', 1024) < 1024 and r['batch_rows'] >= 16384
+                   + ("; read through the segments' memory maps (with the CRC checker thread on one thread), "
+                      "pages released behind the reader" if r.get('value_bytes', 1024) < 1024 and r['batch_rows'] >= 16384
                       else "")
                    + ". Resident memory from /proc/self/status:\n")
-        out += ["| peak after opening the log | RSS holding the first batch | largest RSS holding any batch | growth over the stream | peak of the process |",
-                "|---|---|---|---|---|",
-                f"| {r['peak_after_open'] / mib:.0f} MiB | {r['rss_first_batch'] / mib:.0f} MiB | {r['rss_most'] / mib:.0f} MiB "
-                f"| {(r['rss_most'] - r['rss_first_batch']) / mib:.0f} MiB (log: {r['log_bytes'] / mib:.0f} MiB) | {r['peak'] / mib:.0f} MiB |", ""]
+        out += ["| threads | Arrow batches | peak after opening the log | RSS holding the first batch | largest RSS holding any batch | growth over the stream | peak of the process |",
+                "|---|---|---|---|---|---|---|"]
+        for x in runs:
+            out.append(f"| {x['threads']} | {x['batches']} | {x['peak_after_open'] / mib:.0f} MiB | {x['rss_first_batch'] / mib:.0f} MiB "
+                       f"| {x['rss_most'] / mib:.0f} MiB | {(x['rss_most'] - x['rss_first_batch']) / mib:.0f} MiB "
+                       f"(log: {r['log_bytes'] / mib:.0f} MiB) | {x['peak'] / mib:.0f} MiB |")
+        out.append("")
     return "\n".join(out) + "\n"
 
 

@@ -2,6 +2,7 @@
 at every isolation level, streaming with flat memory, and Spark's Kafka sink columns back in."""
 
 import json
+import multiprocessing
 import os
 import subprocess
 import sys
@@ -557,6 +558,31 @@ def test_crc_checker_and_decoding_threads_give_one_threads_result(tmp_path, dama
         assert table.column("offset").equals(copied.column("offset"))
     with pytest.raises(ValueError, match="threads must be at least 1, got 0"):
         log.to_arrow(threads=0)
+
+
+def test_a_forked_child_reads_on_threads_its_parent_had_started(tmp_path):
+    """fork copies only the forking thread: a child of a process whose decoding threads had
+    started makes threads of its own instead of waiting forever on its parent's."""
+    path = tmp_path / "big-0"
+    with make_log(path) as log:
+        for b in range(64):
+            log.append([{"key": b"k%d" % i, "value": b"%06d" % (b * 1000 + i) * 16} for i in range(500)])
+    expected = kafkalog.Log(str(path)).to_arrow(threads=2).read_all()  # the parent's pool starts
+    assert len(expected.to_batches()) > 1, "read in chunks on threads"
+    ctx = multiprocessing.get_context("fork")
+    results = ctx.Queue()
+
+    def child() -> None:
+        table = kafkalog.Log(str(path)).to_arrow(threads=2).read_all()
+        results.put(table.equals(expected))
+
+    process = ctx.Process(target=child)
+    process.start()
+    process.join(timeout=60)
+    if process.exitcode is None:
+        process.kill()
+        pytest.fail("the forked child's read never finished")
+    assert process.exitcode == 0 and results.get(timeout=5) is True
 
 
 def test_zero_copy_reads_around_damage_through_maps(tmp_path):

@@ -9,7 +9,7 @@
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex};
 
 use arrow_array::RecordBatch;
 
@@ -67,24 +67,36 @@ pub(super) fn chunk_span(
 }
 
 /// The pool's threads: one per core. A panic in a chunk's decoder ends that job only (the
-/// reader reports it as an error), never the process.
-fn pool() -> Result<&'static rayon_core::ThreadPool> {
-    static POOL: OnceLock<std::result::Result<rayon_core::ThreadPool, String>> = OnceLock::new();
-    POOL.get_or_init(|| {
-        rayon_core::ThreadPoolBuilder::new()
-            .num_threads(std::thread::available_parallelism().map_or(1, |n| n.get()))
-            .thread_name(|i| format!("kafkalog-arrow-{i}"))
-            .panic_handler(|_| {})
-            .build()
-            .map_err(|e| e.to_string())
-    })
-    .as_ref()
-    .map_err(|e| Error::IllegalState(format!("cannot start the decoding threads: {e}")))
+/// reader reports it as an error), never the process. A child forked after the pool started
+/// has the pool but none of its threads (fork copies only the forking thread), so a process
+/// that is not the pool's own makes a new one.
+fn pool() -> Result<Arc<rayon_core::ThreadPool>> {
+    static POOL: Mutex<Option<(u32, Arc<rayon_core::ThreadPool>)>> = Mutex::new(None);
+    let pid = std::process::id();
+    let mut pool = POOL.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some((owner, threads)) = pool.as_ref() {
+        if *owner == pid {
+            return Ok(threads.clone());
+        }
+    }
+    let threads = rayon_core::ThreadPoolBuilder::new()
+        .num_threads(std::thread::available_parallelism().map_or(1, |n| n.get()))
+        .thread_name(|i| format!("kafkalog-arrow-{i}"))
+        .panic_handler(|_| {})
+        .build()
+        .map_err(|e| Error::IllegalState(format!("cannot start the decoding threads: {e}")))?;
+    let threads = Arc::new(threads);
+    // The parent's pool stays as it is: dropping it here would signal threads this process
+    // does not have.
+    if let Some(parents) = pool.replace((pid, threads.clone())) {
+        std::mem::forget(parents);
+    }
+    Ok(threads)
 }
 
 /// Chunks of a reader's range being decoded ahead of the caller.
 pub(super) struct ReadAhead {
-    pool: &'static rayon_core::ThreadPool,
+    pool: Arc<rayon_core::ThreadPool>,
     /// Chunks handed out, in offset order, with the offset each ends at.
     chunks: VecDeque<(Receiver<ChunkItem>, i64)>,
     /// Where the next chunk to hand out starts.

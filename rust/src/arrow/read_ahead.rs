@@ -1,8 +1,8 @@
 //! Decoding one log's offset range into Arrow on several threads. The range is cut into chunks
 //! of consecutive offsets; threads of one process-wide pool decode chunks (each with a one-thread
 //! [`LogArrowReader`] of its own) while the caller takes their batches in offset order. A reader
-//! has at most `2 × threads` chunks out at a time, each about one Arrow batch, so memory stays
-//! bounded by a few batches per thread however long the log is. A pool thread never waits for
+//! has at most `2 × threads` chunks of at most 4 MiB out at a time, so memory stays bounded
+//! however long the log is. A pool thread never waits for
 //! a caller (a chunk's batches queue until taken), so readers consumed in any order, from any
 //! number of Python threads, cannot starve one another of threads.
 
@@ -27,6 +27,10 @@ enum ChunkItem {
 /// Chunks smaller than this cost more in hand-offs than a second thread saves.
 const MIN_CHUNK_BYTES: u64 = 1 << 20;
 
+/// Chunks larger than this hold more memory ahead of the caller than they save time: 8 threads
+/// with 2 chunks each out hold at most 64 MiB of records.
+const MAX_CHUNK_BYTES: u64 = 4 << 20;
+
 /// Chunks per thread over a range that is read whole: enough that threads finishing at
 /// different times still end together.
 const CHUNKS_PER_THREAD: u64 = 4;
@@ -40,9 +44,9 @@ pub fn default_threads() -> usize {
 /// Offsets per chunk for reading `[start, end)` of a log holding `log_bytes` over
 /// `log_offsets` offsets on `threads` threads, or `None` where one thread does best: a range
 /// of fewer than two chunks of `MIN_CHUNK_BYTES`. A chunk spans at most an Arrow batch
-/// (`batch_rows` rows, `batch_bytes` bytes), so a worker ahead of the caller holds at most one
-/// batch; bytes per offset are the log's average (a compacted log's sparse offsets make
-/// chunks span more offsets, not more bytes).
+/// (`batch_rows` rows, `batch_bytes` bytes) and `MAX_CHUNK_BYTES`; bytes per offset are the
+/// log's average (a compacted log's sparse offsets make chunks span more offsets, not more
+/// bytes).
 pub(super) fn chunk_span(
     range: i64,
     log_bytes: u64,
@@ -58,6 +62,7 @@ pub(super) fn chunk_span(
     let min_span = (MIN_CHUNK_BYTES / bytes_per_offset).max(1);
     let max_span = (batch_rows as u64)
         .min(batch_bytes as u64 / bytes_per_offset)
+        .min(MAX_CHUNK_BYTES / bytes_per_offset)
         .max(1);
     if max_span < min_span || (range as u64) < 2 * min_span {
         return None;
@@ -507,22 +512,14 @@ mod tests {
             chunk_span(139_810, 17_177_870, 139_810, 2, 500, 64 << 20),
             None
         );
-        // A long log: chunks of one Arrow batch, by rows or by bytes.
-        assert_eq!(
-            chunk_span(
-                100_000_000,
-                12_300_000_000,
-                100_000_000,
-                8,
-                65_536,
-                64 << 20
-            ),
-            Some(65_536)
-        );
-        // 100 KiB records: a 64 MiB batch holds 625 of them.
-        assert_eq!(
-            chunk_span(1_000_000, 100 << 30, 1_000_000, 8, 65_536, 64 << 20),
-            Some(625)
-        );
+        // A long log: chunks of 4 MiB, or of one Arrow batch where that is smaller.
+        let long =
+            |rows, bytes| chunk_span(100_000_000, 12_300_000_000, 100_000_000, 8, rows, bytes);
+        assert_eq!(long(65_536, 64 << 20), Some(34_100));
+        assert_eq!(long(10_000, 64 << 20), Some(10_000));
+        // 100 KiB records: 39 of them make 4 MiB, 9 a batch of a mebibyte.
+        let large = |bytes| chunk_span(1_000_000, 100 << 30, 1_000_000, 8, 65_536, bytes);
+        assert_eq!(large(64 << 20), Some(39));
+        assert_eq!(large(1 << 20), Some(9));
     }
 }

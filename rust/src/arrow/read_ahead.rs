@@ -290,6 +290,14 @@ mod tests {
         Arc::new(Log::open(path, options).unwrap())
     }
 
+    /// The whole log to its high watermark in batches of up to 65,536 rows.
+    fn whole_log(log: &Arc<Log>, threads: usize) -> LogArrowReader {
+        let isolation = FetchIsolation::HighWatermark;
+        LogArrowReader::new(log.clone(), None, None, isolation, false, 65_536)
+            .unwrap()
+            .threads(threads)
+    }
+
     /// Offsets, timestamps, keys and values of every row, and how many batches held them.
     type Rows = (
         Vec<i64>,
@@ -410,16 +418,7 @@ mod tests {
         bytes[half] ^= 0x40;
         std::fs::write(&segments[2], bytes).unwrap();
         let outcome = |threads: usize| {
-            let mut reader = LogArrowReader::new(
-                log.clone(),
-                None,
-                None,
-                FetchIsolation::HighWatermark,
-                false,
-                65_536,
-            )
-            .unwrap()
-            .threads(threads);
+            let mut reader = whole_log(&log, threads);
             let mut rows = 0;
             loop {
                 match reader.next_batch() {
@@ -456,18 +455,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = write_log(dir.path());
         let log = open(&path, true);
-        let reader = || {
-            LogArrowReader::new(
-                log.clone(),
-                None,
-                None,
-                FetchIsolation::HighWatermark,
-                false,
-                65_536,
-            )
-            .unwrap()
-            .threads(2)
-        };
+        let reader = || whole_log(&log, 2);
         let mut first = reader();
         assert!(first.next_batch().unwrap().is_some());
         drop(first);

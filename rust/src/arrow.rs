@@ -868,11 +868,12 @@ impl LogArrowReader {
     }
 
     /// Decodes on `threads` threads (0: [`default_threads`]) when the range is long enough to
-    /// pay for them: worker threads decode chunks of the range ahead of the caller, who gets
-    /// the batches in offset order, each cut as this reader cuts them (a chunk boundary also
-    /// ends a batch). A few batches per thread are held ahead at most. Call before the first
-    /// batch; 1 (the default) decodes on the calling thread, with the CRC checker thread of
-    /// [`Self::check_crcs_ahead`] (workers check their own CRCs).
+    /// pay for them: pool threads decode chunks of the range (1 to 4 MiB, ending after a Kafka
+    /// batch) ahead of the caller, who gets the batches in offset order, each cut as this
+    /// reader cuts them (a chunk's end also ends a batch). At most two chunks per thread are
+    /// out at a time. Call before the first batch; 1 (the default) decodes on the calling
+    /// thread, with the CRC checker thread of [`Self::check_crcs_ahead`] (chunks check their
+    /// own CRCs).
     pub fn threads(mut self, threads: usize) -> Self {
         self.threads = if threads == 0 {
             default_threads()

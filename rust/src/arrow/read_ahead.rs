@@ -2,9 +2,9 @@
 //! of consecutive offsets; threads of one process-wide pool decode chunks (each with a one-thread
 //! [`LogArrowReader`] of its own) while the caller takes their batches in offset order. A reader
 //! has at most `2 × threads` chunks of at most 4 MiB out at a time, so memory stays bounded
-//! however long the log is. A pool thread never waits for
-//! a caller (a chunk's batches queue until taken), so readers consumed in any order, from any
-//! number of Python threads, cannot starve one another of threads.
+//! however long the log is. A pool thread never waits for a caller (a chunk's batches queue
+//! until taken), so readers consumed in any order, from any number of Python threads, cannot
+//! starve one another of threads.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};

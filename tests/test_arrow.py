@@ -562,19 +562,23 @@ def test_crc_checker_and_decoding_threads_give_one_threads_result(tmp_path, dama
 
 def test_a_forked_child_reads_on_threads_its_parent_had_started(tmp_path):
     """fork copies only the forking thread: a child of a process whose decoding threads had
-    started makes threads of its own instead of waiting forever on its parent's."""
+    started makes threads of its own instead of waiting forever on its parent's, for a new
+    reader and for one its parent had half read (whose chunks out were the parent's)."""
     path = tmp_path / "big-0"
     with make_log(path) as log:
-        for b in range(64):
+        for b in range(200):  # 10 MB: more chunks than two threads have out at a time
             log.append([{"key": b"k%d" % i, "value": b"%06d" % (b * 1000 + i) * 16} for i in range(500)])
     expected = kafkalog.Log(str(path)).to_arrow(threads=2).read_all()  # the parent's pool starts
     assert len(expected.to_batches()) > 1, "read in chunks on threads"
+    half_read = iter(kafkalog.Log(str(path)).to_arrow(threads=2))
+    first = next(half_read)
     ctx = multiprocessing.get_context("fork")
     results = ctx.Queue()
 
     def child() -> None:
         table = kafkalog.Log(str(path)).to_arrow(threads=2).read_all()
-        results.put(table.equals(expected))
+        rest = pa.Table.from_batches([first, *half_read])
+        results.put((table.equals(expected), rest.equals(expected)))
 
     process = ctx.Process(target=child)
     process.start()
@@ -582,7 +586,9 @@ def test_a_forked_child_reads_on_threads_its_parent_had_started(tmp_path):
     if process.exitcode is None:
         process.kill()
         pytest.fail("the forked child's read never finished")
-    assert process.exitcode == 0 and results.get(timeout=5) is True
+    assert process.exitcode == 0 and results.get(timeout=5) == (True, True)
+    # The parent's half-read reader goes on as before.
+    assert pa.Table.from_batches([first, *half_read]).equals(expected)
 
 
 def test_zero_copy_reads_around_damage_through_maps(tmp_path):

@@ -868,17 +868,18 @@ impl LogArrowReader {
     }
 
     /// Decodes on `threads` threads (0: [`default_threads`]) when the range is long enough to
-    /// pay for them: pool threads decode chunks of the range (1 to 4 MiB, ending after a Kafka
-    /// batch) ahead of the caller, who gets the batches in offset order, each cut as this
-    /// reader cuts them (a chunk's end also ends a batch). At most two chunks per thread are
-    /// out at a time. Call before the first batch; 1 (the default) decodes on the calling
-    /// thread, with the CRC checker thread of [`Self::check_crcs_ahead`] (chunks check their
-    /// own CRCs).
+    /// pay for them (at most the cores): pool threads decode chunks of the range (1 to 4 MiB,
+    /// ending after a Kafka batch) ahead of the caller, who gets the batches in offset order,
+    /// each cut as this reader cuts them (a chunk's end also ends a batch). At most two chunks
+    /// per thread are out at a time. Call before the first batch; 1 (the default) decodes on
+    /// the calling thread, with the CRC checker thread of [`Self::check_crcs_ahead`] (chunks
+    /// check their own CRCs).
     pub fn threads(mut self, threads: usize) -> Self {
         self.threads = if threads == 0 {
             default_threads()
         } else {
-            threads
+            // The pool has a thread per core: more would only hold more chunks ahead.
+            threads.min(std::thread::available_parallelism().map_or(1, |n| n.get()))
         };
         self
     }
@@ -921,15 +922,17 @@ impl LogArrowReader {
     /// The next batch from the workers, starting them on the first call.
     fn next_read_ahead(&mut self) -> Result<Option<RecordBatch>> {
         let mut ahead = match self.read_ahead.take() {
-            Some(ahead) => ahead,
-            None => {
+            Some(ahead) if ahead.in_this_process() => ahead,
+            stale => {
+                // A forked child's chunks out are its parent's to decode: left alone (their
+                // channels and pool belong to threads this process does not have), and read
+                // again from where the child's reader stands.
+                std::mem::forget(stale);
                 let span = chunk_span(
                     self.end - self.next,
                     self.log.size_in_bytes(),
                     self.log.log_end_offset() - self.log.log_start_offset(),
                     self.threads,
-                    self.batch_rows,
-                    self.batch_bytes,
                 );
                 match span {
                     Some(span) => ReadAhead::start(self.threads, self.next, span)?,

@@ -43,28 +43,22 @@ pub fn default_threads() -> usize {
 
 /// Offsets per chunk for reading `[start, end)` of a log holding `log_bytes` over
 /// `log_offsets` offsets on `threads` threads, or `None` where one thread does best: a range
-/// of fewer than two chunks of `MIN_CHUNK_BYTES`. A chunk spans at most an Arrow batch
-/// (`batch_rows` rows, `batch_bytes` bytes) and `MAX_CHUNK_BYTES`; bytes per offset are the
-/// log's average (a compacted log's sparse offsets make chunks span more offsets, not more
-/// bytes).
+/// of fewer than two chunks of `MIN_CHUNK_BYTES`. A chunk spans at most `MAX_CHUNK_BYTES` (its
+/// reader cuts it into Arrow batches as one thread would); bytes per offset are the log's
+/// average (a compacted log's sparse offsets make chunks span more offsets, not more bytes).
 pub(super) fn chunk_span(
     range: i64,
     log_bytes: u64,
     log_offsets: i64,
     threads: usize,
-    batch_rows: usize,
-    batch_bytes: usize,
 ) -> Option<i64> {
     if threads < 2 || range < 2 {
         return None;
     }
     let bytes_per_offset = (log_bytes / log_offsets.max(1) as u64).max(1);
     let min_span = (MIN_CHUNK_BYTES / bytes_per_offset).max(1);
-    let max_span = (batch_rows as u64)
-        .min(batch_bytes as u64 / bytes_per_offset)
-        .min(MAX_CHUNK_BYTES / bytes_per_offset)
-        .max(1);
-    if max_span < min_span || (range as u64) < 2 * min_span {
+    let max_span = (MAX_CHUNK_BYTES / bytes_per_offset).max(1);
+    if (range as u64) < 2 * min_span {
         return None;
     }
     let even = (range as u64).div_ceil(threads as u64 * CHUNKS_PER_THREAD);
@@ -102,6 +96,8 @@ fn pool() -> Result<Arc<rayon_core::ThreadPool>> {
 /// Chunks of a reader's range being decoded ahead of the caller.
 pub(super) struct ReadAhead {
     pool: Arc<rayon_core::ThreadPool>,
+    /// The process whose pool decodes the chunks out: a forked child has none of its threads.
+    pid: u32,
     /// Chunks handed out, in offset order, with the offset each ends at.
     chunks: VecDeque<(Receiver<ChunkItem>, i64)>,
     /// Where the next chunk to hand out starts.
@@ -116,6 +112,7 @@ impl ReadAhead {
     pub(super) fn start(threads: usize, next_start: i64, span: i64) -> Result<Self> {
         Ok(ReadAhead {
             pool: pool()?,
+            pid: std::process::id(),
             chunks: VecDeque::new(),
             next_start,
             span,
@@ -186,6 +183,14 @@ impl ReadAhead {
                 "a decoding thread stopped before the end of its chunk".into(),
             )),
         }
+    }
+}
+
+impl ReadAhead {
+    /// Whether the chunks out are decoded by this process's threads: not in a child forked
+    /// after they were handed out, which must hand them out again to its own pool.
+    pub(super) fn in_this_process(&self) -> bool {
+        self.pid == std::process::id()
     }
 }
 
@@ -480,34 +485,19 @@ mod tests {
     }
 
     #[test]
-    fn chunks_span_at_most_a_batch_and_at_least_a_mebibyte() {
+    fn chunks_span_a_mebibyte_to_four() {
         // 17 MB over 139,810 offsets (123 B each) on 2 threads: 8 chunks of 17,477 offsets.
+        assert_eq!(chunk_span(139_810, 17_177_870, 139_810, 2), Some(17_477));
+        // One thread, or a range under two mebibyte chunks: no threads.
+        assert_eq!(chunk_span(139_810, 17_177_870, 139_810, 1), None);
+        assert_eq!(chunk_span(10_000, 17_177_870, 139_810, 2), None);
+        // A long log: chunks of 4 MiB (34,100 records of 123 B).
         assert_eq!(
-            chunk_span(139_810, 17_177_870, 139_810, 2, 65_536, 64 << 20),
-            Some(17_477)
+            chunk_span(100_000_000, 12_300_000_000, 100_000_000, 8),
+            Some(34_100)
         );
-        // One thread, or a range under two mebibyte chunks: no workers.
-        assert_eq!(
-            chunk_span(139_810, 17_177_870, 139_810, 1, 65_536, 64 << 20),
-            None
-        );
-        assert_eq!(
-            chunk_span(10_000, 17_177_870, 139_810, 2, 65_536, 64 << 20),
-            None
-        );
-        // Batches of 500 rows (a poll): chunks could not reach a mebibyte.
-        assert_eq!(
-            chunk_span(139_810, 17_177_870, 139_810, 2, 500, 64 << 20),
-            None
-        );
-        // A long log: chunks of 4 MiB, or of one Arrow batch where that is smaller.
-        let long =
-            |rows, bytes| chunk_span(100_000_000, 12_300_000_000, 100_000_000, 8, rows, bytes);
-        assert_eq!(long(65_536, 64 << 20), Some(34_100));
-        assert_eq!(long(10_000, 64 << 20), Some(10_000));
-        // 100 KiB records: 39 of them make 4 MiB, 9 a batch of a mebibyte.
-        let large = |bytes| chunk_span(1_000_000, 100 << 30, 1_000_000, 8, 65_536, bytes);
-        assert_eq!(large(64 << 20), Some(39));
-        assert_eq!(large(1 << 20), Some(9));
+        // 100 KiB records: 39 of them make 4 MiB. Records over 4 MiB: one per chunk.
+        assert_eq!(chunk_span(1_000_000, 100 << 30, 1_000_000, 8), Some(39));
+        assert_eq!(chunk_span(100, 1 << 30, 100, 8), Some(1));
     }
 }

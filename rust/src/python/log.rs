@@ -447,9 +447,9 @@ impl Log {
     /// batch's CRC checked on a second thread running ahead of the decoder (on machines with
     /// more than one core), copying or not; `check_crcs_ahead=False` keeps the whole read on
     /// the calling thread, for callers that already keep every core busy.
-    /// `threads`: a range of 2 MiB or more is cut into chunks of 1 to 4 MiB (at most an Arrow
-    /// batch), decoded on that many threads of a pool shared by the process (None: its cores,
-    /// at most 8), the batches handed out in offset order; a chunk's end (after a Kafka batch)
+    /// `threads`: a range of 2 MiB or more is cut into chunks of 1 to 4 MiB, decoded on that
+    /// many threads (at most the cores) of a pool shared by the process (None: the cores, at
+    /// most 8), the batches handed out in offset order; a chunk's end (after a Kafka batch)
     /// also ends an Arrow batch. At most two chunks per thread are decoded ahead of the caller,
     /// so memory stays bounded.
     /// `threads=1` decodes on the calling thread (with the CRC checker above).

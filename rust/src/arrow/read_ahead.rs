@@ -1,13 +1,14 @@
 //! Decoding one log's offset range into Arrow on several threads. The range is cut into chunks
 //! of consecutive offsets; threads of one process-wide pool decode chunks (each with a one-thread
 //! [`LogArrowReader`] of its own) while the caller takes their batches in offset order. A reader
-//! has at most `2 × threads` chunks of at most 4 MiB out at a time, so memory stays bounded
-//! however long the log is. A pool thread never waits for a caller (a chunk's batches queue
+//! has at most `2 × threads` chunks of at most 4 MiB out at a time, and the process about four
+//! per pool thread over all readers, so memory stays bounded however long the logs are and
+//! however many are read at once. A pool thread never waits for a caller (a chunk's batches queue
 //! until taken), so readers consumed in any order, from any number of Python threads, cannot
 //! starve one another of threads.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver};
 use std::sync::{Arc, Mutex};
 
@@ -30,6 +31,12 @@ const MIN_CHUNK_BYTES: u64 = 1 << 20;
 /// Chunks larger than this hold more memory ahead of the caller than they save time: 8 threads
 /// with 2 chunks each out hold at most 64 MiB of records.
 const MAX_CHUNK_BYTES: u64 = 4 << 20;
+
+/// Chunks out in this process, over all readers: beyond `MAX_CHUNKS_PER_POOL_THREAD` per pool
+/// thread, a reader gets no chunk past its first, so many readers at once (a partition per
+/// Python thread) hold no more chunks than a few readers would.
+static CHUNKS_OUT: AtomicUsize = AtomicUsize::new(0);
+const MAX_CHUNKS_PER_POOL_THREAD: usize = 4;
 
 /// Chunks per thread over a range that is read whole: enough that threads finishing at
 /// different times still end together.
@@ -85,6 +92,8 @@ fn pool() -> Result<Arc<rayon_core::ThreadPool>> {
         .build()
         .map_err(|e| Error::IllegalState(format!("cannot start the decoding threads: {e}")))?;
     let threads = Arc::new(threads);
+    // The parent's chunks are not this process's to count.
+    CHUNKS_OUT.store(0, Ordering::Relaxed);
     // The parent's pool stays as it is: dropping it here would signal threads this process
     // does not have.
     if let Some(parents) = pool.replace((pid, threads.clone())) {
@@ -130,7 +139,11 @@ impl ReadAhead {
         batch_end: impl Fn(i64) -> i64,
         chunk_reader: impl Fn(i64, i64) -> LogArrowReader,
     ) {
-        while self.chunks.len() < self.window && self.next_start < end {
+        let cap = MAX_CHUNKS_PER_POOL_THREAD * self.pool.current_num_threads();
+        while self.chunks.len() < self.window
+            && self.next_start < end
+            && (self.chunks.is_empty() || CHUNKS_OUT.load(Ordering::Relaxed) < cap)
+        {
             let nominal = self.next_start.saturating_add(self.span);
             let chunk_end = if nominal < end {
                 batch_end(nominal).clamp(nominal, end)
@@ -160,6 +173,7 @@ impl ReadAhead {
                 let _ = out.send(last);
             });
             self.chunks.push_back((results, chunk_end));
+            CHUNKS_OUT.fetch_add(1, Ordering::Relaxed);
             self.next_start = chunk_end;
         }
     }
@@ -177,6 +191,7 @@ impl ReadAhead {
             Ok(ChunkItem::Failed(e)) => Err(e),
             Ok(ChunkItem::Done) => {
                 self.chunks.pop_front();
+                CHUNKS_OUT.fetch_sub(1, Ordering::Relaxed);
                 Ok(Some((None, chunk_end)))
             }
             Err(_) => Err(Error::IllegalState(
@@ -197,6 +212,10 @@ impl ReadAhead {
 impl Drop for ReadAhead {
     fn drop(&mut self) {
         self.dropped.store(true, Ordering::Relaxed);
+        // A forked child counts none of its parent's chunks.
+        if self.in_this_process() {
+            CHUNKS_OUT.fetch_sub(self.chunks.len(), Ordering::Relaxed);
+        }
     }
 }
 
@@ -453,6 +472,33 @@ mod tests {
             "{rows} rows, the damage in the segment at offset {}",
             base(&segments[2])
         );
+    }
+
+    #[test]
+    fn many_readers_at_once_hold_a_few_chunks_per_pool_thread() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = write_log(dir.path());
+        let log = open(&path, true);
+        let cap = MAX_CHUNKS_PER_POOL_THREAD * pool().unwrap().current_num_threads();
+        let readers = 2 * cap;
+        let mut started: Vec<LogArrowReader> = (0..readers)
+            .map(|_| {
+                let mut reader = whole_log(&log, 8);
+                assert!(reader.next_batch().unwrap().is_some());
+                reader
+            })
+            .collect();
+        let out = |r: &LogArrowReader| r.read_ahead.as_ref().map_or(0, |a| a.chunks.len());
+        let held: usize = started.iter().map(out).sum();
+        // Each reader keeps one chunk at least, so it goes on; past the cap, no more (other
+        // tests' readers at once only leave these fewer).
+        assert!(held <= cap + readers, "{held} chunks out, cap {cap}");
+        assert!(started.iter().all(|r| out(r) >= 1 || r.done));
+        // Every reader still reads the whole log.
+        for reader in &mut started {
+            while reader.next_batch().unwrap().is_some() {}
+            assert_eq!(LogArrowReader::position(reader), 30_012);
+        }
     }
 
     #[test]

@@ -436,7 +436,7 @@ def thread_counts(cores: int) -> list[int]:
 def scale_read_kafkalog(path: str, zero_copy: bool) -> tuple[int, int]:
     import kafkalog
 
-    # check_crcs_ahead=False: each read on its one thread, so T readers use T cores.
+    # threads=1, check_crcs_ahead=False: each read on its one thread, so T readers use T cores.
     table = kafkalog.Log(path).to_arrow(zero_copy=zero_copy, **one_thread_kw()).read_all()
     return table.num_rows, byte_lengths(table.column("key")) + byte_lengths(table.column("value"))
 

@@ -167,3 +167,73 @@ def test_cli_records_reports_damage(copy):
     proc = run_cli("records", d, "--on-corruption", "truncate")
     assert proc.returncode == 1 and len(proc.stdout.splitlines()) == 78
     assert len(proc.stderr.splitlines()) == 3  # the truncated segment and two later ones
+
+
+def _closed_log(tmp_path: Path) -> Path:
+    """A one-segment log of 40 batches its writer closed: the log dir's recovery point is its end."""
+    path = tmp_path / "closed-0"
+    log = kafkalog.Log(path, read_only=False, create=True, config={"index.interval.bytes": 4096})
+    for i in range(40):
+        log.append([{"value": b"v%04d" % (i * 50 + j) + b"x" * 90} for j in range(50)])
+    log.close()
+    assert "closed 0 2000" in (tmp_path / "recovery-point-offset-checkpoint").read_text()
+    return path
+
+
+def _flip_in_batch(path: Path, batch: int) -> int:
+    """Flips a value byte of the given batch (under its CRC); returns the batch's position."""
+    p = seg(path, 0)
+    b = bytearray(p.read_bytes())
+    at = kafkalog.decode_batches(bytes(b))[batch].position
+    b[at + 200] ^= 0xFF
+    p.write_bytes(bytes(b))
+    return at
+
+
+def test_a_log_its_writer_closed_opens_without_recovery_and_reads_report_damage(tmp_path):
+    """Kafka recovers from the recovery point after an unclean shutdown; a log whose recovery
+    point covers it whole (its writer closed it) has nothing a crash could have torn, so a
+    read-only open does not scan it, as beside the clean-shutdown marker. Damage under a CRC
+    is then reported by the read that meets it, naming file and position."""
+    path = _closed_log(tmp_path)
+    at = _flip_in_batch(path, 3)
+    before = snapshot(path)
+    log = kafkalog.Log(path)  # opens: not scanned
+    assert log.log_end_offset == 2000
+    assert [r.offset for r in log.records(start=1000, end=1003)] == [1000, 1001, 1002]
+    with pytest.raises(kafkalog.CorruptRecordError, match=rf"00000000000000000000\.log.*position {at}"):
+        list(log.records())
+    with pytest.raises(kafkalog.CorruptRecordError):
+        log.to_arrow().read_all()
+    skip = kafkalog.Log(path, on_corruption="skip")  # skip still checks every batch
+    assert [(d["position"], d["first_offset"], d["last_offset"]) for d in skip.damaged_ranges] == [(at, 150, 199)]
+    assert snapshot(path) == before
+
+
+@pytest.mark.parametrize("doubt", ["no recovery point", "recovery point behind", "bytes past the end",
+                                   "offsets not following on"])
+def test_a_log_not_known_flushed_to_its_end_is_still_checked_on_open(tmp_path, doubt):
+    """Where the recovery point does not vouch for the whole log, a read-only open checks the
+    active segment as Kafka's recovery does: damage is found at once, a torn tail hidden."""
+    path = _closed_log(tmp_path)
+    checkpoint = tmp_path / "recovery-point-offset-checkpoint"
+    if doubt != "offsets not following on":
+        _flip_in_batch(path, 3)
+    if doubt == "no recovery point":
+        checkpoint.unlink()
+    elif doubt == "recovery point behind":
+        checkpoint.write_text(checkpoint.read_text().replace("closed 0 2000", "closed 0 1999"))
+    elif doubt == "bytes past the end":
+        with open(seg(path, 0), "ab") as f:
+            f.write(b"\x00" * 30)  # bytes a crash could have torn: the end is checked
+    else:
+        p = seg(path, 0)
+        b = bytearray(p.read_bytes())
+        middle = kafkalog.decode_batches(bytes(b))[10].position
+        b[middle:middle + 8] = (510).to_bytes(8, "big")  # batch 10's base offset, outside its CRC
+        p.write_bytes(bytes(b))
+        with pytest.raises(kafkalog.LogDamagedError, match="offsets 500..509 are missing"):
+            kafkalog.Log(path)
+        return
+    with pytest.raises(kafkalog.LogDamagedError, match=r"00000000000000000000\.log"):
+        kafkalog.Log(path)

@@ -11,7 +11,7 @@ use crate::error::{Error, Result};
 use crate::index::offset::OffsetIndex;
 use crate::index::time::{TimeIndex, TimestampOffset};
 use crate::index::txn::{AbortedTxn, TransactionIndex, TxnIndexSearchResult};
-use crate::record::batch::{Batch, NO_TIMESTAMP};
+use crate::record::batch::{Batch, MAGIC_V2, NO_TIMESTAMP};
 use crate::record::file_records::{
     headers_in, FileRecords, LogOffsetPosition, TimestampAndOffset, DEFAULT_MAX_BATCH_SIZE,
 };
@@ -580,6 +580,41 @@ impl LogSegment {
             next = header?.last_offset + 1;
         }
         Ok(next)
+    }
+
+    /// Whether the segment holds whole v2 batches whose offsets follow on from its base offset
+    /// without a gap up to `next_offset`, where the file ends (a base offset lies outside a
+    /// batch's CRC, so every header is read), and those from the last offset-index entry on are
+    /// valid (each CRC checked). An empty segment: its base offset is `next_offset`. Any doubt
+    /// is `false`.
+    pub fn ends_whole_at(&self, next_offset: i64) -> bool {
+        let size = self.log.size_in_bytes();
+        let mut expected = self.base_offset;
+        let mut follows_on = true;
+        let walked = self.log.for_each_header(0, self.max_batch_size, &mut |h| {
+            follows_on = h.magic == MAGIC_V2 && h.base_offset == expected;
+            expected = h.last_offset + 1;
+            follows_on
+        });
+        if walked.is_err() || !follows_on || expected != next_offset {
+            return false;
+        }
+        if size == 0 {
+            return true;
+        }
+        let mut start = self.index_position(self.offset_index.last_offset());
+        if start >= size {
+            start = 0;
+        }
+        let (mut next, mut end) = (self.base_offset, start);
+        let walked =
+            self.log
+                .for_each_batch(start, size, self.max_batch_size, &mut |position, batch| {
+                    next = batch.last_offset() + 1;
+                    end = position + batch.size_in_bytes() as u64;
+                    Ok(true)
+                });
+        walked.is_ok() && end == size && next == next_offset
     }
 
     /// Kafka's `findOffsetByTimestamp`: the first record with timestamp >= `timestamp` and offset

@@ -523,7 +523,10 @@ fn recover_log(
     // recovery, so it checks from the recovery point all the same.
     let to_check: BTreeSet<i64> = if mode == OnCorruption::Skip {
         bases.iter().copied().collect()
-    } else if checkpoints.clean_shutdown && mode == OnCorruption::Error {
+    } else if mode == OnCorruption::Error
+        && (checkpoints.clean_shutdown
+            || (!writable && flushed_to_the_end(dir, segments, checkpoints)))
+    {
         needs_recovery.iter().copied().collect()
     } else {
         let floor = segments
@@ -850,6 +853,22 @@ fn recover_log(
         bytes_truncated,
         damage,
     })
+}
+
+/// Whether the recovery-point checkpoint covers the whole log, as after its writer closed it (or
+/// a broker flushed and checkpointed it since its last append): nothing lies past the point a
+/// crash could have torn, so a read-only open needs Kafka's recovery no more than beside the
+/// clean-shutdown marker, and reads report any damage they meet. The active segment must hold
+/// whole batches whose offsets follow on to the recovery point, where the file ends, the last
+/// of them (from its last index entry, where Kafka's `readNextOffset` reads the end from)
+/// CRC-valid. A log a writer may be appending to (a running broker, a writable `Log`) is
+/// checked in full as before.
+fn flushed_to_the_end(dir: &Path, segments: &LogSegments, checkpoints: &Checkpoints) -> bool {
+    let (Some(recovery_point), Some(active)) = (checkpoints.recovery_point, segments.active())
+    else {
+        return false;
+    };
+    !crate::datadir::partition_has_writer(dir) && active.ends_whole_at(recovery_point)
 }
 
 /// `__consumer_offsets` and `__transaction_state` are always compacted (Kafka creates them so);

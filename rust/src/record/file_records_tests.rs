@@ -388,6 +388,57 @@ fn header_scan_reports_every_field() {
 }
 
 #[test]
+fn buffered_header_walk_reads_what_the_header_scan_reads() {
+    // Batches of one record, of a few KiB and of hundreds of KiB, mixed: the walk's reads switch
+    // between small and large ones, and each header must still come whole and in order.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("00000000000000000000.log");
+    let mut records = FileRecords::open(&path, true).unwrap();
+    let mut offset = 0i64;
+    for round in 0..40 {
+        let value = vec![b'v'; [10, 5_000, 300_000, 60][round % 4]];
+        let count = [1, 3, 2, 200][round % 4];
+        let mut b = BatchBuilder::new(BatchOptions {
+            base_offset: offset,
+            ..Default::default()
+        });
+        for _ in 0..count {
+            b.append(1_000, None, Some(&value), &[]).unwrap();
+        }
+        records.append(&b.build().unwrap()).unwrap();
+        offset += count as i64;
+    }
+    records.flush().unwrap();
+    let expected = headers(&records, 0);
+    let walk = |records: &FileRecords, start: u64| {
+        let mut seen = Vec::new();
+        records
+            .for_each_header(start, MAX, &mut |h| {
+                seen.push(*h);
+                true
+            })
+            .map(|()| seen)
+    };
+    assert_eq!(walk(&records, 0).unwrap(), expected);
+    assert_eq!(walk(&records, expected[7].position).unwrap(), expected[7..]);
+    // Stopped by the visitor.
+    let mut n = 0;
+    records
+        .for_each_header(0, MAX, &mut |_| {
+            n += 1;
+            n < 5
+        })
+        .unwrap();
+    assert_eq!(n, 5);
+    // A batch cut short at the end of the file is an error at its position.
+    let torn = records.size_in_bytes();
+    append_raw(&path, &batch_at(offset, &[1, 2, 3])[..40]);
+    let records = FileRecords::open(&path, false).unwrap();
+    let (_, position) = corrupt_at(walk(&records, 0).unwrap_err());
+    assert_eq!(position, Some(torn));
+}
+
+#[test]
 fn find_next_valid_batch_resyncs_after_garbage() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("0.log");

@@ -7,7 +7,11 @@ use crate::error::{Error, Result};
 use crate::record::java_utf8::java_utf8_lossy;
 use crate::record::varint::{read_varint, read_varlong};
 
+/// Eight bytes wide: a `Record` then has no padding, which moving one out of the decoder's
+/// `Result` copied with two overlapping 4-byte moves that stalled the load reading them back
+/// (perf: a third of the Arrow loop's samples; zero-copy reads 0.94x the time, paired runs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(i64)]
 pub enum TimestampType {
     /// Magic v0 messages carry no timestamp (Kafka's NO_TIMESTAMP_TYPE, timestamp -1).
     NoTimestamp,

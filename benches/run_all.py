@@ -184,6 +184,22 @@ def to_arrow_reader(path: Path, zero_copy: bool, one_thread: bool = False):
     return go
 
 
+def records_reader(data: bytes):
+    """kafkalog decoding the peers' input: the segment bytes in memory, to a pyarrow table whose
+    views point into them (`records_to_arrow(zero_copy=True)`, one thread)."""
+    import kafkalog
+
+    def go():
+        table = kafkalog.records_to_arrow(data, zero_copy=True)
+        return byte_lengths(table.column("value")) + byte_lengths(table.column("key"))
+    return go
+
+
+def has_records_to_arrow() -> bool:
+    import kafkalog
+    return hasattr(kafkalog, "records_to_arrow")
+
+
 def byte_lengths(column) -> int:
     import numpy as np
     import pyarrow as pa
@@ -269,6 +285,13 @@ def section_python(size: dict, tmp: Path, codecs: list[str]) -> dict:
                 contenders["kafkalog zero-copy"] = to_arrow_reader(path, True)
                 if has_crc_thread():
                     contenders["kafkalog zero-copy 1 thread"] = to_arrow_reader(path, True, one_thread=True)
+                if has_records_to_arrow():
+                    contenders["kafkalog bytes"] = records_reader(data)
+                    tb = kafkalog.records_to_arrow(data, zero_copy=True)
+                    got = checksum_pairs(zip(tb.column("key").to_pylist(), tb.column("value").to_pylist()))
+                    if got != expected:
+                        raise SystemExit(f"{codec}/{vb} B: records_to_arrow {got}, to_arrow {expected}")
+                    del tb
                 tz = kafkalog.Log(path).to_arrow(zero_copy=True).read_all()
                 got = checksum_pairs(zip(tz.column("key").to_pylist(), tz.column("value").to_pylist()))
                 if got != expected:
@@ -589,17 +612,20 @@ def report(res: dict, size_name: str) -> str:
                    "8), the peers on one (they hold the GIL). `1 thread` is the zero-copy read with "
                    "`threads=1, check_crcs_ahead=False`, every step on the calling thread as the peers do. A "
                    "segment no writer holds is read through a memory map (a copying read uses the map for "
-                   "uncompressed records of 64 B to 1 KiB; otherwise read windows).\n")
+                   "uncompressed records of 64 B to 1 KiB; otherwise read windows). `from bytes` is "
+                   "`kafkalog.records_to_arrow(data, zero_copy=True)` on the peers' own input, the segment "
+                   "bytes in memory (one thread, each batch's CRC checked).\n")
         zc = py["zero_copy"]
         one = zc and all("kafkalog zero-copy 1 thread" in r["median_s"] for r in py["rows"])
+        mem = all("kafkalog bytes" in r["median_s"] for r in py["rows"])
         nocrc = all("aiokafka no crc" in r["median_s"] for r in py["rows"])
         kpnocrc = all("kafka-python no crc" in r["median_s"] for r in py["rows"])
         head = "| codec | value | records | kafkalog to_arrow |" + (" zero_copy=True |" if zc else "") + (" zero-copy, 1 thread |" if one else "") + \
-               " aiokafka |" + (" aiokafka no CRC |" if nocrc else "") + " kafka-python |" + \
+               (" from bytes |" if mem else "") + " aiokafka |" + (" aiokafka no CRC |" if nocrc else "") + " kafka-python |" + \
                (" kafka-python no CRC |" if kpnocrc else "") + " vs aiokafka |" + \
                (" vs aiokafka no CRC |" if nocrc else "") + " vs kafka-python |" + \
                (" vs kafka-python no CRC |" if kpnocrc else "") + (" zero-copy vs aiokafka |" if zc else "") + \
-               (" zero-copy 1 thread vs aiokafka |" if one else "")
+               (" zero-copy 1 thread vs aiokafka |" if one else "") + (" from bytes vs aiokafka |" if mem else "")
         out += [head, "|" + "---|" * (head.count("|") - 1)]
         for r in py["rows"]:
             n, t = r["records"], r["median_s"]
@@ -608,6 +634,8 @@ def report(res: dict, size_name: str) -> str:
                 cells.append(fmt_rate(n / t["kafkalog zero-copy"]) + "/s")
             if one:
                 cells.append(fmt_rate(n / t["kafkalog zero-copy 1 thread"]) + "/s")
+            if mem:
+                cells.append(fmt_rate(n / t["kafkalog bytes"]) + "/s")
             cells.append(fmt_rate(n / t["aiokafka"]) + "/s")
             if nocrc:
                 cells.append(fmt_rate(n / t["aiokafka no crc"]) + "/s")
@@ -624,6 +652,8 @@ def report(res: dict, size_name: str) -> str:
                 cells.append(f"{t['aiokafka'] / t['kafkalog zero-copy']:.1f}x")
             if one:
                 cells.append(f"{t['aiokafka'] / t['kafkalog zero-copy 1 thread']:.1f}x")
+            if mem:
+                cells.append(f"{t['aiokafka'] / t['kafkalog bytes']:.1f}x")
             out.append("| " + " | ".join(cells) + " |")
         out.append("")
     if "java" in res:

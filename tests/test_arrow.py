@@ -608,3 +608,88 @@ def test_zero_copy_reads_around_damage_through_maps(tmp_path):
     assert copied.num_rows == views.num_rows == 250
     assert views.column("value").cast(pa.binary()).equals(copied.column("value"))
     assert views.column("offset").equals(copied.column("offset"))
+
+
+# ------------------------------------------------------------------ records_to_arrow: bytes in memory
+
+
+def segment_bytes(path):
+    return b"".join(p.read_bytes() for p in sorted(path.glob("*.log")))
+
+
+@pytest.mark.parametrize("zero_copy", [False, True])
+@pytest.mark.parametrize("batch_rows", [7, 65536])
+def test_records_in_memory_read_as_the_log_reads_them(txn_log, mixed_log, zero_copy, batch_rows):
+    """A segment's bytes decode to the rows `to_arrow` reads from its folder at read_uncommitted
+    up to the log end (control batches left out, aborted records in), every codec, headers."""
+    for path in (txn_log, mixed_log):
+        expected = kafkalog.Log(str(path)).to_arrow(isolation="log_end", include_headers=True,
+                                                    zero_copy=zero_copy).read_all()
+        topic, _, partition = path.name.rpartition("-")
+        got = kafkalog.records_to_arrow(segment_bytes(path), topic=topic, partition=int(partition),
+                                        include_headers=True, zero_copy=zero_copy, batch_rows=batch_rows)
+        assert got.schema == expected.schema
+        assert got.equals(expected)
+        # Arrow batches are cut after the Kafka batch that reaches batch_rows, never inside one.
+        batches = kafkalog.decode_batches(segment_bytes(path))
+        ends = set()
+        for b in batches:
+            if not b.is_control:
+                ends.add(b.last_offset)
+        for batch in got.to_batches()[:-1]:
+            assert batch.num_rows >= min(batch_rows, 1)
+            assert batch.column("offset")[-1].as_py() in ends
+
+
+def test_records_in_memory_of_every_magic(tmp_path):
+    """Legacy v0/v1 message sets and v2 batches back to back, as an old log holds them."""
+    records = [{"key": b"k%d" % i, "value": b"v%d" % i, "timestamp": 1_700_000_000_000 + i} for i in range(3)]
+    data = (kafkalog.encode_batch(records, base_offset=0, magic=0)
+            + kafkalog.encode_batch(records, base_offset=3, magic=1, compression="gzip")
+            + kafkalog.encode_batch(records, base_offset=6, magic=2, compression="zstd"))
+    table = kafkalog.records_to_arrow(data)
+    assert table.column("offset").to_pylist() == list(range(9))
+    assert table.column("value").to_pylist() == [b"v0", b"v1", b"v2"] * 3
+    assert table.column("timestampType").to_pylist() == [-1] * 3 + [0] * 6
+    assert table.column("topic").null_count == table.column("partition").null_count == 9
+    assert kafkalog.records_to_arrow(bytearray(data)).equals(table)
+    assert kafkalog.records_to_arrow(memoryview(data)).equals(table)
+    empty = kafkalog.records_to_arrow(b"")
+    assert empty.num_rows == 0 and empty.schema == SPARK_KAFKA_SCHEMA
+
+
+def test_records_in_memory_damaged_or_cut_short_name_the_position(mixed_log):
+    data = segment_bytes(mixed_log)
+    batches = kafkalog.decode_batches(data)
+    third = batches[2].position
+    cut = data[:batches[5].position + 30]
+    with pytest.raises(kafkalog.CorruptRecordError, match=f"position {batches[5].position}"):
+        kafkalog.records_to_arrow(cut)
+    flipped = bytearray(data)
+    flipped[third + 100] ^= 0x01
+    with pytest.raises(kafkalog.CorruptRecordError, match=f"crc.*position {third}"):
+        kafkalog.records_to_arrow(bytes(flipped))
+    with pytest.raises(TypeError, match="bytes, bytearray or memoryview"):
+        kafkalog.records_to_arrow("not bytes")
+    with pytest.raises(ValueError, match="batch_rows"):
+        kafkalog.records_to_arrow(data, batch_rows=0)
+
+
+def test_zero_copy_views_into_bytes_keep_them_alive(mixed_log):
+    """Views into a bytes object hold it: dropped by Python, its memory stays until the table
+    goes. Over 32 MiB, so the allocator returns freed memory to the OS at once: a view into it
+    would crash the process (run in a child, so a crash is a failure here, not pytest's end)."""
+    script = textwrap.dedent(f"""
+        import gc, pathlib, kafkalog
+        one = b"".join(p.read_bytes() for p in sorted(pathlib.Path({str(mixed_log)!r}).glob("*.log")))
+        data = one * -(-(34 << 20) // len(one))
+        expected = kafkalog.records_to_arrow(data).column("value")
+        table = kafkalog.records_to_arrow(data, zero_copy=True)
+        del data
+        gc.collect()
+        junk = [bytes(1 << 20) for _ in range(64)]
+        assert table.column("value").cast(expected.type).equals(expected)
+        print("ok")
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert (done.returncode, done.stdout.strip()) == (0, "ok"), done.stderr[-2000:]

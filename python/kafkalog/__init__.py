@@ -36,6 +36,7 @@ from kafkalog._kafkalog import (  # noqa: F401
     TransactionIndex,
     RecordBatch,
     decode_batches,
+    records_to_arrow,
     encode_batch,
     broker_committed_offsets,
     create_topic,
@@ -88,6 +89,7 @@ __all__ = [
     "LATEST_TIMESTAMP",
     "MAX_TIMESTAMP",
     "decode_batches",
+    "records_to_arrow",
     "encode_batch",
     # typed results (kafkalog.results)
     "OffsetPosition",

@@ -1051,6 +1051,61 @@ impl RecordBatchReader for LogArrowReader {
     }
 }
 
+/// Kafka record batches held in memory, back to back (a `.log` segment's bytes, a segment of
+/// tiered storage, the records of a fetch), as Arrow batches of about `batch_rows` rows (a
+/// Kafka batch is never split) with Spark's Kafka source schema, as a read_uncommitted consumer
+/// sees them: every batch's CRC checked, control batches left out, any magic and codec. A
+/// batch cut short or damaged is an error naming its byte position. With `zero_copy`, the
+/// `binary_view` keys and values of uncompressed v2 batches point into `data`.
+pub fn records_to_arrow(
+    data: &Buffer,
+    topic: Option<String>,
+    partition: Option<i32>,
+    include_headers: bool,
+    zero_copy: bool,
+    batch_rows: usize,
+    max_decompressed: usize,
+) -> Result<Vec<RecordBatch>> {
+    let mut builder =
+        KafkaRecordBatchBuilder::new_with(topic, partition, include_headers, zero_copy);
+    let mut out = Vec::new();
+    let mut scratch = Vec::new();
+    let mut batches = crate::record::batch::BatchIter::new(data.as_slice());
+    loop {
+        let position = batches.position();
+        let Some(batch) = batches.next() else { break };
+        let at = |e: Error| e.at(None, position as u64);
+        let batch = batch?;
+        batch.ensure_valid().map_err(at)?;
+        if batch.is_control() {
+            continue;
+        }
+        // Views hold 32-bit offsets into their buffer: past that, each batch is its own window.
+        let window = if data.len() <= i32::MAX as usize {
+            data.clone()
+        } else {
+            data.slice_with_length(position, batch.size_in_bytes())
+        };
+        let mut inflated = None;
+        let (records, window) = batch
+            .records_with_window(&window, &mut inflated, &mut scratch, max_decompressed)
+            .map_err(at)?;
+        if !builder.is_empty() && builder.bytes() + records.payload_len() > DEFAULT_BATCH_BYTES {
+            out.push(builder.finish());
+        }
+        builder
+            .append_records(records, i64::MIN..i64::MAX, Some(window))
+            .map_err(at)?;
+        if builder.len() >= batch_rows {
+            out.push(builder.finish());
+        }
+    }
+    if !builder.is_empty() || out.is_empty() {
+        out.push(builder.finish());
+    }
+    Ok(out)
+}
+
 /// One row of Spark's Kafka sink columns, borrowed from the Arrow arrays.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SinkRow<'a> {
@@ -1990,6 +2045,52 @@ mod tests {
             matches!(err, Error::OffsetOutOfRange { offset: 5, .. }),
             "{err}"
         );
+    }
+
+    #[test]
+    fn records_in_memory_read_as_the_log_reads_them() {
+        // Mixed codecs, over 2 MiB: the bytes of the segments decode to the log reader's rows,
+        // copied and as views, cut after the Kafka batch that reaches the row count.
+        let dir = tempfile::tempdir().unwrap();
+        let log = Arc::new(crate::testutil::create_log(&dir.path().join("mem-0")));
+        let value = vec![3u8; 40 << 10];
+        for b in 0..80usize {
+            let compression = [Compression::None, Compression::Zstd, Compression::Lz4][b % 3];
+            let mut batch = BatchBuilder::new(BatchOptions {
+                compression,
+                ..BatchOptions::default()
+            });
+            for i in 0..(b % 5 + 1) {
+                let key = format!("k{b}-{i}");
+                let v = (i % 2 == 0).then(|| &value[..(b * 37 + i) % value.len()]);
+                batch
+                    .append(1_700_000_000_000, Some(key.as_bytes()), v, &[])
+                    .unwrap();
+            }
+            log.append_as_leader(&batch.build().unwrap(), 0).unwrap();
+        }
+        let mut bytes = Vec::new();
+        for base in log.segment_base_offsets() {
+            bytes.extend(std::fs::read(log.dir().join(format!("{base:020}.log"))).unwrap());
+        }
+        let data = Buffer::from_vec(bytes);
+        for zero_copy in [false, true] {
+            let expected: Vec<RecordBatch> = whole_log_reader(&log, 10, zero_copy)
+                .map(|b| b.unwrap())
+                .collect();
+            let got = records_to_arrow(
+                &data,
+                Some("mem".into()),
+                Some(0),
+                false,
+                zero_copy,
+                10,
+                crate::record::batch::DEFAULT_MAX_DECOMPRESSED_BYTES,
+            )
+            .unwrap();
+            assert!(got.len() > 10);
+            assert_eq!(got, expected);
+        }
     }
 
     #[test]

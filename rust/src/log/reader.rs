@@ -212,22 +212,15 @@ impl Log {
                     };
                     finished = batch.last_offset() >= end - 1;
                     if !skip || (include_control && batch.is_control()) {
-                        // A compressed v2 batch is inflated into a buffer of its own, handed on
-                        // as its window: zero-copy readers keep views into it instead of copying
-                        // its values out (it is a new allocation either way).
-                        let inflated = match batch {
-                            Batch::V2(b) => b
-                                .decompressed_records(max_decompressed)?
-                                .map(Buffer::from_vec),
-                            Batch::Legacy(_) => None,
-                        };
-                        let (records, window) = match (&inflated, batch) {
-                            (Some(payload), Batch::V2(b)) => (
-                                BatchRecordIter::V2(b.records_in(payload.as_slice())),
-                                payload,
-                            ),
-                            _ => (batch.record_iter(&mut scratch, max_decompressed)?, window),
-                        };
+                        // A compressed batch's inflated buffer is its window: zero-copy readers
+                        // keep views into it instead of copying its values out.
+                        let mut inflated = None;
+                        let (records, window) = batch.records_with_window(
+                            window,
+                            &mut inflated,
+                            &mut scratch,
+                            max_decompressed,
+                        )?;
                         if !visit(pos, batch, records, start..end, window)? {
                             finished = true;
                         }

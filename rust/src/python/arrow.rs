@@ -5,18 +5,21 @@
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
+use arrow_buffer::Buffer;
 use pyo3::prelude::*;
+use pyo3::types::{PyByteArray, PyBytes, PyMemoryView};
 use pyo3_arrow::input::AnyRecordBatch;
-use pyo3_arrow::{PyRecordBatch, PySchema};
+use pyo3_arrow::{PyRecordBatch, PySchema, PyTable};
 
 use crate::arrow::{
-    encode_sink_rows, kafka_source_schema, BatchStager, LogArrowReader, PartitionRouter,
-    SinkBatchOptions, SinkColumns,
+    encode_sink_rows, kafka_source_schema, kafka_source_schema_with, BatchStager, LogArrowReader,
+    PartitionRouter, SinkBatchOptions, SinkColumns,
 };
 use crate::datadir;
 use crate::error::{Error, Result};
 use crate::log::Log as RsLog;
 use crate::python::records::now_ms;
+use crate::record::batch::DEFAULT_MAX_DECOMPRESSED_BYTES;
 use crate::record::codec::Compression;
 
 fn arrow_error(e: arrow_schema::ArrowError) -> Error {
@@ -116,6 +119,78 @@ pub fn log_append_arrow(
         Ok(range)
     })?;
     Ok(range)
+}
+
+/// A Python `bytes` object as an Arrow buffer without a copy: the buffer holds a reference to
+/// it (bytes never change). Other buffers (bytearray, memoryview, ...) may change under a view,
+/// so they are copied into a `bytes` first.
+fn arrow_buffer_of(data: &Bound<'_, PyAny>) -> PyResult<Buffer> {
+    let bytes = match data.downcast::<PyBytes>() {
+        Ok(bytes) => bytes.clone(),
+        Err(_)
+            if !(data.is_instance_of::<PyByteArray>() || data.is_instance_of::<PyMemoryView>()) =>
+        {
+            return Err(pyo3::exceptions::PyTypeError::new_err(format!(
+                "data must be bytes, bytearray or memoryview, not {}",
+                data.get_type().name()?
+            )));
+        }
+        Err(_) => data
+            .py()
+            .get_type::<PyBytes>()
+            .call1((data,))?
+            .downcast_into::<PyBytes>()?,
+    };
+    let slice = bytes.as_bytes();
+    let Some(ptr) = std::ptr::NonNull::new(slice.as_ptr().cast_mut()) else {
+        return Ok(Buffer::from_vec(Vec::<u8>::new()));
+    };
+    let len = slice.len();
+    let owner = Arc::new(std::panic::AssertUnwindSafe(bytes.unbind()));
+    // SAFETY: a bytes object's buffer never changes and lives as long as the reference the
+    // buffer's owner holds (released without the GIL, pyo3 defers the decref to its pool).
+    Ok(unsafe { Buffer::from_custom_allocation(ptr, len, owner) })
+}
+
+/// Kafka record batches held in memory, back to back (a `.log` file's bytes, a segment copied
+/// from tiered storage, the records of a fetch), as a `pyarrow.Table` with Spark's Kafka source
+/// schema, as a read_uncommitted consumer sees them: each batch's CRC checked, control batches
+/// left out, any magic and codec. `topic`/`partition` fill their columns (null without them).
+/// Arrow batches of about `batch_rows` rows (a Kafka batch is never split). `zero_copy=True`:
+/// `binary_view` keys and values of uncompressed batches point into `data` (a `bytes` object is
+/// kept alive by the table, others are copied once). A batch cut short or damaged raises
+/// `CorruptRecordError` naming its byte position.
+#[pyfunction]
+#[pyo3(signature = (data, *, topic = None, partition = None, include_headers = false, zero_copy = false,
+    batch_rows = crate::arrow::DEFAULT_BATCH_ROWS, max_decompressed_bytes = DEFAULT_MAX_DECOMPRESSED_BYTES))]
+#[allow(clippy::too_many_arguments)]
+fn records_to_arrow(
+    py: Python<'_>,
+    data: &Bound<'_, PyAny>,
+    topic: Option<String>,
+    partition: Option<i32>,
+    include_headers: bool,
+    zero_copy: bool,
+    batch_rows: usize,
+    max_decompressed_bytes: usize,
+) -> PyResult<PyObject> {
+    if batch_rows == 0 {
+        return Err(Error::InvalidArgument("batch_rows must be positive".into()).into());
+    }
+    let buffer = arrow_buffer_of(data)?;
+    let batches = py.allow_threads(|| {
+        crate::arrow::records_to_arrow(
+            &buffer,
+            topic,
+            partition,
+            include_headers,
+            zero_copy,
+            batch_rows,
+            max_decompressed_bytes,
+        )
+    })?;
+    let schema = kafka_source_schema_with(include_headers, zero_copy);
+    PyTable::try_new(batches, schema)?.to_pyarrow(py)
 }
 
 /// Spark's Kafka source schema as a `pyarrow.Schema`.
@@ -253,6 +328,7 @@ fn commit_staged(
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<ArrowBatchIterator>()?;
     m.add_function(wrap_pyfunction!(kafka_source_schema_arrow, m)?)?;
+    m.add_function(wrap_pyfunction!(records_to_arrow, m)?)?;
     m.add_function(wrap_pyfunction!(partition_folders, m)?)?;
     m.add_function(wrap_pyfunction!(validate_topic_name, m)?)?;
     m.add_function(wrap_pyfunction!(create_topic, m)?)?;

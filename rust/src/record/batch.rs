@@ -8,6 +8,8 @@
 //! The CRC covers attributes through the end of the batch, so the broker can rewrite the base
 //! offset and leader epoch without recomputing it.
 
+use arrow_buffer::Buffer;
+
 use crate::error::{Error, Result};
 use crate::record::codec::{self, Compression};
 use crate::record::control::{ControlRecordType, EndTransactionMarker};
@@ -545,6 +547,32 @@ impl<'a> Batch<'a> {
                 legacy::deep_records(e, scratch, max_decompressed)?.into_iter(),
             )),
         }
+    }
+
+    /// [`Self::record_iter`] for readers that keep views into the records' bytes (zero-copy
+    /// Arrow columns), with the buffer those bytes lie in: a compressed v2 batch is inflated
+    /// into a buffer of its own, kept in `inflated` (a new allocation either way); the records
+    /// of any other batch lie where the batch does, in `window`.
+    pub fn records_with_window<'s>(
+        &'s self,
+        window: &'s Buffer,
+        inflated: &'s mut Option<Buffer>,
+        scratch: &'s mut Vec<u8>,
+        max_decompressed: usize,
+    ) -> Result<(BatchRecordIter<'s>, &'s Buffer)>
+    where
+        'a: 's,
+    {
+        if let Batch::V2(b) = self {
+            if let Some(payload) = b.decompressed_records(max_decompressed)? {
+                let payload: &'s Buffer = inflated.insert(Buffer::from_vec(payload));
+                return Ok((
+                    BatchRecordIter::V2(b.records_in(payload.as_slice())),
+                    payload,
+                ));
+            }
+        }
+        Ok((self.record_iter(scratch, max_decompressed)?, window))
     }
 
     /// The marker of a commit/abort control batch, if this is one.

@@ -50,3 +50,13 @@ def test_run_all_tiny_runs_every_row_and_writes_nothing(tmp_path):
     assert "| 1 | " in out
     # The scaling rows: one core, then every core of the machine.
     assert out.count("(1.0x) | ") >= 3, out
+
+
+def test_spark_overhead_bench_runs_and_agrees():
+    """benches/spark_overhead.py at a tiny size: both sources give the same rows (it exits
+    otherwise) and it prints its ratio."""
+    out = subprocess.run(
+        [sys.executable, str(BENCHES / "spark_overhead.py"), "--records-per-partition", "2000", "--repeat", "1"],
+        check=True, capture_output=True, text=True, timeout=600,
+    ).stdout
+    assert "RATIO spark_overhead local[1]" in out, out

@@ -237,3 +237,64 @@ def test_a_log_not_known_flushed_to_its_end_is_still_checked_on_open(tmp_path, d
         return
     with pytest.raises(kafkalog.LogDamagedError, match=r"00000000000000000000\.log"):
         kafkalog.Log(path)
+
+
+@pytest.mark.parametrize("batch, base_offset", [(0, -(2**63) + 80), (1, 2**63 - 1), (0, "5 below the segment")])
+def test_a_base_offset_rewritten_outside_the_crc_is_never_stepped_over(tmp_path, batch, base_offset):
+    """A base offset lies outside a batch's CRC. Rewritten in a segment below the recovery point
+    (not checked on open) to a negative value, to one whose last offset overflows, or below the
+    segment's base, the batch must not pass for an earlier one and be skipped unseen: every read
+    that reaches it raises, naming the file and the batch's position."""
+    path = tmp_path / "t-0"
+    log = kafkalog.Log(path, read_only=False, create=True, config={"segment.bytes": 4096})
+    for i in range(0, 400, 5):
+        log.append([{"key": b"k%d" % j, "value": b"v%d" % j * 10} for j in range(i, i + 5)])
+    bases = log.segments
+    log.close()
+    victim = seg(path, bases[3])
+    data = bytearray(victim.read_bytes())
+    at = kafkalog.decode_batches(bytes(data))[batch].position
+    value = bases[3] - 5 if base_offset == "5 below the segment" else base_offset
+    data[at:at + 8] = value.to_bytes(8, "big", signed=True)
+    victim.write_bytes(bytes(data))
+    where = rf"{victim.name}.*position {at}"
+    log = kafkalog.Log(path)
+    with pytest.raises(kafkalog.CorruptRecordError, match=where):
+        list(log.records())
+    with pytest.raises(kafkalog.CorruptRecordError, match=where):
+        log.to_arrow(zero_copy=True).read_all()
+    with pytest.raises(kafkalog.CorruptRecordError, match=where):
+        list(log.records(start=bases[3]))
+    with pytest.raises(kafkalog.CorruptRecordError, match=where):
+        log.to_arrow(start=bases[2]).read_all()
+    # Reads that stop before it, or start after it, are whole.
+    assert [r.offset for r in log.records(end=bases[3])] == list(range(bases[3]))
+    assert [r.offset for r in log.records(start=bases[4])] == list(range(bases[4], 400))
+
+
+@pytest.mark.parametrize("txnindex", ["deleted", "emptied", "flipped"])
+def test_aborted_transactions_in_a_closed_log_are_found_without_its_txnindex(tmp_path, txnindex):
+    """A transaction marker in the active segment keeps the full check on open, which finds the
+    aborted transactions itself: a damaged or missing `.txnindex` must not let a read_committed
+    read return aborted records."""
+    path = tmp_path / "t-0"
+    log = kafkalog.Log(path, read_only=False, create=True)
+    log.append([{"value": b"committed-before"}])
+    log.append([{"value": b"ABORTED-1"}, {"value": b"ABORTED-2"}], producer_id=7, producer_epoch=0,
+               base_sequence=0, transactional=True)
+    log.write_txn_marker(7, 0, commit=False)
+    log.append([{"value": b"committed-after"}])
+    log.close()
+    index = path / f"{0:020d}.txnindex"
+    if txnindex == "deleted":
+        index.unlink()
+    elif txnindex == "emptied":
+        index.write_bytes(b"")
+    else:
+        data = bytearray(index.read_bytes())
+        data[10] ^= 0x01  # inside the entry's first offset
+        index.write_bytes(bytes(data))
+    log = kafkalog.Log(path)
+    assert [r.value for r in log.records(isolation="read_committed")] == [b"committed-before", b"committed-after"]
+    table = log.to_arrow(isolation="read_committed").read_all()
+    assert table.column("value").to_pylist() == [b"committed-before", b"committed-after"]

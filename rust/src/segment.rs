@@ -517,14 +517,46 @@ impl LogSegment {
 
     /// Kafka's `translateOffset`: the first batch whose last offset is >= `offset`, searching from
     /// the offset index's floor entry (or `starting_position`, if later).
+    /// The batches the search steps over must hold offsets that rise from the segment's base
+    /// offset: a base offset lies outside a batch's CRC, and one rewritten below the target
+    /// would otherwise have its batch stepped over, unseen, as an earlier one (Kafka's search
+    /// trusts it); such damage is a corruption error naming the batch's position.
     pub fn translate_offset(
         &self,
         offset: i64,
         starting_position: u64,
     ) -> Result<Option<LogOffsetPosition>> {
         let start = self.index_position(offset).max(starting_position);
-        self.log
-            .search_for_offset_with_size(offset, start, self.max_batch_size)
+        let mut previous_last: Option<i64> = None;
+        for header in self.log.headers_from(start, self.max_batch_size) {
+            let h = header?;
+            let first = if h.magic == MAGIC_V2 {
+                h.base_offset
+            } else {
+                h.last_offset
+            };
+            if first < self.base_offset
+                || h.last_offset < first
+                || previous_last.is_some_and(|p| first <= p)
+            {
+                return Err(Error::corrupt(format!(
+                    "batch of offsets {first}..{} is out of place in the segment of base offset {}{}",
+                    h.last_offset,
+                    self.base_offset,
+                    previous_last.map_or(String::new(), |p| format!(", after offset {p}"))
+                ))
+                .at(Some(self.log.path()), h.position));
+            }
+            previous_last = Some(h.last_offset);
+            if h.last_offset >= offset {
+                return Ok(Some(LogOffsetPosition {
+                    offset: h.last_offset,
+                    position: h.position,
+                    size: h.size,
+                }));
+            }
+        }
+        Ok(None)
     }
 
     /// Kafka's `LogSegment.read`: whole batches from the one holding `start_offset`, at most
@@ -586,13 +618,14 @@ impl LogSegment {
     /// without a gap up to `next_offset`, where the file ends (a base offset lies outside a
     /// batch's CRC, so every header is read), and those from the last offset-index entry on are
     /// valid (each CRC checked). An empty segment: its base offset is `next_offset`. Any doubt
-    /// is `false`.
+    /// is `false`, and so is a transaction marker: the aborted transactions a read_committed
+    /// read leaves out are then found by the recovery scan, not taken on the `.txnindex`'s word.
     pub fn ends_whole_at(&self, next_offset: i64) -> bool {
         let size = self.log.size_in_bytes();
         let mut expected = self.base_offset;
         let mut follows_on = true;
         let walked = self.log.for_each_header(0, self.max_batch_size, &mut |h| {
-            follows_on = h.magic == MAGIC_V2 && h.base_offset == expected;
+            follows_on = h.magic == MAGIC_V2 && !h.is_control && h.base_offset == expected;
             expected = h.last_offset + 1;
             follows_on
         });

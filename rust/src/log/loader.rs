@@ -859,10 +859,10 @@ fn recover_log(
 /// a broker flushed and checkpointed it since its last append): nothing lies past the point a
 /// crash could have torn, so a read-only open needs Kafka's recovery no more than beside the
 /// clean-shutdown marker, and reads report any damage they meet. The active segment must hold
-/// whole batches whose offsets follow on to the recovery point, where the file ends, the last
-/// of them (from its last index entry, where Kafka's `readNextOffset` reads the end from)
-/// CRC-valid. A log a writer may be appending to (a running broker, a writable `Log`) is
-/// checked in full as before.
+/// whole batches, no transaction marker among them, whose offsets follow on to the recovery
+/// point, where the file ends, the last of them (from its last index entry, where Kafka's
+/// `readNextOffset` reads the end from) CRC-valid. A log a writer may be appending to (a
+/// running broker, a writable `Log`) is checked in full as before.
 fn flushed_to_the_end(dir: &Path, segments: &LogSegments, checkpoints: &Checkpoints) -> bool {
     let (Some(recovery_point), Some(active)) = (checkpoints.recovery_point, segments.active())
     else {

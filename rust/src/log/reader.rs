@@ -194,7 +194,11 @@ impl Log {
                         Batch::V2(b) => b.base_offset(),
                         Batch::Legacy(_) => batch.last_offset(),
                     };
-                    if first <= previous_last || first < floor || batch.last_offset() >= ceiling {
+                    if first <= previous_last
+                        || first < floor
+                        || batch.last_offset() < first
+                        || batch.last_offset() >= ceiling
+                    {
                         return Err(Error::corrupt(format!(
                             "batch of offsets {first}..{} is out of place: after offset \
                              {previous_last}, in the segment of offsets {floor}..{}",

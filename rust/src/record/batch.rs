@@ -50,7 +50,7 @@ pub const NO_TIMESTAMP: i64 = -1;
 const COMPRESSION_CODEC_MASK: i16 = 0x07;
 const TIMESTAMP_TYPE_MASK: i16 = 0x08;
 const TRANSACTIONAL_FLAG_MASK: i16 = 0x10;
-const CONTROL_FLAG_MASK: i16 = 0x20;
+pub(crate) const CONTROL_FLAG_MASK: i16 = 0x20;
 const DELETE_HORIZON_FLAG_MASK: i16 = 0x40;
 
 /// How much a decoder may inflate one batch; a compressed batch claiming more is corrupt.

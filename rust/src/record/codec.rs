@@ -158,7 +158,8 @@ pub fn decompress(codec: Compression, data: &[u8], max_size: usize, magic: u8) -
 fn exceeds(codec: Compression, max_size: usize) -> Error {
     Error::corrupt(format!(
         "{} batch decompresses to more than {max_size} bytes, the limit set against \
-         decompression bombs; if the batch is genuine, raise the log config '{}'",
+         decompression bombs; if the batch is genuine, raise the log config '{}' (or the \
+         max_decompressed_bytes argument of a function decoding batches held in memory)",
         codec.name(),
         crate::config::MAX_DECOMPRESSED_BATCH_BYTES
     ))

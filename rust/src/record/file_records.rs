@@ -14,8 +14,9 @@ use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
 use crate::record::batch::{
-    Batch, BatchPrefix, HEADER_SIZE_UP_TO_MAGIC, LAST_OFFSET_DELTA_OFFSET, MAGIC_V1, MAGIC_V2,
-    MAX_TIMESTAMP_OFFSET, NO_TIMESTAMP, RECORD_BATCH_OVERHEAD,
+    Batch, BatchPrefix, ATTRIBUTES_OFFSET, CONTROL_FLAG_MASK, HEADER_SIZE_UP_TO_MAGIC,
+    LAST_OFFSET_DELTA_OFFSET, MAGIC_V1, MAGIC_V2, MAX_TIMESTAMP_OFFSET, NO_TIMESTAMP,
+    RECORD_BATCH_OVERHEAD,
 };
 use crate::record::codec::Compression;
 use crate::record::segment_map::SegmentMap;
@@ -33,6 +34,8 @@ pub struct BatchHeader {
     pub base_offset: i64,
     pub last_offset: i64,
     pub max_timestamp: i64,
+    /// A v2 control batch (a transaction marker).
+    pub is_control: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -1046,6 +1049,11 @@ pub fn parse_header(buf: &[u8], position: u64, available: usize) -> Result<Batch
         )));
     }
     let prefix = BatchPrefix::parse(buf, available)?;
+    let is_control = prefix.magic == MAGIC_V2
+        && buf.len() >= ATTRIBUTES_OFFSET + 2
+        && i16::from_be_bytes([buf[ATTRIBUTES_OFFSET], buf[ATTRIBUTES_OFFSET + 1]])
+            & CONTROL_FLAG_MASK
+            != 0;
     let (last_offset, max_timestamp) = match prefix.magic {
         MAGIC_V2 if buf.len() >= RECORD_BATCH_OVERHEAD => {
             let delta = i32::from_be_bytes(
@@ -1074,6 +1082,7 @@ pub fn parse_header(buf: &[u8], position: u64, available: usize) -> Result<Batch
         base_offset: prefix.offset,
         last_offset,
         max_timestamp,
+        is_control,
     })
 }
 

@@ -372,6 +372,7 @@ fn header_scan_reports_every_field() {
                 base_offset: i as i64,
                 last_offset: i as i64,
                 max_timestamp: 1_000 + i as i64,
+                is_control: false,
             }
         );
         position += size as u64;

@@ -409,8 +409,19 @@ def test_a_folder_without_segments_is_not_a_log(tmp_path):
     with pytest.raises(ValueError, match=r"data dir holding 3 partition folders \(orders-0, orders-1, orders-2\)"):
         kafkalog.Log(str(data_dir))
     # Writable opens start a log in an empty folder only when asked to (create=True).
-    with pytest.raises(ValueError, match="no Kafka segment files"):
+    with pytest.raises(ValueError, match="no Kafka segment files.*read_only=False, create=True"):
         kafkalog.Log(str(empty), read_only=False)
+    # create=True alone (read-only by default) says what is missing, for a new folder and an
+    # empty one, and creates nothing; on a folder that holds a log it has nothing to do.
+    for where in (tmp_path / "new-0", empty):
+        with pytest.raises(ValueError, match="holds no log yet, and create=True starts one only "
+                                             "in a writable open: pass read_only=False"):
+            kafkalog.Log(str(where), create=True)
+    assert not (tmp_path / "new-0").exists() and not any(empty.iterdir())
+    with kafkalog.Log(str(data_dir / "orders-0"), create=True) as log:
+        assert log.read_only
+    with pytest.raises(ValueError, match="data dir holding 3 partition folders"):
+        kafkalog.Log(str(data_dir), create=True)
     with kafkalog.Log(str(empty), read_only=False, create=True) as log:
         assert log.log_end_offset == 0
 

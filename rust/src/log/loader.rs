@@ -327,21 +327,24 @@ fn has_segment_files(dir: &Path) -> Result<bool> {
 
 /// The error for a folder without segment files, saying what is there.
 fn not_a_partition_folder(dir: &Path, partitions: &[String]) -> Error {
-    let found =
-        if !partitions.is_empty() {
-            let shown: Vec<&str> = partitions.iter().take(5).map(String::as_str).collect();
-            format!(
+    let found = if !partitions.is_empty() {
+        let shown: Vec<&str> = partitions.iter().take(5).map(String::as_str).collect();
+        format!(
             "a Kafka data dir holding {} partition folders ({}{}); open one of them, or read the \
              whole dir with kafkalog.spark",
             partitions.len(),
             shown.join(", "),
-            if partitions.len() > shown.len() { ", ..." } else { "" }
+            if partitions.len() > shown.len() {
+                ", ..."
+            } else {
+                ""
+            }
         )
-        } else {
-            "no Kafka segment files (<20-digit base offset>.log) in it; create=True (writable) \
+    } else {
+        "no Kafka segment files (<20-digit base offset>.log) in it; read_only=False, create=True \
          starts a new log"
-                .to_string()
-        };
+            .to_string()
+    };
     Error::InvalidArgument(format!(
         "{} is not a Kafka partition folder: {found}",
         dir.display()
@@ -371,6 +374,9 @@ fn check_partition_folder(dir: &Path, options: &LogOptions) -> Result<()> {
             std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
             return Ok(());
         }
+        if options.create {
+            return Err(create_needs_writable(dir));
+        }
         return Err(Error::io(
             dir,
             std::io::Error::new(std::io::ErrorKind::NotFound, "no such log directory"),
@@ -390,10 +396,23 @@ fn check_partition_folder(dir: &Path, options: &LogOptions) -> Result<()> {
         .filter_map(|f| f.path.file_name().map(|n| n.to_string_lossy().into_owned()))
         .collect();
     // A folder of partition folders is never a log, even with create=True.
-    if !(partitions.is_empty() && options.create && writable) {
+    if !(partitions.is_empty() && options.create) {
         return Err(not_a_partition_folder(dir, &partitions));
     }
+    if !writable {
+        return Err(create_needs_writable(dir));
+    }
     Ok(())
+}
+
+/// `create=True` where a log would have to be started, in a read-only open (the default): said
+/// as such rather than as a missing or empty folder.
+fn create_needs_writable(dir: &Path) -> Error {
+    Error::InvalidArgument(format!(
+        "{} holds no log yet, and create=True starts one only in a writable open: pass \
+         read_only=False as well",
+        dir.display()
+    ))
 }
 
 pub(crate) fn load(dir: &Path, options: LogOptions) -> Result<Log> {

@@ -37,6 +37,7 @@ pub struct Log {
 #[pymethods]
 impl Log {
     /// Opens the log in `path`. `read_only=True` (the default) never changes a byte on disk.
+    /// `create=True` (with `read_only=False`) starts a new log in a missing or empty folder.
     /// `config` takes Kafka topic configs (`segment.bytes`, `retention.ms`, ...).
     /// `on_corruption`: what to do with damage beyond a torn tail of the last segment: "error"
     /// (raise LogDamagedError, the default), "skip" (read-only: read every valid batch around

@@ -84,6 +84,22 @@ def test_verify_a_sound_data_dir_reads_only(data):
     assert "2 partition(s)" in run("verify", data, "--topic", "orders").stderr
 
 
+def test_verify_notes_a_missing_index_without_failing(data):
+    """A deleted .index or .timeindex is not damage (a broker rebuilds it on load), but verify
+    says it checked nothing there rather than calling the partition sound in silence."""
+    demo = data / "demo-0"
+    (demo / f"{60:020d}.index").unlink()
+    (demo / f"{144:020d}.timeindex").unlink()
+    p = run("verify", data)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert p.stdout.splitlines() == [
+        f"{demo / f'{60:020d}.index'}: note: missing, so not checked: a broker rebuilds it from the "
+        "segment when it loads the log",
+        f"{demo / f'{144:020d}.timeindex'}: note: missing, so not checked: a broker rebuilds it from "
+        "the segment when it loads the log"]
+    assert "sound; 3 partition(s)" in p.stderr and ", 2 note(s)" in p.stderr
+
+
 def test_verify_reports_each_problem_with_file_and_byte(data):
     demo = data / "demo-0"
     seg = demo / f"{60:020d}.log"
@@ -194,6 +210,31 @@ def test_cat_across_partitions_formats_and_decoders(data):
     assert len(committed) == sum(1 for _ in log.records(isolation="read_committed")) < 300
     bad = run("cat", data / "orders-0", "--key-decoder", "json")
     assert "offset 0: the key is not json" in one_line_error(bad, 1)
+    # A folder named twice, or named and inside a data dir named, is read once.
+    assert len(lines(run("cat", data / "orders-1", data / "orders-1").stdout)) == 25
+    assert len(lines(run("cat", data, data / "orders-1", data / "demo-0").stdout)) == 365
+
+
+def test_cat_csv_tells_null_from_empty(tmp_path):
+    """A tombstone (null value) and an empty value, a null key and an empty one: PostgreSQL's CSV
+    convention (null is nothing, empty is \"\"), read back by the csv module and by pyarrow."""
+    with kafkalog.Log(tmp_path / "t-0", read_only=False, create=True) as log:
+        log.append([{"key": None, "value": b""}, {"key": b"", "value": None},
+                    {"key": b'a,"b"', "value": b"line\nbreak", "headers": [("h", None)]}])
+    out = run("cat", tmp_path / "t-0", "--format", "csv")
+    assert out.returncode == 0, out.stderr
+    rows = out.stdout.splitlines()
+    assert rows[1].endswith(',,"",') and rows[2].endswith(',"",,'), rows
+    parsed = list(csv.reader(io.StringIO(out.stdout)))
+    assert [r[5:7] for r in parsed[1:]] == [["", ""], ["", ""], ['a,"b"', "line\nbreak"]]
+    assert json.loads(parsed[3][7]) == [["h", None]]
+    import pyarrow.csv as pacsv
+    t = pacsv.read_csv(io.BytesIO(out.stdout.encode()),
+                       convert_options=pacsv.ConvertOptions(column_types={"key": pa.string(), "value": pa.string()},
+                                                            strings_can_be_null=True,
+                                                            quoted_strings_can_be_null=False))
+    assert t.column("key").to_pylist()[:2] == [None, ""]
+    assert t.column("value").to_pylist()[:2] == ["", None]
 
 
 def offsets(proc):
@@ -478,8 +519,8 @@ def test_verify_and_stats_on_legacy_message_sets(tmp_path):
     for magic in (0, 1):
         d = tmp_path / f"legacy{magic}-0"
         expected, batches, idx, _ = _write(d, magic)
-        segments, n, _, _, problems = _kafkalog.verify_partition(str(d))
-        assert problems == [] and n == len(batches), problems
+        segments, n, _, _, problems, notes = _kafkalog.verify_partition(str(d))
+        assert problems == [] and notes == [] and n == len(batches), (problems, notes)
         s = _kafkalog.partition_stats(str(d))
         assert s["records"] == len(expected) and s["magic"] == {magic: len(batches)}
         assert (s["first_timestamp"] is None) == (magic == 0)

@@ -1334,3 +1334,35 @@ def test_the_decompression_limit_is_named_and_can_be_raised(tmp_path):
         assert log.to_arrow().read_all().column("value")[0].as_py() == value
     with pytest.raises(kafkalog.InvalidArgumentError, match=key):
         Log(tmp_path / "z-0", config={key: "0"})
+
+
+def test_append_refuses_unknown_fields_and_negative_timestamps(tmp_path):
+    """A misspelt or foreign field would otherwise be dropped without a word, and Kafka's
+    MemoryRecordsBuilder refuses a negative timestamp other than -1 (NO_TIMESTAMP)."""
+    with open_log(tmp_path) as log:
+        for bad, field in (({"value": b"x", "timestmap": 3}, "'timestmap'"),
+                           ({"value": b"x", "partition": 1}, "'partition'"),
+                           ({"value": b"x", 7: b"y"}, "7")):
+            with pytest.raises(ValueError, match=f"unknown record field {field}: a record is a dict"):
+                log.append([{"value": b"fine"}, bad])
+        for ts in (-5, -2, -(1 << 62)):
+            with pytest.raises(kafkalog.InvalidArgumentError, match=f"invalid negative timestamp {ts}"):
+                log.append([{"value": b"x", "timestamp": ts}])
+            with pytest.raises(kafkalog.InvalidArgumentError, match=f"invalid negative timestamp {ts}"):
+                kafkalog.encode_batch([{"value": b"x", "timestamp": ts}], magic=1)
+        assert log.log_end_offset == 0, "nothing of a refused append is written"
+        log.append([{"value": b"none", "timestamp": -1}, {"value": b"epoch", "timestamp": 0}])
+        assert [r.timestamp for r in log.records()] == [-1, 0]
+
+
+def test_closed_log_cannot_be_entered_and_isolation_names_take_any_case(tmp_path):
+    log = open_log(tmp_path)
+    log.append(recs(3))
+    with pytest.raises(kafkalog.InvalidArgumentError, match="txn_committed"):
+        log.to_arrow(isolation="comitted")
+    assert log.to_arrow(isolation="READ_COMMITTED").read_all().num_rows == 3
+    assert len(list(log.records(isolation="Read_Uncommitted"))) == 3
+    log.close()
+    with pytest.raises(kafkalog.KafkaLogError, match="is closed"):
+        with log:
+            pass

@@ -37,6 +37,7 @@ from kafkalog._kafkalog import (  # noqa: F401
     RecordBatch,
     decode_batches,
     records_to_arrow,
+    kafka_source_schema_arrow,
     encode_batch,
     broker_committed_offsets,
     create_topic,
@@ -90,6 +91,7 @@ __all__ = [
     "MAX_TIMESTAMP",
     "decode_batches",
     "records_to_arrow",
+    "kafka_source_schema_arrow",
     "encode_batch",
     # typed results (kafkalog.results)
     "OffsetPosition",

@@ -324,7 +324,18 @@ class RecordIterator(Iterator[Record]):
 
 @final
 class Log:
-    """Kafka's partition log (UnifiedLog): segments, offsets, append, read, retention, truncation."""
+    """Kafka's partition log (UnifiedLog): segments, offsets, append, read, retention, truncation.
+
+    `Log(path)` opens the partition folder `path` (`<topic>-<partition>`). `read_only=True` (the
+    default) never changes a byte on disk; `read_only=False` makes this the log's one writer.
+    `create=True` (with `read_only=False`) starts a new log in a missing or empty folder.
+    `config` takes Kafka topic configs (`segment.bytes`, `retention.ms`, ...). `single_replica`
+    (the default) answers as a lone replica restarted: its high watermark is its log end.
+    `on_corruption`: what to do with damage beyond a torn tail of the last segment: "error"
+    (raise LogDamagedError, the default), "skip" (read-only: read every valid batch around it)
+    or "truncate" (Kafka's recovery: the log ends at the damage; writable opens delete what
+    follows). `damaged_ranges` reports what was skipped or removed.
+    """
     def __new__(cls, path: _Path, *, read_only: bool = True, config: Optional[_Config] = None, create: bool = False, single_replica: bool = True, on_corruption: OnCorruption = "error") -> Log: ...
     @staticmethod
     def open(path: _Path, *, read_only: bool = True, config: Optional[_Config] = None, create: bool = False, single_replica: bool = True, on_corruption: OnCorruption = "error") -> Log: ...
@@ -426,7 +437,7 @@ def dump_log_segments(
 def broker_committed_offsets(data_dir: _Path, group_id: Optional[str] = None) -> dict[str, dict[tuple[str, int], CommittedOffset]]: ...
 def verify_partition(
     path: _Path, *, compacted: bool = False, progress: Optional[Callable[[int], Any]] = None
-) -> tuple[int, int, int, bool, list[tuple[str, Optional[int], str]]]: ...
+) -> tuple[int, int, int, bool, list[tuple[str, Optional[int], str]], list[tuple[str, Optional[int], str]]]: ...
 def partition_stats(path: _Path, *, on_corruption: OnCorruption = "error", progress: Optional[Callable[[int], Any]] = None) -> PartitionStats: ...
 
 # -- topics, producers and consumer groups (kafkalog.clients wraps these) --------------------------

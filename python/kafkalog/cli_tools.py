@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import base64
 import csv
+import io
 import datetime as _dt
 import json
 import os
@@ -100,6 +101,14 @@ def partition_dirs(paths: list[str], topic: str | None = None, partition: int | 
         out = [x for x in out if x[1] == partition]
         if not out:
             raise DataError(f"no partition {partition} in {', '.join(paths)}")
+    # A folder named twice (or named and inside a data dir named) is read once.
+    seen: set[Path] = set()
+    unique = []
+    for x in out:
+        if x[2].resolve() not in seen:
+            seen.add(x[2].resolve())
+            unique.append(x)
+    out = unique
     if precheck:  # verify reports such files as problems itself
         for _, _, d in out:
             _check_readable_folder(d)
@@ -188,23 +197,24 @@ def _segment_bytes(folder: Path) -> int:
 
 def cmd_verify(args) -> int:
     parts = partition_dirs(args.paths, args.topic, precheck=False)
-    problems = damaged = segments = batches = size = 0
+    problems = damaged = segments = batches = size = notes = 0
     try:
         with _Progress.over_segments(parts, "verify") as progress:
             for topic, partition, folder in parts:
-                s, b, n, _compacted, found = _kafkalog.verify_partition(
+                s, b, n, _compacted, found, noted = _kafkalog.verify_partition(
                     str(folder), compacted=args.compacted, progress=progress.update)
                 segments, batches, size = segments + s, batches + b, size + n
                 if found:
                     damaged += 1
-                for file, position, message in found:
-                    problems += 1
-                    where = f"{file} at byte {position}" if position is not None else file
-                    print(f"{where}: {message}", flush=False)
+                for kind, listed in (("", found), ("note: ", noted)):
+                    for file, position, message in listed:
+                        where = f"{file} at byte {position}" if position is not None else file
+                        print(f"{where}: {kind}{message}", flush=False)
+                problems, notes = problems + len(found), notes + len(noted)
     finally:
         sys.stdout.flush()
     summary = (f"{len(parts)} partition(s), {segments} segment(s), {batches} batches, "
-               f"{size} bytes checked")
+               f"{size} bytes checked" + (f", {notes} note(s)" if notes else ""))
     if problems:
         print(f"kafkalog verify: {problems} problem(s) in {damaged} partition(s); {summary}",
               file=sys.stderr)
@@ -331,7 +341,7 @@ def cmd_cat(args) -> int:
     key_of, value_of = _decoder(args.key_decoder), _decoder(args.value_decoder)
     header_of = _decoder(args.value_decoder if args.value_decoder != "json" else "utf8")
     out = sys.stdout
-    writer = csv.writer(out, lineterminator="\n") if args.format == "csv" else None
+    writer = _CsvRows(out) if args.format == "csv" else None
     if writer:
         writer.writerow(["topic", "partition", "offset", "timestamp", "timestamp_type", "key", "value",
                          "headers"])
@@ -360,10 +370,10 @@ def cmd_cat(args) -> int:
                                 f"{args.value_decoder} ({e})") from None
             headers = [[k, None if v is None else header_of(v)] for k, v in r.headers]
             if writer:
-                writer.writerow([topic, "" if partition is None else partition, r.offset, r.timestamp,
-                                 r.timestamp_type, "" if key is None else _csv_text(key),
-                                 "" if value is None else _csv_text(value),
-                                 json.dumps(headers) if headers else ""])
+                writer.writerow([topic, partition, r.offset, r.timestamp, r.timestamp_type,
+                                 None if key is None else _csv_text(key),
+                                 None if value is None else _csv_text(value),
+                                 json.dumps(headers) if headers else None])
             else:
                 obj = {"topic": topic, "partition": partition, "offset": r.offset,
                        "timestamp": r.timestamp, "timestamp_type": r.timestamp_type,
@@ -384,6 +394,33 @@ def cmd_cat(args) -> int:
 
 def _csv_text(v) -> str:
     return v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)
+
+
+class _CsvRows:
+    """CSV rows as the csv module writes them (quoted only where needed), except that an empty
+    text is written `""` and a null (None) as nothing, as PostgreSQL's COPY does: a tombstone
+    (null value) is then told from an empty value. Python's csv writes both as nothing, and
+    quotes None as well under its quoting modes (before 3.12's QUOTE_NOTNULL)."""
+
+    def __init__(self, out) -> None:
+        self._out = out
+        self._line = io.StringIO()
+        # The terminator's characters are what make the writer quote a field holding them.
+        self._writer = csv.writer(self._line, lineterminator="\r\n")
+
+    def writerow(self, fields) -> None:
+        cells = []
+        for v in fields:
+            if v is None:
+                cells.append("")
+            elif v == "":
+                cells.append('""')
+            else:
+                self._line.seek(0)
+                self._line.truncate()
+                self._writer.writerow([v])
+                cells.append(self._line.getvalue()[:-2])
+        self._out.write(",".join(cells) + "\n")
 
 
 # ----- export -----
@@ -578,7 +615,8 @@ def add_parsers(sub, formatter) -> None:
                         "(e.g. --isolation read_committed)")
     add_damage_options(c)
     c.add_argument("--format", default="jsonl", choices=["jsonl", "json", "csv"],
-                   help="jsonl (default, one object a line), json (one array) or csv (e.g. --format csv)")
+                   help="jsonl (default, one object a line), json (one array) or csv (a null key or value is an "
+                        "empty field, an empty one \"\"; e.g. --format csv)")
     for which in ("key", "value"):
         c.add_argument(f"--{which}-decoder", default="utf8", choices=["utf8", "base64", "hex", "json"],
                        help=f"how to print the {which} bytes: utf8 (default; bad bytes become U+FFFD), "

@@ -31,7 +31,9 @@ def _internal(topic: str) -> bool:
 
 
 class Topic:
-    """A topic of a data dir: ``<topic>-<n>`` partition folders."""
+    """A topic of a data dir: ``<topic>-<n>`` partition folders. ``Topic(data_dir, name)`` is a
+    handle that checks nothing (a topic not there yet has 0 partitions); ``Topic.open`` raises
+    for a topic that is not in the data dir, ``Topic.create`` makes one."""
 
     def __init__(self, data_dir: Union[str, os.PathLike], name: str) -> None:
         self.data_dir = os.fspath(data_dir)

@@ -32,13 +32,16 @@ pub enum FetchIsolation {
 }
 
 impl FetchIsolation {
+    /// Kafka's `FetchIsolation` names and its consumers' `isolation.level` values, in any case
+    /// (Kafka's `IsolationLevel` is spelt `READ_COMMITTED` too).
     pub fn from_name(name: &str) -> Result<Self> {
-        match name {
+        match name.to_ascii_lowercase().as_str() {
             "log_end" => Ok(FetchIsolation::LogEnd),
             "high_watermark" | "read_uncommitted" => Ok(FetchIsolation::HighWatermark),
             "committed" | "txn_committed" | "read_committed" => Ok(FetchIsolation::TxnCommitted),
-            other => Err(Error::InvalidArgument(format!(
-                "isolation '{other}' (log_end, high_watermark/read_uncommitted, committed/read_committed)"
+            _ => Err(Error::InvalidArgument(format!(
+                "isolation '{name}': one of log_end, high_watermark (or read_uncommitted), \
+                 txn_committed (or read_committed, committed)"
             ))),
         }
     }
@@ -281,6 +284,11 @@ impl Log {
             )));
         }
         Ok(st)
+    }
+
+    /// An error once the log is closed (as entering a closed file in Python is).
+    pub fn ensure_open(&self) -> Result<()> {
+        self.readable_state().map(drop)
     }
 
     pub(crate) fn write_state(&self) -> Result<RwLockWriteGuard<'_, LogState>> {

@@ -29,6 +29,16 @@ fn isolation_of(name: &str) -> Result<FetchIsolation> {
 }
 
 /// Kafka's partition log (UnifiedLog): segments, offsets, append, read, retention, truncation.
+///
+/// `Log(path)` opens the partition folder `path` (`<topic>-<partition>`). `read_only=True` (the
+/// default) never changes a byte on disk; `read_only=False` makes this the log's one writer.
+/// `create=True` (with `read_only=False`) starts a new log in a missing or empty folder.
+/// `config` takes Kafka topic configs (`segment.bytes`, `retention.ms`, ...). `single_replica`
+/// (the default) answers as a lone replica restarted: its high watermark is its log end.
+/// `on_corruption`: what to do with damage beyond a torn tail of the last segment: "error"
+/// (raise LogDamagedError, the default), "skip" (read-only: read every valid batch around it)
+/// or "truncate" (Kafka's recovery: the log ends at the damage; writable opens delete what
+/// follows). `damaged_ranges` reports what was skipped or removed.
 #[pyclass(module = "kafkalog", frozen)]
 pub struct Log {
     inner: Arc<RsLog>,
@@ -36,13 +46,7 @@ pub struct Log {
 
 #[pymethods]
 impl Log {
-    /// Opens the log in `path`. `read_only=True` (the default) never changes a byte on disk.
-    /// `create=True` (with `read_only=False`) starts a new log in a missing or empty folder.
-    /// `config` takes Kafka topic configs (`segment.bytes`, `retention.ms`, ...).
-    /// `on_corruption`: what to do with damage beyond a torn tail of the last segment: "error"
-    /// (raise LogDamagedError, the default), "skip" (read-only: read every valid batch around
-    /// it) or "truncate" (Kafka's recovery: the log ends at the damage; writable opens delete
-    /// what follows). `damaged_ranges` reports what was skipped or removed.
+    /// Opens the log in `path` (the options: the class's docstring).
     #[new]
     #[pyo3(signature = (path, *, read_only = true, config = None, create = false, single_replica = true,
         on_corruption = "error"))]
@@ -620,9 +624,11 @@ impl Log {
     fn maybe_increment_high_watermark(&self, hw: i64) -> PyResult<bool> {
         Ok(self.inner.maybe_increment_high_watermark(hw)?.is_some())
     }
-    /// The log itself (`with Log(...) as log:` closes it at the end).
-    fn __enter__(slf: Py<Self>) -> Py<Self> {
-        slf
+    /// The log itself (`with Log(...) as log:` closes it at the end); a closed log cannot be
+    /// entered again.
+    fn __enter__(slf: Py<Self>) -> PyResult<Py<Self>> {
+        slf.get().inner.ensure_open()?;
+        Ok(slf)
     }
     /// Closes the log.
     #[pyo3(signature = (*exc_info))]

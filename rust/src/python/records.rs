@@ -327,6 +327,9 @@ fn bytes_like(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Option<Vec<u8>>> {
     })
 }
 
+/// The fields a record dict may have.
+const RECORD_FIELDS: [&str; 4] = ["value", "key", "headers", "timestamp"];
+
 /// The records of `records` (an iterable of dicts); `if_empty` is the ValueError's message when
 /// there are none.
 pub fn extract_records(records: &Bound<'_, PyAny>, if_empty: &str) -> PyResult<Vec<InputRecord>> {
@@ -334,6 +337,22 @@ pub fn extract_records(records: &Bound<'_, PyAny>, if_empty: &str) -> PyResult<V
     for item in records.try_iter()? {
         let item = item?;
         let dict = item.downcast::<PyDict>().map_err(|_| pyo3::exceptions::PyTypeError::new_err("each record must be a dict with 'value' and optional 'key', 'headers', 'timestamp'"))?;
+        // A misspelt field ("timestmap") or one a log has no use for ("partition", "topic")
+        // would otherwise be dropped without a word.
+        for field in dict.keys() {
+            let known = field
+                .downcast::<pyo3::types::PyString>()
+                .ok()
+                .and_then(|f| f.to_cow().ok())
+                .is_some_and(|f| RECORD_FIELDS.contains(&f.as_ref()));
+            if !known {
+                return Err(pyo3::exceptions::PyValueError::new_err(format!(
+                    "unknown record field {}: a record is a dict with 'value' and optional \
+                     'key', 'headers', 'timestamp'",
+                    field.repr()?
+                )));
+            }
+        }
         let get = |k: &str| dict.get_item(k);
         let value = match get("value")? {
             Some(v) => bytes_like(&v, "value")?,

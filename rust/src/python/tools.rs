@@ -42,8 +42,19 @@ fn with_progress<T: Send>(
     }
 }
 
+/// What [`verify_partition`] returns.
+type VerifyTuple = (
+    usize,
+    u64,
+    u64,
+    bool,
+    Vec<(String, Option<u64>, String)>,
+    Vec<(String, Option<u64>, String)>,
+);
+
 /// `kafkalog verify` over one partition folder, reading only. Returns (segments, batches,
-/// bytes, compacted, problems), each problem (file, byte position or None, message).
+/// bytes, compacted, problems, notes), each problem or note (file, byte position or None,
+/// message); notes are not wrong (an index file missing, which a broker rebuilds).
 #[pyfunction]
 #[pyo3(signature = (path, *, compacted = false, progress = None))]
 #[allow(clippy::type_complexity)]
@@ -52,21 +63,23 @@ fn verify_partition(
     path: std::path::PathBuf,
     compacted: bool,
     progress: Option<PyObject>,
-) -> PyResult<(usize, u64, u64, bool, Vec<(String, Option<u64>, String)>)> {
+) -> PyResult<VerifyTuple> {
     let report = with_progress(py, progress, |cb| {
         verify::verify_partition(&path, verify::VerifyOptions { compacted }, cb)
     })?;
-    let problems = report
-        .problems
-        .into_iter()
-        .map(|p| (p.file.display().to_string(), p.position, p.message))
-        .collect();
+    let listed = |found: Vec<verify::Problem>| {
+        found
+            .into_iter()
+            .map(|p| (p.file.display().to_string(), p.position, p.message))
+            .collect()
+    };
     Ok((
         report.segments,
         report.batches,
         report.bytes,
         report.compacted,
-        problems,
+        listed(report.problems),
+        listed(report.notes),
     ))
 }
 

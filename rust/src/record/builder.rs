@@ -115,6 +115,13 @@ impl BatchBuilder {
                 "a batch holds at most 2^31-1 records".into(),
             ));
         }
+        // Kafka's `MemoryRecordsBuilder.appendWithOffset` (and `ProducerRecord`) refuse these.
+        if timestamp < 0 && timestamp != NO_TIMESTAMP {
+            return Err(Error::InvalidArgument(format!(
+                "invalid negative timestamp {timestamp}: a record's timestamp is milliseconds \
+                 since the epoch, or -1 (Kafka's NO_TIMESTAMP) for none"
+            )));
+        }
         let base_timestamp = *self.first_timestamp.get_or_insert(timestamp);
         let timestamp_delta = timestamp.wrapping_sub(base_timestamp);
         let key_len = key.map_or(-1, |k| k.len() as i32);
@@ -265,6 +272,28 @@ mod tests {
         b.append(1005, None, None, &[]).unwrap();
         b.append(999, Some(b""), Some(&[7u8; 300]), &[]).unwrap();
         b.build().unwrap()
+    }
+
+    #[test]
+    fn refuses_negative_timestamps_but_no_timestamp() {
+        let mut b = BatchBuilder::new(BatchOptions::default());
+        let e = b.append(-5, None, Some(b"v"), &[]).unwrap_err();
+        assert!(
+            e.to_string().contains("invalid negative timestamp -5"),
+            "{e}"
+        );
+        assert!(b.is_empty(), "nothing appended");
+        b.append(NO_TIMESTAMP, None, Some(b"v"), &[]).unwrap();
+        b.append(0, None, Some(b"v"), &[]).unwrap();
+        let bytes = b.build().unwrap();
+        let batch = DefaultBatch::new(&bytes).unwrap();
+        let mut scratch = Vec::new();
+        let payload = batch.records_payload(&mut scratch, 1 << 20).unwrap();
+        let stamps: Vec<i64> = batch
+            .records_in(payload)
+            .map(|r| r.unwrap().timestamp)
+            .collect();
+        assert_eq!(stamps, [NO_TIMESTAMP, 0]);
     }
 
     #[test]

@@ -504,6 +504,16 @@ pub fn build_message_set_at(
             "zstd compression requires magic v2".into(),
         ));
     }
+    // Kafka's `LegacyRecord.write`: v0 has no timestamps; v1's are never negative but -1.
+    if let Some(&(ts, _, _)) = records
+        .iter()
+        .find(|r| magic == MAGIC_VALUE_V1 && r.0 < 0 && r.0 != NO_TIMESTAMP)
+    {
+        return Err(Error::InvalidArgument(format!(
+            "invalid negative timestamp {ts}: a v1 message's timestamp is milliseconds since \
+             the epoch, or -1 (Kafka's NO_TIMESTAMP) for none"
+        )));
+    }
     let absolute = |i: usize| {
         base_offset
             .checked_add(i as i64)

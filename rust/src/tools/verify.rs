@@ -56,6 +56,8 @@ pub struct VerifyReport {
     /// `cleaner-offset-checkpoint`, an internal `__` topic, or as asked).
     pub compacted: bool,
     pub problems: Vec<Problem>,
+    /// What is worth saying but not wrong: an index file missing (a broker rebuilds it).
+    pub notes: Vec<Problem>,
 }
 
 #[derive(Debug, Default, Clone, Copy)]
@@ -450,6 +452,19 @@ pub fn verify_partition(
         }
         if batches.is_empty() && prev_last.is_none() {
             empty_log_end = Some(base);
+        }
+        for (indexes, suffix) in [
+            (&files.indexes, "index"),
+            (&files.time_indexes, "timeindex"),
+        ] {
+            if !indexes.contains_key(&base) {
+                report.notes.push(problem(
+                    &log_path.with_extension(suffix),
+                    None,
+                    "missing, so not checked: a broker rebuilds it from the segment when it \
+                     loads the log",
+                ));
+            }
         }
         let mut found = Vec::new();
         check_offset_index(&files, base, &batches, &mut found);

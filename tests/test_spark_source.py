@@ -684,6 +684,14 @@ def test_subscribe_pattern_selects_topics(spark, data):
     assert got == expected(recs, topics={"orders_archive"})
 
 
+@pytest.mark.parametrize("pattern", ["", "   "])
+def test_empty_subscribe_pattern_is_an_error_as_in_spark(spark, data, pattern):
+    # An empty pattern would match every topic; Spark's source refuses it (referee-checked by a
+    # black-box tester against spark-sql-kafka 4.2.0).
+    d, _, _ = data
+    expect_error(lambda: read(spark, d, subscribePattern=pattern), "Pattern to subscribe is empty")
+
+
 def test_subscribe_pattern_is_found_in_topic_names_as_spark_does(spark, data):
     # Spark's Kafka source picks topics with Regex.findFirstIn: the pattern anywhere in the name
     # (tests/test_spark_kafka_referee.py checks this against Spark itself).
@@ -947,6 +955,22 @@ def test_start_after_latest_is_an_error(spark, data):
 def test_invalid_offsets_json_is_an_error(spark, data):
     d, _, _ = data
     expect_error(lambda: read(spark, d, subscribe="orders", startingOffsets="{not json"), "startingOffsets", "json", "offset")
+
+
+@pytest.mark.parametrize("opts", [
+    {"subscribe": "orders", "startingOffsets": '{"orders":{"0":"3","1":-2,"2":-2}}'},
+    {"subscribe": "orders", "startingOffsets": '{"orders":{"0":3.0,"1":-2,"2":-2}}'},
+    {"subscribe": "orders", "startingOffsets": '{"orders":{"0":true,"1":-2,"2":-2}}'},
+    {"subscribe": "orders", "startingOffsets": '{"orders":{"zero":1,"1":-2,"2":-2}}'},
+    {"subscribe": "orders", "startingOffsetsByTimestamp": '{"orders":{"0":"5","1":5,"2":5}}'},
+    {"assign": '{"orders":["0"]}'},
+    {"assign": '{"orders":[0.0]}'},
+    {"assign": '{"orders":[false]}'},
+])
+def test_offsets_and_partitions_in_json_options_are_json_integers(spark, data, opts):
+    # Spark's source reads them with json4s into Long and Int: "3" or 3.0 is refused, not read as 3.
+    d, _, _ = data
+    expect_error(lambda: read(spark, d, **opts), "must be JSON like")
 
 
 # --------------------------------------------------------------------------------------------
@@ -1497,6 +1521,27 @@ def test_write_without_topic_is_an_error(spark, tmp_path):
     df = spark.createDataFrame([("v",)], "value string")
     expect_error(lambda: writer(df, d).save(), "topic")
     check_data_dir_clean(d, [])
+
+
+@pytest.mark.parametrize("schema, rows, words", [
+    ("key string", [("k",)], ["needs a 'value' column"]),
+    ("key string", [], ["needs a 'value' column"]),
+    ("value string", [], ["'topic' option or a 'topic' column"]),
+    ("value string, key int", [], ["column 'key' has type int32"]),
+    ("value string, partition string", [], ["column 'partition' has type"]),
+    ("value string, headers array<string>", [], ["column 'headers'"]),
+])
+def test_write_columns_are_checked_on_the_driver_before_any_task(spark, tmp_path, schema, rows, words):
+    """As Spark's Kafka sink analyses the write: the error comes before any task runs (no Python
+    worker traceback, nothing staged), an empty DataFrame included."""
+    d = tmp_path / "w"
+    d.mkdir()
+    df = spark.createDataFrame(rows, schema)
+    opts = {} if "'topic' option" in words[0] else {"topic": "t"}
+    msg = expect_error(lambda: writer(df, d, **opts).save(), *words)
+    assert "Task" not in msg and "stage" not in msg.lower(), msg[:2000]
+    check_data_dir_clean(d, [])
+    assert not list(tmp_path.glob(".w.kafkalog-staging/*")), "a task staged something"
 
 
 def test_write_mode_overwrite_is_an_error(spark, tmp_path):

@@ -230,6 +230,16 @@ def _json(options: Mapping[str, str], name: str) -> Any:
         raise KafkaLogOptionError(f"option {name} is not valid JSON: {e}") from None
 
 
+def _is_json_int(v: Any) -> bool:
+    """A JSON integer, as Spark's source reads offsets and partitions (json4s into Long/Int): not
+    a string, a boolean or a fraction."""
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_partition_key(p: str) -> bool:
+    return re.fullmatch(r"-?\d+", p) is not None
+
+
 def _lower(options: Mapping[str, Any]) -> Dict[str, str]:
     return {str(k).lower(): str(v) for k, v in options.items()}
 
@@ -324,13 +334,19 @@ def _strategy(options: Mapping[str, str], required: bool) -> Optional[str]:
     if strategy == "subscribe" and not options["subscribe"].replace(",", "").strip():
         raise KafkaLogOptionError("option subscribe lists no topic")
     if strategy == "subscribepattern":
+        if not options["subscribepattern"].strip():
+            # An empty pattern would match every topic; Spark's source refuses it.
+            raise KafkaLogOptionError(
+                "Pattern to subscribe is empty as specified value for option 'subscribePattern' is "
+                f"'{options['subscribepattern']}'")
         try:
             re.compile(options["subscribepattern"])
         except re.error as e:
             raise KafkaLogOptionError(f"option subscribePattern is not a valid pattern: {e}") from None
     if strategy == "assign":
         assigned = _json(options, "assign")
-        if not isinstance(assigned, dict) or not all(isinstance(v, list) for v in assigned.values()):
+        if not isinstance(assigned, dict) or not all(
+                isinstance(v, list) and all(_is_json_int(p) for p in v) for v in assigned.values()):
             raise KafkaLogOptionError('option assign must be JSON like {"topicA":[0,1],"topicB":[2,4]}')
     return strategy
 
@@ -380,7 +396,9 @@ class OffsetRange(InputPartition):
 
 def _per_partition(options: Mapping[str, str], name: str, folders: List[TopicPartitionFolder]) -> Dict[Tuple[str, int], int]:
     spec = _json(options, name)
-    if not isinstance(spec, dict) or not all(isinstance(v, dict) for v in spec.values()):
+    if not isinstance(spec, dict) or not all(
+            isinstance(v, dict) and all(_is_partition_key(p) and _is_json_int(o) for p, o in v.items())
+            for v in spec.values()):
         raise KafkaLogOptionError(f'option {name} must be JSON like {{"topicA":{{"0":23,"1":-2}}}}')
     out = {(t, int(p)): int(v) for t, parts in spec.items() for p, v in parts.items()}
     selected = {(f.topic, f.partition) for f in folders}
@@ -875,7 +893,7 @@ class KafkaLogWriter(DataSourceArrowWriter):
     """Tasks stage Kafka batches (routed and compressed in Rust) next to the data dir; the driver's
     commit appends them to each log as its one writer, all or nothing; abort leaves logs as they were."""
 
-    def __init__(self, options: Mapping[str, str]) -> None:
+    def __init__(self, options: Mapping[str, str], schema: Optional[StructType] = None) -> None:
         opts = _lower(options)
         _check_names(opts, WRITE_OPTIONS)
         if "path" not in opts:
@@ -886,6 +904,8 @@ class KafkaLogWriter(DataSourceArrowWriter):
         self.topic = opts.get("topic")
         if self.topic is not None:
             _kafkalog.validate_topic_name(self.topic)
+        if schema is not None:
+            _check_sink_schema(schema, self.topic)
         self.compression = opts.get("kafka.compression.type", "none").strip().lower()
         if self.compression not in ("none", "gzip", "snappy", "lz4", "zstd"):
             raise KafkaLogOptionError(f"kafka.compression.type {self.compression!r} (none, gzip, snappy, lz4, zstd)")
@@ -947,6 +967,19 @@ class KafkaLogWriter(DataSourceArrowWriter):
             pass  # other jobs' staging, or already gone
 
 
+def _check_sink_schema(schema: StructType, topic: Optional[str]) -> None:
+    """The sink's column checks on the driver, before any task runs (as Spark's Kafka sink checks
+    them when the write is analysed, an empty DataFrame included); the tasks check each batch
+    again."""
+    try:
+        from pyspark.sql.pandas.types import to_arrow_schema
+
+        arrow_schema = to_arrow_schema(schema)
+    except Exception:  # a column type Arrow cannot hold: the tasks' check names it
+        return
+    _kafkalog.check_sink_schema(arrow_schema, topic=topic)
+
+
 def _is_partition_folder(path: str) -> bool:
     name = os.path.basename(path.rstrip(os.sep))
     return (
@@ -983,7 +1016,7 @@ class KafkaLogDataSource(DataSource):
     def writer(self, schema: StructType, overwrite: bool) -> KafkaLogWriter:
         if overwrite:
             raise KafkaLogOptionError("Kafka logs are append-only: use mode('append')")
-        return KafkaLogWriter(self.options)
+        return KafkaLogWriter(self.options, schema)
 
 
 _IMPORTS_KAFKALOG: Dict[str, bool] = {}

@@ -1216,6 +1216,19 @@ fn column_error(name: &str, found: &DataType, wanted: &str) -> Error {
     ))
 }
 
+/// Spark's Kafka sink checks on a write's schema, before any row (Spark's driver checks them
+/// when it analyses the write): the columns' types as [`SinkColumns::new`] takes them, and a
+/// topic from the option (`topic`) or a `topic` column.
+pub fn check_sink_schema(schema: SchemaRef, topic: Option<&str>) -> Result<()> {
+    SinkColumns::new(&RecordBatch::new_empty(schema.clone()))?;
+    if topic.is_none() && schema.index_of("topic").is_err() {
+        return Err(Error::InvalidArgument(
+            "Kafka's sink needs the 'topic' option or a 'topic' column".into(),
+        ));
+    }
+    Ok(())
+}
+
 impl SinkColumns {
     /// Checks a batch's columns against Spark's Kafka sink; a wrong type names the column.
     pub fn new(batch: &RecordBatch) -> Result<Self> {

@@ -240,6 +240,17 @@ fn partition_for_key(key: &[u8], num_partitions: i32) -> PyResult<i32> {
     Ok(crate::producer::partition_for_key(key, num_partitions))
 }
 
+/// Spark's Kafka sink checks on a write's Arrow schema, before any row: column types, and a
+/// topic from `topic` or a `topic` column. Raises InvalidArgumentError naming what is wrong.
+#[pyfunction]
+#[pyo3(signature = (schema, *, topic = None))]
+fn check_sink_schema(schema: PySchema, topic: Option<String>) -> PyResult<()> {
+    Ok(crate::arrow::check_sink_schema(
+        schema.into_inner(),
+        topic.as_deref(),
+    )?)
+}
+
 /// Routes Arrow rows with Spark's Kafka sink columns to topic-partitions of `data_dir` and
 /// writes them as Kafka batches into staging files under `staging_dir` (nothing in `data_dir`
 /// changes). Returns [(topic, partition, staged file)] for `commit_staged`.
@@ -328,6 +339,7 @@ fn commit_staged(
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<ArrowBatchIterator>()?;
     m.add_function(wrap_pyfunction!(kafka_source_schema_arrow, m)?)?;
+    m.add_function(wrap_pyfunction!(check_sink_schema, m)?)?;
     m.add_function(wrap_pyfunction!(records_to_arrow, m)?)?;
     m.add_function(wrap_pyfunction!(partition_folders, m)?)?;
     m.add_function(wrap_pyfunction!(validate_topic_name, m)?)?;

@@ -8,8 +8,9 @@ cargo test --lib --quiet
 FUZZ_SECONDS="${FUZZ_SECONDS:-2}" bash fuzz/ci.sh
 # The type stub against the built module (no allowlist): every name, signature and default.
 .venv/bin/python -m mypy.stubtest --mypy-config-file pyproject.toml kafkalog._kafkalog
-# The pure-Python modules against it (spark.py not yet: it passes option strings unchecked).
+# The pure-Python modules against it.
 .venv/bin/python -m mypy --config-file pyproject.toml --follow-imports=silent \
-  -m kafkalog.results -m kafkalog.clients -m kafkalog.cli -m kafkalog.cli_tools -m kafkalog.demo
+  -m kafkalog.results -m kafkalog.clients -m kafkalog.cli -m kafkalog.cli_tools -m kafkalog.demo \
+  -m kafkalog.spark
 # The slowest tests are listed, to keep the run within CI's 30 minutes.
 .venv/bin/python -m pytest -q -p no:cacheprovider --durations=15 tests "$@"

@@ -22,11 +22,12 @@ import uuid
 import warnings
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, cast
 
 from . import _kafkalog
 from ._kafkalog import KafkaLogError, OffsetOutOfRangeError
 from ._kafkalog import Log
+from .results import Compression, Isolation
 
 try:  # pyspark is an extra: `pip install kafkalog[spark]`
     from pyspark.sql.datasource import (
@@ -371,10 +372,11 @@ def _select(folders: List[TopicPartitionFolder], options: Mapping[str, str], req
     missing_topics = sorted({t for t, _ in wanted} - {f.topic for f in folders})
     if missing_topics:
         raise KafkaLogOptionError(f"assigned topics {missing_topics} have no partition folders under the path")
-    missing = sorted(wanted - set(have))
-    if missing:
+    missing_partitions = sorted(wanted - set(have))
+    if missing_partitions:
         # As Spark's Kafka source: partitions a topic does not have are read as empty.
-        warnings.warn(f"assigned partitions {missing} have no folders under the path: nothing read from them",
+        warnings.warn(f"assigned partitions {missing_partitions} have no folders under the path: nothing read "
+                      "from them",
                       stacklevel=2)
     return [have[k] for k in sorted(wanted) if k in have]
 
@@ -449,7 +451,7 @@ class _Limits:
             raise KafkaLogOptionError("ending offset can't be earliest for batch queries on Kafka")
 
 
-def _resolve(limits: _Limits, log: Log, tp: Tuple[str, int], isolation: str, strategy: str) -> int:
+def _resolve(limits: _Limits, log: Log, tp: Tuple[str, int], isolation: Isolation, strategy: str) -> int:
     earliest, latest = log.log_start_offset, log.latest_offset(isolation)
     if limits.kind == "earliest":
         return earliest
@@ -514,7 +516,7 @@ class GroupCommit:
 @dataclass
 class ReadPlan:
     ranges: List[OffsetRange]
-    isolation: str
+    isolation: Isolation
     include_headers: bool
     commit: Optional[GroupCommit] = None
     fail_on_data_loss: bool = True
@@ -535,7 +537,7 @@ def _group_data_dir(opts: Mapping[str, str], found: List[TopicPartitionFolder], 
     return dirs.pop()
 
 
-def _read_settings(opts: Mapping[str, str]) -> Tuple[str, bool, bool, str]:
+def _read_settings(opts: Mapping[str, str]) -> Tuple[Isolation, bool, bool, str]:
     """Isolation level, includeHeaders, failOnDataLoss and the timestamp strategy."""
     # Kafka's ConfigDef trims the value and matches it exactly (READ_COMMITTED is refused).
     isolation = opts.get("kafka.isolation.level", "read_uncommitted").strip()
@@ -544,7 +546,8 @@ def _read_settings(opts: Mapping[str, str]) -> Tuple[str, bool, bool, str]:
     strategy = opts.get("startingoffsetsbytimestampstrategy", "error").strip().lower()
     if strategy not in ("error", "latest"):
         raise KafkaLogOptionError(f"startingOffsetsByTimestampStrategy must be error or latest, not {strategy!r}")
-    return isolation, _bool(opts, "includeheaders", False), _bool(opts, "failondataloss", True), strategy
+    level: Isolation = "read_committed" if isolation == "read_committed" else "read_uncommitted"
+    return level, _bool(opts, "includeheaders", False), _bool(opts, "failondataloss", True), strategy
 
 
 def plan_read(options: Mapping[str, Any], folders: Optional[Sequence[str]] = None) -> ReadPlan:
@@ -617,7 +620,7 @@ def plan_read(options: Mapping[str, Any], folders: Optional[Sequence[str]] = Non
     return ReadPlan(ranges, isolation, include_headers, commit, fail_on_data_loss)
 
 
-def read_range(r: OffsetRange, isolation: str, include_headers: bool, fail_on_data_loss: bool = True) -> Iterator[Any]:
+def read_range(r: OffsetRange, isolation: Isolation, include_headers: bool, fail_on_data_loss: bool = True) -> Iterator[Any]:
     """Arrow batches of one offset range, built in Rust. Offsets planned but gone by the time the
     task reads (retention or deleteRecords moved the log start, or the log was cut) fail the task,
     or with ``failOnDataLoss=false`` are stepped over, as Spark's Kafka source does."""
@@ -906,9 +909,10 @@ class KafkaLogWriter(DataSourceArrowWriter):
             _kafkalog.validate_topic_name(self.topic)
         if schema is not None:
             _check_sink_schema(schema, self.topic)
-        self.compression = opts.get("kafka.compression.type", "none").strip().lower()
-        if self.compression not in ("none", "gzip", "snappy", "lz4", "zstd"):
-            raise KafkaLogOptionError(f"kafka.compression.type {self.compression!r} (none, gzip, snappy, lz4, zstd)")
+        compression = opts.get("kafka.compression.type", "none").strip().lower()
+        if compression not in ("none", "gzip", "snappy", "lz4", "zstd"):
+            raise KafkaLogOptionError(f"kafka.compression.type {compression!r} (none, gzip, snappy, lz4, zstd)")
+        self.compression = cast(Compression, compression)
         self.batch_bytes = _int(opts, "kafka.batch.size") or 512 * 1024
         if self.batch_bytes < 1:
             raise KafkaLogOptionError("kafka.batch.size must be positive")

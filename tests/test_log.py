@@ -1366,3 +1366,35 @@ def test_closed_log_cannot_be_entered_and_isolation_names_take_any_case(tmp_path
     with pytest.raises(kafkalog.KafkaLogError, match="is closed"):
         with log:
             pass
+
+
+def test_a_log_of_many_segments_opens_under_a_low_soft_open_file_limit(tmp_path):
+    """An open log holds a descriptor per segment (as a broker does); the soft open-file limit
+    is raised toward the hard one as far as the log needs (as the JVM raises it for Kafka's
+    tools), and where the hard limit is too low the error says what to do."""
+    import resource
+    import subprocess
+    import sys
+
+    with open_log(tmp_path) as log:
+        for i in range(300):
+            log.append([{"value": b"v%d" % i}])
+            log.roll()
+    child = ("import kafkalog, resource, sys\n"
+             "log = kafkalog.Log(sys.argv[1])\n"
+             "print(log.to_arrow().read_all().num_rows, resource.getrlimit(resource.RLIMIT_NOFILE)[0])\n")
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+
+    def run(soft, hard):
+        return subprocess.run([sys.executable, "-c", child, str(tmp_path / "t-0")], capture_output=True,
+                              text=True, timeout=120,
+                              preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard)))
+
+    if hard == resource.RLIM_INFINITY or hard > 1024:
+        ok = run(128, hard)
+        assert ok.returncode == 0, ok.stderr
+        rows, soft_after = map(int, ok.stdout.split())
+        assert rows == 300 and 300 < soft_after <= (hard if hard != resource.RLIM_INFINITY else soft_after)
+    low = run(128, 128)
+    assert low.returncode != 0
+    assert "Too many open files" in low.stderr and "ulimit -n" in low.stderr and "(now 128)" in low.stderr

@@ -487,6 +487,7 @@ fn load_segment_files(
     if writable {
         delete_orphan_indexes(dir, &bases)?;
     }
+    make_room_for_open_files(bases.len());
     let mut segments = LogSegments::new();
     let mut needs_recovery = Vec::new();
     for &base in &bases {
@@ -503,6 +504,39 @@ fn load_segment_files(
     }
     // A writable open of an empty folder (create=True) starts an empty log.
     Ok((segments, needs_recovery))
+}
+
+/// An open log holds a descriptor per segment file, as a broker does. When `files` more would not
+/// fit under the soft open-file limit (1024 on many systems: a partition of a thousand segments),
+/// the soft limit is raised toward the hard one, as the JVM running Kafka and its tools raises it
+/// to the hard limit at start (`-XX:+MaxFDLimit`); only as far as needed, so a process that uses
+/// `select()` keeps to low descriptors otherwise. Where it cannot be raised, the open's
+/// "Too many open files" error says what to do.
+fn make_room_for_open_files(files: usize) {
+    // Small logs fit whatever the limit: no look at the process's descriptors for them.
+    const SMALL: usize = 64;
+    if files < SMALL {
+        return;
+    }
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit fills the struct it is given.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
+        return;
+    }
+    let open_now = std::fs::read_dir("/proc/self/fd").map_or(0, Iterator::count);
+    let needed = (open_now + files + SMALL) as libc::rlim_t;
+    if needed <= limit.rlim_cur {
+        return;
+    }
+    let raised = libc::rlimit {
+        rlim_cur: needed.saturating_mul(2).min(limit.rlim_max),
+        rlim_max: limit.rlim_max,
+    };
+    // SAFETY: setrlimit reads the struct it is given; a failure leaves the limit as it was.
+    unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) };
 }
 
 /// What `recover_log` did: bytes cut from torn tails (and, with `Truncate`, at the damage), and

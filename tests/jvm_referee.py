@@ -44,7 +44,10 @@ def run(main: str, lines: Sequence[str], version: str = KAFKA_VERSIONS[0]) -> Li
         raise RefereeUnavailable("java is not on PATH")
     classes = compiled_classes()
     proc = subprocess.run(
-        [java, "-Xshare:auto", "-XX:TieredStopAtLevel=1", "-cp", f"{classes}:{kafka_classpath(version)}", main],
+        # Kafka's own logging off: log4j2's default configuration prints errors (an assignor's
+        # "claiming the same TopicPartition") on stdout, among the answers.
+        [java, "-Xshare:auto", "-XX:TieredStopAtLevel=1", "-Dorg.apache.logging.log4j.level=OFF",
+         "-cp", f"{classes}:{kafka_classpath(version)}", main],
         input="\n".join(lines) + "\n", capture_output=True, text=True, timeout=300,
     )
     if proc.returncode != 0:

@@ -1,6 +1,6 @@
 """Consumer groups: committed offsets (atomic under SIGKILL), Kafka's assignors checked against
-Kafka's own RangeAssignor/RoundRobinAssignor from the kafka-clients jar, the sticky assignor's
-properties, and consumers (poll, Arrow, seek, commit, resume; several sharing a group in one
+Kafka's own RangeAssignor/RoundRobinAssignor/StickyAssignor/CooperativeStickyAssignor from the
+kafka-clients jar, the sticky assignors' properties, and consumers (poll, Arrow, seek, commit, resume; several sharing a group in one
 process and in two processes)."""
 
 from __future__ import annotations
@@ -138,12 +138,16 @@ def test_cooperative_sticky_is_balanced_and_sticky(tmp_path):
         topics = {f"t{i}": rng.randint(1, 10) for i in range(rng.randint(1, 3))}
         all_tps = sorted((t, p) for t, n in topics.items() for p in range(n))
         members = [f"m{i}" for i in range(rng.randint(1, 6))]
-        first = g.assign(members, topics, strategy="cooperative-sticky")
+        first = g.assign(members, topics, strategy="sticky")
         # Members leave and join; the survivors' previous partitions are given back.
         survivors = [m for m in members if rng.random() < 0.7] or members[:1]
         now = survivors + [f"new{i}" for i in range(rng.randint(0, 3))]
         previous = {m: first[m] for m in survivors}
-        second = g.assign(now, topics, strategy="cooperative-sticky", previous=previous)
+        second = g.assign(now, topics, strategy="sticky", previous=previous)
+        # One cooperative rebalance: the same choice, less what changes owner.
+        coop = g.assign(now, topics, strategy="cooperative-sticky", previous=previous)
+        assert coop == {m: [tp for tp in second[m] if not any(tp in previous.get(o, []) for o in now if o != m)]
+                        for m in now}
         for result, group in ((first, members), (second, now)):
             got = sorted(tp for tps in result.values() for tp in tps)
             assert got == all_tps, "every partition exactly once"
@@ -337,6 +341,9 @@ def test_sticky_keeps_as_much_as_kafkas(tmp_path, version, strategy):
     for (topics, now, previous), answer in zip(cases, answers):
         kafkas = _parse_answer(answer)
         ours = g.assign(now, topics, strategy=strategy, previous=previous)
+        if strategy == "cooperative-sticky":
+            # The second rebalance, as Kafka's answer: members own what the first gave them.
+            ours = g.assign(now, topics, strategy=strategy, previous=ours)
         sizes = lambda a: sorted(len(v) for v in a.values())  # noqa: E731
         assert sizes(ours) == sizes(kafkas), (topics, now, previous, ours, kafkas)
 
@@ -344,6 +351,42 @@ def test_sticky_keeps_as_much_as_kafkas(tmp_path, version, strategy):
             return sum(len(set(a[m]) & set(previous.get(m, []))) for m in now)
 
         assert kept(ours) >= kept(kafkas), (topics, now, previous, ours, kafkas)
+
+
+@pytest.mark.parametrize("version", KAFKA_VERSIONS)
+def test_sticky_equals_kafkas_when_members_subscribe_alike(tmp_path, version):
+    """With one subscription for every member (Kafka's constrained sticky algorithm), the choice is
+    Kafka's own: its StickyAssignor's, and for cooperative-sticky what CooperativeStickyAssignor
+    answers in one rebalance (partitions changing owner held back) and in the next. Previous
+    partitions come in any order, some of them claimed by two members."""
+    rng = random.Random(4242)
+    g = ConsumerGroup(tmp_path, "g")
+    cases = []
+    for _ in range(150):
+        topics = {f"t{i}": rng.randint(1, 9) for i in range(rng.randint(1, 3))}
+        all_tps = [(t, p) for t, n in topics.items() for p in range(n)]
+        members = [rng.choice(["m", "consumer-", "c"]) + str(i) for i in range(rng.randint(1, 7))]
+        previous = {}
+        for m in members:
+            if rng.random() < 0.8:
+                owned = rng.sample(all_tps, rng.randint(0, min(len(all_tps), 6)))
+                previous[m] = owned
+        cases.append((topics, members, previous))
+
+    def line(strategy, topics, members, previous):
+        subs = ";".join(f"{m}:{','.join(topics)}:{','.join(f'{t}/{p}' for t, p in previous.get(m, []))}"
+                        for m in members)
+        return f"{strategy} {subs} {','.join(f'{t}={n}' for t, n in topics.items())}"
+
+    for strategy, referee in (("sticky", "sticky"), ("cooperative-sticky", "cooperative-sticky-once"),
+                              ("cooperative-sticky", "cooperative-sticky")):
+        answers = jvm_referee.run("AssignorReferee", [line(referee, *c) for c in cases], version)
+        for (topics, members, previous), answer in zip(cases, answers):
+            ours = g.assign(members, topics, strategy=strategy, previous=previous)
+            if referee == "cooperative-sticky":
+                ours = g.assign(members, topics, strategy=strategy, previous=ours)
+            assert {m: sorted(tps) for m, tps in ours.items()} == _parse_answer(answer), \
+                (referee, topics, members, previous)
 
 
 def test_assign_with_partition_counts_reads_nothing_from_disk(tmp_path):

@@ -299,7 +299,10 @@ class ConsumerGroup:
         """Kafka's assignors (``range``, ``roundrobin``, ``sticky``, ``cooperative-sticky``). ``members``:
         member ids all subscribed to ``topics``, or {member: [topics]}. ``topics``: names (their
         partition counts are read from the data dir) or {topic: partition count}. ``previous``:
-        {member: [(topic, partition)]} it owned (the sticky assignor keeps what it can)."""
+        {member: [(topic, partition)]} it owned (the sticky assignors keep what they can;
+        ``cooperative-sticky`` answers as Kafka's ``CooperativeStickyAssignor`` does in one
+        rebalance: a partition changing owner is left out until its previous owner revoked it, in
+        the next rebalance, as ``Consumer`` members do it)."""
         if isinstance(members, Mapping):
             subscriptions = {m: list(ts) for m, ts in members.items()}
         else:

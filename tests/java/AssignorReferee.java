@@ -5,6 +5,8 @@
 // CooperativeStickyAssignor as a group does: the first rebalance (partitions changing owner are
 // revoked, not yet given), then a second one with what each member owns after it; answers the
 // second's assignment.
+//   "cooperative-sticky-once ..." (same fields) answers the first rebalance alone, what
+// CooperativeStickyAssignor.assign returns with partitions changing owner held back.
 //   "sticky <member>:<topics>:<owned t/p,...>;... <topics>" runs Kafka's eager StickyAssignor once,
 // each member's previous assignment in its subscription's user data, as its consumer sends it.
 import java.io.BufferedReader;
@@ -39,7 +41,8 @@ public class AssignorReferee {
         String line;
         while ((line = in.readLine()) != null) {
             String[] f = line.trim().split(" ");
-            boolean sticky = f[0].equals("cooperative-sticky");
+            boolean once = f[0].equals("cooperative-sticky-once");
+            boolean sticky = f[0].equals("cooperative-sticky") || once;
             boolean eagerSticky = f[0].equals("sticky");
             ConsumerPartitionAssignor assignor = sticky ? new CooperativeStickyAssignor()
                 : eagerSticky ? new StickyAssignor()
@@ -82,7 +85,7 @@ public class AssignorReferee {
             Cluster cluster = new Cluster("c", Collections.singletonList(node), parts, Collections.emptySet(), Collections.emptySet());
             Map<String, ConsumerPartitionAssignor.Assignment> result =
                 assignor.assign(cluster, new ConsumerPartitionAssignor.GroupSubscription(subs)).groupAssignment();
-            if (sticky) {
+            if (sticky && !once) {
                 // The second rebalance: members own what the first gave them.
                 Map<String, ConsumerPartitionAssignor.Subscription> again = new HashMap<>();
                 for (Map.Entry<String, ConsumerPartitionAssignor.Assignment> e : result.entrySet()) {

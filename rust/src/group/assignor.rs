@@ -2,7 +2,7 @@
 //! `StickyAssignor` and `CooperativeStickyAssignor`): which member of a group reads which
 //! partition.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use crate::error::{Error, Result};
 
@@ -24,8 +24,9 @@ pub enum AssignmentStrategy {
     Range,
     RoundRobin,
     /// Kafka's eager `StickyAssignor`: the same assignment as the cooperative one (both are
-    /// Kafka's `AbstractStickyAssignor`); only the protocol's name differs here, since a group
-    /// over files never revokes more than what moves (`membership.rs`).
+    /// Kafka's `AbstractStickyAssignor`) but for a partition two members claim (the eager one
+    /// gives it to one of them); a group over files never revokes more than what moves
+    /// (`membership.rs`).
     Sticky,
     CooperativeSticky,
 }
@@ -80,9 +81,8 @@ pub fn assign(
     Ok(match strategy {
         AssignmentStrategy::Range => range(members, partitions_per_topic),
         AssignmentStrategy::RoundRobin => round_robin(members, partitions_per_topic),
-        AssignmentStrategy::Sticky | AssignmentStrategy::CooperativeSticky => {
-            sticky(members, partitions_per_topic)
-        }
+        AssignmentStrategy::Sticky => sticky(members, partitions_per_topic, true),
+        AssignmentStrategy::CooperativeSticky => sticky(members, partitions_per_topic, false),
     })
 }
 
@@ -160,12 +160,25 @@ fn round_robin(members: &[MemberSubscription], counts: &BTreeMap<String, i32>) -
 /// The sticky assignment `StickyAssignor` gives and `CooperativeStickyAssignor` converges to: every subscribed partition
 /// assigned, counts as even as subscriptions allow (within one when everyone subscribes to the
 /// same topics), and each member keeps as many of the partitions it owned as balance permits.
-/// The cooperative part (a moved partition is released by its old owner before the new owner
-/// takes it) is the group protocol's job (`membership.rs`), not the assignor's.
-fn sticky(members: &[MemberSubscription], counts: &BTreeMap<String, i32>) -> Assignment {
+/// When every member subscribes to the same topics (the usual group) it is Kafka's own choice
+/// ([`constrained_sticky`]); otherwise an assignment with the same guarantees. The cooperative
+/// part (a moved partition is released by its old owner before the new owner takes it) is the
+/// group protocol's job (`membership.rs`), or [`without_transfers`] for one rebalance's answer.
+fn sticky(
+    members: &[MemberSubscription],
+    counts: &BTreeMap<String, i32>,
+    eager: bool,
+) -> Assignment {
     let mut out = empty_assignment(members);
     if members.is_empty() {
         return out;
+    }
+    let first: BTreeSet<&str> = members[0].topics.iter().map(String::as_str).collect();
+    if members
+        .iter()
+        .all(|m| m.topics.iter().map(String::as_str).collect::<BTreeSet<_>>() == first)
+    {
+        return constrained_sticky(members, counts, &first, eager);
     }
     let subs: BTreeMap<&str, BTreeSet<&str>> = members
         .iter()
@@ -253,6 +266,162 @@ fn sticky(members: &[MemberSubscription], counts: &BTreeMap<String, i32>) -> Ass
     out
 }
 
+/// Kafka's `AbstractStickyAssignor.ConstrainedAssignmentBuilder` (without racks), the algorithm
+/// for a group whose members all subscribe to `topics`: with `P` partitions among `C` members,
+/// each keeps its previous partitions (lowest partition number first) up to `floor(P/C)`, or up
+/// to `ceil(P/C)` while fewer than `P % C` members have that many (members taken in the order
+/// Java's `HashMap` holds their ids, as Kafka's loop meets them); the rest go round robin, in
+/// topic and partition order, first to the members under `floor(P/C)` (by id), then to those
+/// that may still take one more. Previous partitions as [`previous_owners`] settles them.
+fn constrained_sticky(
+    members: &[MemberSubscription],
+    counts: &BTreeMap<String, i32>,
+    topics: &BTreeSet<&str>,
+    eager: bool,
+) -> Assignment {
+    let mut out = empty_assignment(members);
+    let all: Vec<TopicPartition> = topics
+        .iter()
+        .filter_map(|t| counts.get(*t).map(|&n| (*t, n)))
+        .flat_map(|(t, n)| (0..n).map(move |p| (t.to_string(), p)))
+        .collect();
+    let exists: BTreeSet<&TopicPartition> = all.iter().collect();
+    let ids: Vec<&str> = members.iter().map(|m| m.member_id.as_str()).collect();
+    let order = java_hash_map_order(&ids);
+    let owned_of = previous_owners(members, &order, &exists, eager);
+    let (min_quota, max_quota) = (all.len() / members.len(), all.len().div_ceil(members.len()));
+    let expected_over_min = all.len() % members.len();
+    let mut over_min = 0usize;
+    let mut under_min: Vec<String> = Vec::new();
+    let mut at_min: VecDeque<String> = VecDeque::new();
+    let mut assigned: BTreeSet<TopicPartition> = BTreeSet::new();
+    for &id in &order {
+        let mut owned = owned_of[id].clone();
+        owned.sort_by(|a, b| (a.1, &a.0).cmp(&(b.1, &b.0)));
+        let keep = if owned.len() < min_quota {
+            under_min.push(id.to_string());
+            owned.len()
+        } else if owned.len() >= max_quota && over_min < expected_over_min {
+            over_min += 1;
+            if over_min == expected_over_min {
+                at_min.clear();
+            }
+            max_quota
+        } else {
+            if over_min < expected_over_min {
+                at_min.push_back(id.to_string());
+            }
+            min_quota
+        };
+        owned.truncate(keep);
+        assigned.extend(owned.iter().cloned());
+        out.get_mut(id).expect("entry").extend(owned);
+    }
+    under_min.sort();
+    at_min.make_contiguous().sort();
+    // Round robin over the members under the minimum, restarting while some remain; then one
+    // more each to those at the minimum.
+    let mut next = 0usize;
+    for tp in all.into_iter().filter(|tp| !assigned.contains(tp)) {
+        let member = if next < under_min.len() {
+            next += 1;
+            under_min[next - 1].clone()
+        } else if !under_min.is_empty() {
+            next = 1;
+            under_min[0].clone()
+        } else if let Some(m) = at_min.pop_front() {
+            m
+        } else {
+            // Kafka's quotas leave no partition without a member; should they, the least
+            // loaded member takes it rather than losing it.
+            out.iter()
+                .min_by_key(|(_, l)| l.len())
+                .map(|(m, _)| m.clone())
+                .expect("members")
+        };
+        let list = out.get_mut(&member).expect("entry");
+        list.push(tp);
+        if list.len() == min_quota && next > 0 && under_min.get(next - 1) == Some(&member) {
+            under_min.remove(next - 1);
+            next -= 1;
+            at_min.push_back(member);
+        }
+    }
+    for list in out.values_mut() {
+        list.sort();
+    }
+    out
+}
+
+/// Each member's previous partitions as Kafka's `AbstractStickyAssignor.allSubscriptionsEqual`
+/// takes them, members met in `order`: a partition of a subscribed topic that exists, claimed
+/// once. A partition two members claim goes to neither under the cooperative protocol (their
+/// subscriptions carry the same generation); under the eager one (`eager`) to the one met last,
+/// since the generation Kafka compares it with there (the other's subscription's) is unset.
+fn previous_owners<'a>(
+    members: &[MemberSubscription],
+    order: &[&'a str],
+    exists: &BTreeSet<&TopicPartition>,
+    eager: bool,
+) -> BTreeMap<&'a str, Vec<TopicPartition>> {
+    let mut owned_of: BTreeMap<&str, Vec<TopicPartition>> =
+        order.iter().map(|id| (*id, Vec::new())).collect();
+    let mut owner: BTreeMap<&TopicPartition, &str> = BTreeMap::new();
+    for &id in order {
+        let member = members.iter().find(|m| m.member_id == id).expect("listed");
+        for tp in member.owned.iter().filter(|tp| exists.contains(tp)) {
+            if let Some(other) = owner.insert(tp, id) {
+                let list = owned_of.get_mut(other).expect("entry");
+                if let Some(i) = list.iter().position(|x| x == tp) {
+                    list.remove(i);
+                }
+                if !eager {
+                    continue;
+                }
+            }
+            owned_of.get_mut(id).expect("entry").push(tp.clone());
+        }
+    }
+    owned_of
+}
+
+/// The order Java's `HashMap<String, _>` (default capacity) iterates `keys` in, inserted in the
+/// given order: by bucket (`String.hashCode` spread as `HashMap.hash` spreads it, masked to the
+/// table's size), then in insertion order within a bucket.
+fn java_hash_map_order<'a>(keys: &[&'a str]) -> Vec<&'a str> {
+    let mut capacity = 16usize;
+    while keys.len() * 4 > capacity * 3 {
+        capacity *= 2;
+    }
+    let bucket = |key: &str| {
+        let h = key.encode_utf16().fold(0i32, |h, unit| {
+            h.wrapping_mul(31).wrapping_add(i32::from(unit))
+        }) as u32;
+        ((h ^ (h >> 16)) as usize) & (capacity - 1)
+    };
+    let mut order: Vec<(usize, usize, &str)> = keys
+        .iter()
+        .enumerate()
+        .map(|(i, k)| (bucket(k), i, *k))
+        .collect();
+    order.sort_unstable();
+    order.into_iter().map(|(_, _, k)| k).collect()
+}
+
+/// What Kafka's `CooperativeStickyAssignor.assign` answers in one rebalance: `assignment` less
+/// the partitions changing owner (one another member owned), which their new owners get in the
+/// next rebalance, once their previous owners revoked them.
+pub fn without_transfers(mut assignment: Assignment, members: &[MemberSubscription]) -> Assignment {
+    for (id, list) in assignment.iter_mut() {
+        list.retain(|tp| {
+            !members
+                .iter()
+                .any(|m| &m.member_id != id && m.owned.contains(tp))
+        });
+    }
+    assignment
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -303,6 +472,66 @@ mod tests {
         let mut c2 = tps("t1", &[1]);
         c2.extend(tps("t2", &[0, 1, 2]));
         assert_eq!(a["C2"], c2);
+    }
+
+    fn owning(id: &str, topics: &[&str], owned: Vec<TopicPartition>) -> MemberSubscription {
+        MemberSubscription {
+            owned,
+            ..member(id, topics)
+        }
+    }
+
+    #[test]
+    fn sticky_makes_kafkas_choice_for_one_subscription() {
+        // Checked against Kafka's StickyAssignor: the partition left over goes to a member that
+        // kept its minimum share rather than to the one that came with nothing.
+        let counts = BTreeMap::from([("t0".to_string(), 3)]);
+        let members = [
+            member("m0", &["t0"]),
+            owning("m1", &["t0"], tps("t0", &[0])),
+        ];
+        let a = assign(AssignmentStrategy::Sticky, &members, &counts).unwrap();
+        assert_eq!(a["m0"], tps("t0", &[1]));
+        assert_eq!(a["m1"], tps("t0", &[0, 2]));
+        // A member keeps its lowest partitions, whatever order it lists them in.
+        let counts = BTreeMap::from([("t0".to_string(), 2)]);
+        let members = [
+            owning("m0", &["t0"], tps("t0", &[1, 0])),
+            member("m1", &["t0"]),
+        ];
+        let a = assign(AssignmentStrategy::Sticky, &members, &counts).unwrap();
+        assert_eq!(
+            (a["m0"].clone(), a["m1"].clone()),
+            (tps("t0", &[0]), tps("t0", &[1]))
+        );
+        // One rebalance of the cooperative protocol holds back what changes owner.
+        let members = [
+            owning("m1", &["t0"], tps("t0", &[0, 1])),
+            member("m0", &["t0"]),
+        ];
+        let a = assign(AssignmentStrategy::CooperativeSticky, &members, &counts).unwrap();
+        let once = without_transfers(a, &members);
+        assert_eq!(
+            (once["m0"].clone(), once["m1"].clone()),
+            (vec![], tps("t0", &[0]))
+        );
+    }
+
+    #[test]
+    fn java_hash_map_order_is_bucket_then_insertion_order() {
+        // "Aa" and "BB" share String.hashCode 2112 (one bucket): insertion order; "m1" (3428,
+        // bucket 4) before "m0" would be wrong: 3427 is bucket 3.
+        assert_eq!(
+            java_hash_map_order(&["m1", "BB", "m0", "Aa"]),
+            ["BB", "Aa", "m0", "m1"]
+        );
+        // Past 12 keys the table doubles to 32 buckets: "m16" (hash 106322: bucket 3 of 16, 19 of 32) then
+        // follows "m9" (3436, bucket 12).
+        let keys: Vec<String> = (0..17).map(|i| format!("m{i}")).collect();
+        let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+        let order = java_hash_map_order(&keys);
+        let pos = |k: &str| order.iter().position(|x| *x == k).unwrap();
+        assert!(pos("m9") < pos("m16"), "{order:?}");
     }
 
     #[test]

@@ -713,9 +713,13 @@ fn recover_log(
                 .last_offset_before
                 .map(|o| o + 1)
                 .or(expected_at_start);
-            let last = range
-                .next_offset_after
-                .or(if runs_to_end { next_data_base } else { None });
+            // A torn tail beside the clean-shutdown marker ends where the broker's last
+            // recovery point says the log ended (a clean shutdown flushes to the log end).
+            let last = range.next_offset_after.or(if runs_to_end {
+                next_data_base.or(checkpoints.recovery_point.filter(|_| tail))
+            } else {
+                None
+            });
             let offsets = match (first, last) {
                 (Some(a), Some(b)) if b > a => Some((a, b - 1)),
                 _ => None,
@@ -816,7 +820,19 @@ fn recover_log(
             .last_offset_before
             .map(|o| o + 1)
             .or(c.expected_at_start);
-        let offsets = match (first, c.end_offset) {
+        // Past the last valid batch: up to where the clean shutdown's recovery point says the
+        // log ended, when the damage runs to the end of the log.
+        let at_tail = checkpoints.clean_shutdown
+            && c.scan.invalid.last().is_some_and(|r| r.end == size)
+            && bases
+                .iter()
+                .zip(&sizes)
+                .all(|(b, s)| *b <= cut_base || *s == 0);
+        let end = c
+            .end_offset
+            .filter(|e| first.is_some_and(|a| *e > a))
+            .or(checkpoints.recovery_point.filter(|_| at_tail));
+        let offsets = match (first, end) {
             (Some(a), Some(b)) if b > a => Some((a, b - 1)),
             _ => None,
         };

@@ -439,10 +439,16 @@ fn a_torn_tail_beside_the_clean_shutdown_marker_is_damage_and_a_failed_open_chan
         let damage = log.damaged_ranges();
         assert_eq!(damage.len(), 1, "{mode:?}: {damage:?}");
         assert_eq!(damage[0].file, last_log);
-        // At the torn batch; its own offsets are not to be trusted, so the next one is unknown.
+        // At the torn batch; its own header is not to be trusted, but the recovery point the
+        // clean shutdown left says where the log ended: offsets 28..29 are lost.
         let torn_at = size - batch_at(0, &[14, 14]).len() as u64;
         assert_eq!(damage[0].position, torn_at, "{mode:?}");
-        assert_eq!(damage[0].offsets.map(|o| o.0), None, "{mode:?}");
+        assert_eq!(damage[0].offsets, Some((28, 29)), "{mode:?}");
+        assert!(
+            damage[0].to_string().ends_with("offsets 28..29 lost"),
+            "{}",
+            damage[0]
+        );
         drop(log);
         assert_eq!(
             tree(root.path()),
@@ -462,6 +468,7 @@ fn a_torn_tail_beside_the_clean_shutdown_marker_is_damage_and_a_failed_open_chan
     .unwrap();
     assert_eq!(log.log_end_offset(), 28);
     assert_eq!(log.damaged_ranges()[0].action, DamageAction::Removed);
+    assert_eq!(log.damaged_ranges()[0].offsets, Some((28, 29)));
     assert!(!marker.exists());
     assert_eq!(all_batches(&log), expected()[..14]);
 }

@@ -485,19 +485,27 @@ fn group_describe(data_dir: PathBuf, group_id: &str) -> PyResult<String> {
 }
 
 /// Kafka's assignors: `subscriptions` {member: [topics]}, `partitions` {topic: count}, `owned`
-/// {member: [(topic, partition)]} for the sticky one. Returns {member: [(topic, partition)]}.
+/// {member: [(topic, partition)]} for the sticky ones. Returns {member: [(topic, partition)]}:
+/// for cooperative-sticky, as Kafka's `CooperativeStickyAssignor` answers one rebalance (the
+/// partitions changing owner left out until their previous owners revoke them).
 #[pyfunction]
 #[pyo3(signature = (subscriptions, partitions, strategy = "range", owned = None))]
 fn assign_partitions(
-    subscriptions: BTreeMap<String, Vec<String>>,
+    subscriptions: &Bound<'_, PyDict>,
     partitions: BTreeMap<String, i32>,
     strategy: &str,
     owned: Option<BTreeMap<String, Vec<(String, i32)>>>,
 ) -> PyResult<BTreeMap<String, Vec<(String, i32)>>> {
     let strategy = AssignmentStrategy::from_name(strategy)?;
+    // In the order given, as a group coordinator lists its members: the sticky assignors meet
+    // them in the order of Java's HashMap, whose ties keep it.
+    let subscriptions: Vec<(String, Vec<String>)> = subscriptions
+        .iter()
+        .map(|(m, topics)| Ok((m.extract()?, topics.extract()?)))
+        .collect::<PyResult<_>>()?;
     let mut owned = owned.unwrap_or_default();
     for m in owned.keys() {
-        if !subscriptions.contains_key(m) {
+        if !subscriptions.iter().any(|(s, _)| s == m) {
             return Err(Error::InvalidArgument(format!(
                 "owned lists member '{m}', which has no subscription"
             ))
@@ -512,7 +520,13 @@ fn assign_partitions(
             topics,
         })
         .collect();
-    Ok(group::assign(strategy, &members, &partitions)?)
+    let assignment = group::assign(strategy, &members, &partitions)?;
+    Ok(match strategy {
+        AssignmentStrategy::CooperativeSticky => {
+            crate::group::assignor::without_transfers(assignment, &members)
+        }
+        _ => assignment,
+    })
 }
 
 /// Creates a topic's partition folders with its topic configs (Kafka names, kept beside them).

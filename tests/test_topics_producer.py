@@ -402,3 +402,37 @@ def test_linger_bounds_how_long_a_record_waits(tmp_path):
         assert not f.done(), "within linger_ms the batch stays open"
         p.flush()
         assert f.get() == (0, 1)
+
+
+def test_no_new_topic_or_partition_in_a_brokers_log_dir(tmp_path):
+    """A broker knows its topics from its cluster metadata; folders it does not know it renames
+    to -stray on restart and deletes (KRaft), with whatever was written there. kafkalog writes
+    only into what the broker created."""
+    t = Topic.create(tmp_path, "made-by-the-broker", partitions=1)
+    (tmp_path / "meta.properties").write_text("version=1\nnode.id=1\n")
+    for make in (lambda: Topic.create(tmp_path, "new", partitions=2),
+                 lambda: t.add_partitions(3),
+                 lambda: kafkalog.create_topic(str(tmp_path), "new", 1)):
+        with pytest.raises(kafkalog.InvalidArgumentError, match="broker's log dir .*meta.properties.*strays"):
+            make()
+    assert DataDir(tmp_path).topics() == {"made-by-the-broker": 1}
+    with Producer(t) as p:  # writing into the broker's own topic goes on
+        p.send(b"v").get()
+    assert t.end_offsets() == {0: 1}
+
+
+def test_idempotence_needs_acks_all_and_batch_size_zero_turns_batching_off(tmp_path):
+    """Kafka's ProducerConfig: idempotence (implied by a transactional id) with acks 0 or 1 is a
+    ConfigException; batch.size=0 is allowed and sends each record in its own batch."""
+    t = Topic.create(tmp_path, "t", partitions=1)
+    for kw in ({"idempotent": True, "acks": 1}, {"idempotent": True, "acks": 0},
+               {"transactional_id": "tx", "acks": "1"}):
+        with pytest.raises(kafkalog.InvalidArgumentError, match="Must set acks to all"):
+            Producer(t, **kw)
+    with Producer(t, idempotent=True, acks="all") as p:
+        p.send(b"fine").get()
+    with Producer(t, batch_size=0, linger_ms=60_000) as p:
+        futures = [p.send(b"v%d" % i) for i in range(5)]
+        assert all(f.done() for f in futures), "no batch waits for more records"
+    log = Log(t.partition_path(0))
+    assert [b.records_count for b in log.batches()] == [1] * 6

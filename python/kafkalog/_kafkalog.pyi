@@ -447,7 +447,8 @@ def partition_stats(path: _Path, *, on_corruption: OnCorruption = "error", progr
 @final
 class RecordMetadata:
     """What Producer.send returns: `partition` at once; `get()` -> (partition, offset) once the
-    record's batch is in the log (appending that batch first when it is still open)."""
+    record's batch is in the log (appending that batch first when it is still open). `offset` is
+    None while the batch is open and raises the record's error once it failed, as `get()` does."""
     @property
     def partition(self) -> int: ...
     @property

@@ -161,14 +161,16 @@ class Producer:
     ``RecordMetadata`` at once (Kafka's ``Future<RecordMetadata>``): ``.partition`` is known,
     ``.get()`` returns ``(partition, offset)`` once the record's batch is in the log (appending
     that batch first if it is still open). A batch is appended when it is full (``batch_size``
-    bytes, as Kafka's ``batch.size``), when its first record waited ``linger_ms`` (checked on each
-    ``send`` and ``poll()``), on ``flush()`` and on ``close()``.
+    bytes, as Kafka's ``batch.size``; 0 turns batching off), when its first record waited
+    ``linger_ms`` (checked on each ``send`` and ``poll()``), on ``flush()`` and on ``close()``.
 
     A batch whose append fails reports it on its records' ``RecordMetadata`` (``get()`` raises
     it, typed), never on a later ``send``; ``flush()`` and ``close()`` raise the first failure
     too. A batch over the topic's ``max.message.bytes`` is split, as Kafka's producer splits one
     the broker refused, so only a record too large alone fails (``RecordTooLargeError``); the
-    records after it go in. In a transaction, a failed record leaves it only to abort.
+    records after it go in. An uncompressed record too large alone is refused by its own ``send``
+    (as kafka-python's and confluent-kafka's ``send``/``produce`` refuse one over their request
+    size). In a transaction, a failed record leaves it only to abort.
 
     ``acks``: ``0`` and ``1`` leave appended bytes to the page cache; ``"all"`` (the default, as
     in Kafka) fsyncs every batch before the call that appended it returns.
@@ -177,8 +179,9 @@ class Producer:
     ``RoundRobinPartitioner``), ``"random"``, or a callable ``(key, value, partition_count) -> int``.
     ``idempotent=True`` stamps a producer id and sequences (a retried batch is a duplicate to the
     log); ``transactional_id`` makes it transactional (``begin_transaction``/``commit_transaction``/
-    ``abort_transaction``) and implies idempotence. One producer writes a partition at a time
-    (Kafka's one writer per log): the partitions stay open for writing until ``close``.
+    ``abort_transaction``) and implies idempotence; both need ``acks="all"``, as in Kafka. One
+    producer writes a partition at a time (Kafka's one writer per log): the partitions stay open
+    for writing until ``close``.
     """
 
     def __init__(self, topic: Topic, partitioner: Partitioner = "default", compression: Compression = "none",

@@ -87,9 +87,27 @@ pub fn topic_partition_counts(data_dir: &Path) -> Result<BTreeMap<String, i32>> 
     Ok(counts)
 }
 
+/// A broker's log dir holds `meta.properties`; its broker knows its topics from the cluster's
+/// metadata, not from folders. It would take a partition folder kafkalog created for a topic (or
+/// a partition) it does not know as a stray (KRaft: renamed `-stray` on restart, then deleted),
+/// losing what was written there: refused, saying what to do instead.
+fn refuse_new_partitions_beside_a_broker(data_dir: &Path, topic: &str) -> Result<()> {
+    if !data_dir.join("meta.properties").is_file() {
+        return Ok(());
+    }
+    Err(Error::InvalidArgument(format!(
+        "{} is a Kafka broker's log dir (it holds meta.properties): its broker knows topics and \
+         partitions from the cluster's metadata, not from folders, and would delete as strays \
+         the folders of topic '{topic}' created here; create the topic or its partitions through \
+         the broker (kafka-topics.sh --create / --alter --partitions), then write into them",
+        data_dir.display()
+    )))
+}
+
 /// Creates the folders of a new topic's partitions (an empty log each).
 pub fn create_topic(data_dir: &Path, topic: &str, partitions: i32) -> Result<()> {
     validate_topic_name(topic)?;
+    refuse_new_partitions_beside_a_broker(data_dir, topic)?;
     if partitions < 1 {
         return Err(Error::InvalidArgument(format!(
             "a topic needs at least one partition, not {partitions}"
@@ -177,6 +195,7 @@ pub fn create_topic_with_config(
 ) -> Result<()> {
     validate_topic_name(topic)?;
     if data_dir.is_dir() {
+        refuse_new_partitions_beside_a_broker(data_dir, topic)?;
         if topic_partition_counts(data_dir)?.contains_key(topic) {
             return Err(Error::InvalidArgument(format!(
                 "TopicExists: topic '{topic}' already exists in {}",
@@ -284,6 +303,7 @@ pub fn add_partitions(data_dir: &Path, topic: &str, total: i32) -> Result<i32> {
              larger, not {total} (Kafka never removes partitions)"
         )));
     }
+    refuse_new_partitions_beside_a_broker(data_dir, topic)?;
     let config = topic_log_config(data_dir, topic)?;
     create_partitions(data_dir, topic, current, total, &config)?;
     Ok(total)
@@ -529,6 +549,25 @@ mod tests {
         let folders = partition_folders(dir.path()).unwrap();
         assert_eq!(folders.len(), 3);
         assert_eq!(topic_partition_counts(dir.path()).unwrap()["t"], 3);
+    }
+
+    #[test]
+    fn no_new_topic_or_partition_in_a_brokers_log_dir() {
+        // The broker would delete them as strays on restart.
+        let dir = tempfile::tempdir().unwrap();
+        create_topic(dir.path(), "t", 1).unwrap();
+        std::fs::write(dir.path().join("meta.properties"), "node.id=1\n").unwrap();
+        for e in [
+            create_topic(dir.path(), "new", 1).unwrap_err(),
+            create_topic_with_config(dir.path(), "new", 1, &BTreeMap::new()).unwrap_err(),
+            add_partitions(dir.path(), "t", 2).unwrap_err(),
+        ] {
+            assert!(e.to_string().contains("broker's log dir"), "{e}");
+        }
+        assert_eq!(
+            topic_partition_counts(dir.path()).unwrap(),
+            BTreeMap::from([("t".to_string(), 1)])
+        );
     }
 
     #[test]

@@ -308,9 +308,15 @@ impl TopicProducer {
                     data_dir.display()
                 ))
             })?;
-        if options.batch_size == 0 {
+        // Kafka's `ProducerConfig`: idempotence (which a transactional id implies) needs
+        // acks=all; batch_size 0 is allowed and turns batching off (a batch per record).
+        if (options.idempotent || options.transactional_id.is_some())
+            && options.acks != Acks::Synced
+        {
             return Err(Error::InvalidArgument(
-                "batch_size must be at least 1".into(),
+                "Must set acks to all in order to use the idempotent producer (a transactional \
+                 id implies it). Otherwise we cannot guarantee idempotence."
+                    .into(),
             ));
         }
         let mut p = TopicProducer {

@@ -226,7 +226,8 @@ impl RecordMetadata {
     fn done(&self) -> bool {
         self.handle.outcome.get().is_some()
     }
-    /// The record's offset, None while its batch is open.
+    /// The record's offset, None while its batch is open; once the record failed (a batch
+    /// refused, a transaction aborted), raises its error as `get()` does.
     #[getter]
     fn offset(&self) -> PyResult<Option<i64>> {
         match self.handle.offset() {

@@ -1544,6 +1544,22 @@ def test_write_columns_are_checked_on_the_driver_before_any_task(spark, tmp_path
     assert not list(tmp_path.glob(".w.kafkalog-staging/*")), "a task staged something"
 
 
+def test_write_creates_no_topic_in_a_brokers_log_dir(spark, tmp_path):
+    """A broker would delete the folders of a topic it does not know as strays: the write is
+    refused on the driver before any task, and writes into the broker's own topics go on."""
+    d = tmp_path / "w"
+    d.mkdir()
+    kafkalog.Topic.create(d, "known", partitions=1)
+    (d / "meta.properties").write_text("version=1\nnode.id=1\n")
+    df = spark.createDataFrame([("v",)], "value string")
+    before = sorted(p.name for p in d.iterdir())
+    msg = expect_error(lambda: writer(df, d, topic="unknown").save(), "broker's log dir")
+    assert "Task" not in msg, msg[:2000]
+    assert sorted(p.name for p in d.iterdir()) == before
+    writer(df, d, topic="known").save()
+    assert kafkalog.Log(d / "known-0").log_end_offset == 1
+
+
 def test_write_mode_overwrite_is_an_error(spark, tmp_path):
     d = tmp_path / "w"
     d.mkdir()

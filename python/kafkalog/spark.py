@@ -908,7 +908,7 @@ class KafkaLogWriter(DataSourceArrowWriter):
         if self.topic is not None:
             _kafkalog.validate_topic_name(self.topic)
         if schema is not None:
-            _check_sink_schema(schema, self.topic)
+            _check_sink_schema(schema, self.topic, self.data_dir)
         compression = opts.get("kafka.compression.type", "none").strip().lower()
         if compression not in ("none", "gzip", "snappy", "lz4", "zstd"):
             raise KafkaLogOptionError(f"kafka.compression.type {compression!r} (none, gzip, snappy, lz4, zstd)")
@@ -971,17 +971,17 @@ class KafkaLogWriter(DataSourceArrowWriter):
             pass  # other jobs' staging, or already gone
 
 
-def _check_sink_schema(schema: StructType, topic: Optional[str]) -> None:
+def _check_sink_schema(schema: StructType, topic: Optional[str], data_dir: str) -> None:
     """The sink's column checks on the driver, before any task runs (as Spark's Kafka sink checks
-    them when the write is analysed, an empty DataFrame included); the tasks check each batch
-    again."""
+    them when the write is analysed, an empty DataFrame included), and whether a ``topic`` the
+    write would create may be created in ``data_dir``; the tasks check each batch again."""
     try:
         from pyspark.sql.pandas.types import to_arrow_schema
 
         arrow_schema = to_arrow_schema(schema)
     except Exception:  # a column type Arrow cannot hold: the tasks' check names it
         return
-    _kafkalog.check_sink_schema(arrow_schema, topic=topic)
+    _kafkalog.check_sink_schema(arrow_schema, topic=topic, data_dir=data_dir)
 
 
 def _is_partition_folder(path: str) -> bool:

@@ -1218,13 +1218,23 @@ fn column_error(name: &str, found: &DataType, wanted: &str) -> Error {
 
 /// Spark's Kafka sink checks on a write's schema, before any row (Spark's driver checks them
 /// when it analyses the write): the columns' types as [`SinkColumns::new`] takes them, and a
-/// topic from the option (`topic`) or a `topic` column.
-pub fn check_sink_schema(schema: SchemaRef, topic: Option<&str>) -> Result<()> {
+/// topic from the option (`topic`) or a `topic` column. With `data_dir`, a `topic` the write
+/// would create is checked there as the commit will check it (not in a broker's log dir).
+pub fn check_sink_schema(
+    schema: SchemaRef,
+    topic: Option<&str>,
+    data_dir: Option<&std::path::Path>,
+) -> Result<()> {
     SinkColumns::new(&RecordBatch::new_empty(schema.clone()))?;
     if topic.is_none() && schema.index_of("topic").is_err() {
         return Err(Error::InvalidArgument(
             "Kafka's sink needs the 'topic' option or a 'topic' column".into(),
         ));
+    }
+    if let (Some(topic), Some(dir)) = (topic, data_dir) {
+        if dir.is_dir() && !crate::datadir::topic_partition_counts(dir)?.contains_key(topic) {
+            crate::datadir::refuse_new_partitions_beside_a_broker(dir, topic)?;
+        }
     }
     Ok(())
 }

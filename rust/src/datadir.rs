@@ -91,7 +91,7 @@ pub fn topic_partition_counts(data_dir: &Path) -> Result<BTreeMap<String, i32>> 
 /// metadata, not from folders. It would take a partition folder kafkalog created for a topic (or
 /// a partition) it does not know as a stray (KRaft: renamed `-stray` on restart, then deleted),
 /// losing what was written there: refused, saying what to do instead.
-fn refuse_new_partitions_beside_a_broker(data_dir: &Path, topic: &str) -> Result<()> {
+pub(crate) fn refuse_new_partitions_beside_a_broker(data_dir: &Path, topic: &str) -> Result<()> {
     if !data_dir.join("meta.properties").is_file() {
         return Ok(());
     }

@@ -240,15 +240,21 @@ fn partition_for_key(key: &[u8], num_partitions: i32) -> PyResult<i32> {
     Ok(crate::producer::partition_for_key(key, num_partitions))
 }
 
-/// Spark's Kafka sink checks on a write's Arrow schema, before any row: column types, and a
-/// topic from `topic` or a `topic` column. Raises InvalidArgumentError naming what is wrong.
+/// Spark's Kafka sink checks on a write's Arrow schema, before any row: column types, a topic
+/// from `topic` or a `topic` column, and (with `data_dir`) that a `topic` the write would create
+/// may be created there. Raises InvalidArgumentError naming what is wrong.
 #[pyfunction]
-#[pyo3(signature = (schema, *, topic = None))]
-fn check_sink_schema(schema: PySchema, topic: Option<String>) -> PyResult<()> {
-    Ok(crate::arrow::check_sink_schema(
-        schema.into_inner(),
-        topic.as_deref(),
-    )?)
+#[pyo3(signature = (schema, *, topic = None, data_dir = None))]
+fn check_sink_schema(
+    py: Python<'_>,
+    schema: PySchema,
+    topic: Option<String>,
+    data_dir: Option<PathBuf>,
+) -> PyResult<()> {
+    let schema = schema.into_inner();
+    Ok(py.allow_threads(|| {
+        crate::arrow::check_sink_schema(schema, topic.as_deref(), data_dir.as_deref())
+    })?)
 }
 
 /// Routes Arrow rows with Spark's Kafka sink columns to topic-partitions of `data_dir` and

@@ -330,6 +330,25 @@ fn bytes_like(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Option<Vec<u8>>> {
 /// The fields a record dict may have.
 const RECORD_FIELDS: [&str; 4] = ["value", "key", "headers", "timestamp"];
 
+/// The error for a record dict with a field other than [`RECORD_FIELDS`], naming it.
+#[cold]
+fn unknown_field(dict: &Bound<'_, PyDict>) -> PyErr {
+    let field = dict.keys().into_iter().find(|field| {
+        !field
+            .downcast::<pyo3::types::PyString>()
+            .ok()
+            .and_then(|f| f.to_cow().ok())
+            .is_some_and(|f| RECORD_FIELDS.contains(&f.as_ref()))
+    });
+    let name = field
+        .and_then(|f| f.repr().ok())
+        .map_or_else(|| "?".to_string(), |r| r.to_string());
+    pyo3::exceptions::PyValueError::new_err(format!(
+        "unknown record field {name}: a record is a dict with 'value' and optional 'key', \
+         'headers', 'timestamp'"
+    ))
+}
+
 /// The records of `records` (an iterable of dicts); `if_empty` is the ValueError's message when
 /// there are none.
 pub fn extract_records(records: &Bound<'_, PyAny>, if_empty: &str) -> PyResult<Vec<InputRecord>> {
@@ -337,22 +356,6 @@ pub fn extract_records(records: &Bound<'_, PyAny>, if_empty: &str) -> PyResult<V
     for item in records.try_iter()? {
         let item = item?;
         let dict = item.downcast::<PyDict>().map_err(|_| pyo3::exceptions::PyTypeError::new_err("each record must be a dict with 'value' and optional 'key', 'headers', 'timestamp'"))?;
-        // A misspelt field ("timestmap") or one a log has no use for ("partition", "topic")
-        // would otherwise be dropped without a word.
-        for field in dict.keys() {
-            let known = field
-                .downcast::<pyo3::types::PyString>()
-                .ok()
-                .and_then(|f| f.to_cow().ok())
-                .is_some_and(|f| RECORD_FIELDS.contains(&f.as_ref()));
-            if !known {
-                return Err(pyo3::exceptions::PyValueError::new_err(format!(
-                    "unknown record field {}: a record is a dict with 'value' and optional \
-                     'key', 'headers', 'timestamp'",
-                    field.repr()?
-                )));
-            }
-        }
         let get = |k: &str| dict.get_item(k);
         let value = match get("value")? {
             Some(v) => bytes_like(&v, "value")?,
@@ -362,16 +365,32 @@ pub fn extract_records(records: &Bound<'_, PyAny>, if_empty: &str) -> PyResult<V
                 ))
             }
         };
-        let key = match get("key")? {
+        let key_item = get("key")?;
+        let key_given = key_item.is_some();
+        let key = match key_item {
             Some(k) => bytes_like(&k, "key")?,
             None => None,
         };
-        let timestamp = match get("timestamp")? {
+        let timestamp_item = get("timestamp")?;
+        let timestamp_given = timestamp_item.is_some();
+        let timestamp = match timestamp_item {
             Some(t) if !t.is_none() => Some(t.extract::<i64>()?),
             _ => None,
         };
+        let headers_item = get("headers")?;
+        // A misspelt field ("timestmap") or one a log has no use for ("partition", "topic")
+        // would otherwise be dropped without a word: more keys than the fields found means one.
+        let found = [
+            true, // value
+            key_given,
+            timestamp_given,
+            headers_item.is_some(),
+        ];
+        if dict.len() > found.iter().filter(|f| **f).count() {
+            return Err(unknown_field(dict));
+        }
         let mut headers = Vec::new();
-        if let Some(h) = get("headers")? {
+        if let Some(h) = headers_item {
             if !h.is_none() {
                 let pairs: Bound<'_, PyAny> = if let Ok(d) = h.downcast::<PyDict>() {
                     d.items().into_any()

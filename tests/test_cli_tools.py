@@ -332,10 +332,13 @@ def test_a_tail_lost_on_a_batch_boundary_is_noted_and_a_torn_tail_beside_the_mar
     p = run("stats", data, "--json")
     assert p.returncode == 1, p.stderr
     assert "orders-0 is damaged" in p.stderr and "clean-shutdown marker" in p.stderr
+    # The recovery point the clean shutdown left says where the log ended: what is lost.
+    assert "offsets 35..39 lost" in p.stderr, p.stderr
     err = one_line_error(run("records", data / "orders-0"), 1)
     assert "give --on-corruption truncate" in err or "--on-corruption truncate" in err, err
     p = run("records", data / "orders-0", "--on-corruption", "truncate")
     assert len(lines(p.stdout)) == 35 and "damaged (removed)" in p.stderr
+    assert "offsets 35..39 lost" in p.stderr, p.stderr
 
 
 def test_cat_and_export_leave_internal_topics_out_unless_named(data, tmp_path):

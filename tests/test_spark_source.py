@@ -1991,9 +1991,11 @@ def test_offsets_gone_between_planning_and_reading(spark, tmp_path, fail_on_data
         assert sorted(r.offset for r in df.select("offset").collect()) == list(range(start, 100))
 
 
-def test_register_runs_kafkalog_workers_on_an_interpreter_that_imports_it(tmp_path):
+@pytest.mark.parametrize("outside", ["no kafkalog", "kafkalog without pyarrow"])
+def test_register_runs_kafkalog_workers_on_an_interpreter_that_imports_it(tmp_path, outside):
     """A script run with a venv's python, the venv not activated: Spark starts its workers with
-    ``python3``, which has no kafkalog. Reads, streams and read_logs still work, with a warning."""
+    ``python3``, which has no kafkalog, or finds kafkalog through PYTHONPATH but has no pyarrow
+    (the workers hand Arrow batches). Reads, streams and read_logs still work, with a warning."""
     script = tmp_path / "job.py"
     script.write_text(
         "import os, sys\n"
@@ -2010,11 +2012,21 @@ def test_register_runs_kafkalog_workers_on_an_interpreter_that_imports_it(tmp_pa
     env = {k: v for k, v in os.environ.items() if k not in ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON")}
     env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep)
                                   if p and not os.path.realpath(p).startswith(os.path.realpath(sys.prefix)))
-    probe = subprocess.run(["python3", "-c", "import kafkalog"], env=env, capture_output=True)
-    assert probe.returncode != 0, "the python3 outside the venv imports kafkalog: this test needs one that does not"
+    if outside == "kafkalog without pyarrow":
+        site = tmp_path / "site"
+        site.mkdir()
+        (site / "kafkalog").symlink_to(Path(kafkalog.__file__).parent, target_is_directory=True)
+        env["PYTHONPATH"] = str(site)
+        probe = subprocess.run(["python3", "-c", "import kafkalog"], env=env, capture_output=True, text=True)
+        assert probe.returncode == 0, f"the python3 outside the venv cannot import kafkalog from {site}: {probe.stderr}"
+        probe = subprocess.run(["python3", "-c", "import pyarrow"], env=env, capture_output=True)
+        assert probe.returncode != 0, "the python3 outside the venv has pyarrow: this test needs one that has not"
+    else:
+        probe = subprocess.run(["python3", "-c", "import kafkalog"], env=env, capture_output=True)
+        assert probe.returncode != 0, "the python3 outside the venv imports kafkalog: this test needs one that does not"
     out = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
     lines = out.stdout.splitlines()
     assert "rows 300" in lines and "read_logs 300" in lines, out.stdout
     assert "workers python3" in lines   # Spark's own setting is left as it was
-    assert "cannot import kafkalog" in out.stderr
+    assert "cannot import kafkalog and pyarrow" in out.stderr

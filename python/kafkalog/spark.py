@@ -1028,8 +1028,10 @@ _IMPORTS_KAFKALOG: Dict[str, bool] = {}
 
 def _python_for_workers(spark: Any) -> Optional[str]:
     """The interpreter kafkalog's Spark functions run in when the one Spark starts its Python
-    workers with (``PYSPARK_PYTHON``, else ``python3``) cannot import kafkalog, as when a venv's
-    python runs a script without the venv activated; None when Spark's choice will do."""
+    workers with (``PYSPARK_PYTHON``, else ``python3``) cannot import kafkalog and pyarrow (the
+    workers hand Arrow batches), as when a venv's python runs a script without the venv
+    activated, or another python finds kafkalog through PYTHONPATH but has no pyarrow; None when
+    Spark's choice will do."""
     try:
         configured = spark.sparkContext.pythonExec
     except Exception:  # Spark Connect: the server's workers are not chosen here
@@ -1038,13 +1040,14 @@ def _python_for_workers(spark: Any) -> Optional[str]:
         return None
     if configured not in _IMPORTS_KAFKALOG:
         try:
-            found = subprocess.run([configured, "-c", "import kafkalog"], capture_output=True,
+            found = subprocess.run([configured, "-c", "import kafkalog, pyarrow"], capture_output=True,
                                    timeout=120).returncode == 0
         except (OSError, subprocess.TimeoutExpired):
             found = False
         _IMPORTS_KAFKALOG[configured] = found
         if not found:
-            warnings.warn(f"Spark's Python workers run {configured!r}, which cannot import kafkalog: "
+            warnings.warn(f"Spark's Python workers run {configured!r}, which cannot import kafkalog and "
+                          "pyarrow: "
                           f"kafkalog's reads and writes run theirs on {sys.executable} (set PYSPARK_PYTHON "
                           "before the SparkSession starts to choose)", stacklevel=5)
     return None if _IMPORTS_KAFKALOG[configured] else sys.executable

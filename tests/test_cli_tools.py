@@ -183,6 +183,25 @@ def test_stats_json_matches_the_log(data):
     assert "high watermark" in table.stderr  # the figures explained
 
 
+def test_stats_counts_from_the_log_start_offset(tmp_path):
+    """DeleteRecords moves the log start inside a segment, even inside a batch: stats sums what a
+    consumer reads from there on, as the records themselves are read (bytes stay what is on disk)."""
+    path = tmp_path / "t-0"
+    with kafkalog.Log(path, read_only=False, create=True) as log:
+        for b in range(4):  # batches of 10; the first record of each batch is the oldest but one
+            log.append([{"value": b"v", "timestamp": 5_000 + 100 * b + (0 if i == 1 else 10 + i)}
+                        for i in range(10)])
+        log.delete_records(15)  # inside the second batch
+    r = json.loads(run("stats", path, "--json").stdout)["partitions"][0]
+    log = kafkalog.Log(path)
+    assert r["log_start_offset"] == 15 == log.log_start_offset
+    assert r["records"] == 25 == sum(1 for _ in log.records(isolation="log_end"))
+    assert r["batches"] == 3
+    assert r["first_timestamp"] == 5_115  # offset 15's; the batch's base timestamp is offset 10's
+    assert r["last_timestamp"] == 5_319
+    assert r["bytes"] == log.size_in_bytes
+
+
 # ----- cat and the range rule -----
 
 def test_cat_across_partitions_formats_and_decoders(data):

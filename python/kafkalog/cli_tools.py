@@ -261,7 +261,8 @@ def cmd_stats(args) -> int:
                         for x, w in zip(line, widths)).rstrip())
     print("start/end: log start and end offsets; HW: high watermark (read_uncommitted reads up to it); "
           "LSO: last stable offset (read_committed); txn: share of records in transactions; "
-          "timestamps are batch-level, UTC.", file=sys.stderr)
+          "records and timestamps from the log start on; timestamps are batch-level (each batch's first "
+          "record and largest; a record written out of order can be earlier), UTC.", file=sys.stderr)
     _report_stats_damage(rows)
     return status
 

@@ -34,8 +34,9 @@ pub struct PartitionStats {
     pub aborted_transactions: u64,
     /// Distinct producer ids of idempotent or transactional batches.
     pub producers: usize,
-    /// Batch-level times: the smallest first timestamp (a batch's base timestamp, or its max
-    /// timestamp under LogAppendTime) and the largest max timestamp; None without timestamps.
+    /// Batch-level times: the smallest first timestamp (a batch's base timestamp, its first
+    /// record's, or its max timestamp under LogAppendTime; a record written out of order can be
+    /// earlier) and the largest max timestamp; None without timestamps.
     pub first_timestamp: Option<i64>,
     pub last_timestamp: Option<i64>,
     /// Batches per compression codec name ("none", "gzip", ...).
@@ -50,7 +51,7 @@ pub struct PartitionStats {
 }
 
 /// Opens `dir` read-only (the log a consumer would read: torn tails left out) and sums its
-/// batches; `on_corruption` as `Log::open` takes it (`Skip` sums what is around damage and
+/// batches from the log start offset on (`bytes` and `segments` are what is on disk); `on_corruption` as `Log::open` takes it (`Skip` sums what is around damage and
 /// lists it). `progress` hears each segment's bytes and may stop the work with an error.
 pub fn partition_stats(
     dir: &Path,
@@ -84,12 +85,35 @@ pub fn partition_stats(
         s.bytes += size;
         let max_decompressed = segment.max_decompressed();
         file.for_each_batch(0, size, DEFAULT_MAX_BATCH_SIZE, &mut |_, batch| {
+            let log_start = s.log_start_offset;
+            // Below the log start (DeleteRecords moves it inside a segment, even inside a
+            // batch): bytes on disk, but nothing a consumer reads.
+            if batch.last_offset() < log_start {
+                return Ok(true);
+            }
             s.batches += 1;
             *s.magic.entry(batch.magic()).or_default() += 1;
             *s.codecs
                 .entry(batch.compression()?.name().to_string())
                 .or_default() += 1;
+            let mut max_ts = batch.max_timestamp();
             let (first_ts, count) = match batch {
+                Batch::V2(b) if b.base_offset() < log_start => {
+                    // The batch the log start falls in: its records from there on.
+                    let records = batch.records(&mut scratch, max_decompressed)?;
+                    let kept = records.iter().filter(|r| r.offset >= log_start);
+                    let times: Vec<i64> = kept.clone().map(|r| r.timestamp).collect();
+                    max_ts = times.iter().copied().max().unwrap_or(-1);
+                    (
+                        times
+                            .iter()
+                            .copied()
+                            .filter(|t| *t >= 0)
+                            .min()
+                            .unwrap_or(-1),
+                        kept.count() as u64,
+                    )
+                }
                 Batch::V2(b) => {
                     let first = if b.timestamp_type() == TimestampType::LogAppendTime {
                         b.max_timestamp()
@@ -104,11 +128,8 @@ pub fn partition_stats(
                     batch.records(&mut scratch, max_decompressed)?.len() as u64,
                 ),
             };
-            if batch.max_timestamp() >= 0 {
-                s.last_timestamp = Some(
-                    s.last_timestamp
-                        .map_or(batch.max_timestamp(), |t| t.max(batch.max_timestamp())),
-                );
+            if max_ts >= 0 {
+                s.last_timestamp = Some(s.last_timestamp.map_or(max_ts, |t| t.max(max_ts)));
             }
             if first_ts >= 0 {
                 s.first_timestamp = Some(s.first_timestamp.map_or(first_ts, |t| t.min(first_ts)));

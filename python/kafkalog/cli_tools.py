@@ -7,8 +7,8 @@ from __future__ import annotations
 import argparse
 import base64
 import csv
-import io
 import datetime as _dt
+import io
 import json
 import os
 import re

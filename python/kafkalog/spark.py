@@ -115,6 +115,19 @@ _BATCH_ONLY_OPTIONS = {
     "committogroup": "a stream keeps its offsets in its checkpointLocation",
 }
 
+#: Option names as Spark's documentation spells them, for messages (Spark passes them lower-cased).
+_SPELLING = {n.lower(): n for n in (
+    "subscribePattern", "startingOffsets", "endingOffsets", "startingTimestamp", "endingTimestamp",
+    "startingOffsetsByTimestamp", "endingOffsetsByTimestamp", "startingOffsetsByTimestampStrategy",
+    "includeHeaders", "failOnDataLoss", "minPartitions", "maxRecordsPerPartition",
+    "startingOffsetsFromGroup", "commitToGroup", "maxOffsetsPerTrigger", "minOffsetsPerTrigger",
+    "maxTriggerDelay", "stagingDir")}
+
+
+def _spelt(name: str) -> str:
+    return _SPELLING.get(name, name)
+
+
 #: Readers of a broker's own committed offsets (``__consumer_offsets``), tried for
 #: ``startingOffsetsFromGroup`` after kafkalog's groups: callables ``(data_dir, group_id)`` returning
 #: ``{(topic, partition): offset}``, or None when the group is not theirs.
@@ -210,7 +223,7 @@ def _bool(options: Mapping[str, str], name: str, default: bool) -> bool:
         return default
     value = str(raw).strip().lower()
     if value not in ("true", "false"):
-        raise KafkaLogOptionError(f"option {name} must be true or false, not {raw!r}")
+        raise KafkaLogOptionError(f"option {_spelt(name)} must be true or false, not {raw!r}")
     return value == "true"
 
 
@@ -221,14 +234,14 @@ def _int(options: Mapping[str, str], name: str) -> Optional[int]:
     try:
         return int(str(raw).strip())
     except ValueError:
-        raise KafkaLogOptionError(f"option {name} must be an integer, not {raw!r}") from None
+        raise KafkaLogOptionError(f"option {_spelt(name)} must be an integer, not {raw!r}") from None
 
 
 def _json(options: Mapping[str, str], name: str) -> Any:
     try:
         return json.loads(options[name])
     except json.JSONDecodeError as e:
-        raise KafkaLogOptionError(f"option {name} is not valid JSON: {e}") from None
+        raise KafkaLogOptionError(f"option {_spelt(name)} is not valid JSON: {e}") from None
 
 
 def _is_json_int(v: Any) -> bool:
@@ -401,12 +414,12 @@ def _per_partition(options: Mapping[str, str], name: str, folders: List[TopicPar
     if not isinstance(spec, dict) or not all(
             isinstance(v, dict) and all(_is_partition_key(p) and _is_json_int(o) for p, o in v.items())
             for v in spec.values()):
-        raise KafkaLogOptionError(f'option {name} must be JSON like {{"topicA":{{"0":23,"1":-2}}}}')
+        raise KafkaLogOptionError(f'option {_spelt(name)} must be JSON like {{"topicA":{{"0":23,"1":-2}}}}')
     out = {(t, int(p)): int(v) for t, parts in spec.items() for p, v in parts.items()}
     selected = {(f.topic, f.partition) for f in folders}
     if set(out) != selected:
         raise KafkaLogOptionError(
-            f"If {name} contains specific offsets, you must specify all TopicPartitions.\n"
+            f"If {_spelt(name)} contains specific offsets, you must specify all TopicPartitions.\n"
             f"Specified: {sorted(out)} Assigned: {sorted(selected)}"
         )
     return out
@@ -669,10 +682,11 @@ _TIME_UNITS_MS = {"us": 0.001, "ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "
 Offsets = Dict[Tuple[str, int], int]
 
 
-def _positive(options: Mapping[str, str], name: str) -> Optional[int]:
+def _positive(options: Mapping[str, str], name: str, least: int = 1) -> Optional[int]:
     value = _int(options, name)
-    if value is not None and value < 1:
-        raise KafkaLogOptionError(f"{name} must be positive, not {value}")
+    if value is not None and value < least:
+        raise KafkaLogOptionError(f"{_spelt(name)} must be {'positive' if least == 1 else f'at least {least}'}, "
+                                  f"not {value}")
     return value
 
 
@@ -691,7 +705,8 @@ def _check_options(opts: Mapping[str, str]) -> None:
     _read_settings(opts)
     for name in ("minpartitions", "maxrecordsperpartition"):
         _positive(opts, name)
-    _check_trigger_limits(_positive(opts, "minoffsetspertrigger"), _positive(opts, "maxoffsetspertrigger"))
+    # minOffsetsPerTrigger=0 waits for nothing (Spark's source takes it too).
+    _check_trigger_limits(_positive(opts, "minoffsetspertrigger", least=0), _positive(opts, "maxoffsetspertrigger"))
     _duration_ms(opts, "maxtriggerdelay", "15m")
 
 
@@ -699,7 +714,7 @@ def _duration_ms(options: Mapping[str, str], name: str, default: str) -> int:
     raw = options.get(name, default).strip().lower()
     match = re.fullmatch(r"(\d+)\s*([a-z]*)", raw)
     if not match or (match.group(2) or "ms") not in _TIME_UNITS_MS:
-        raise KafkaLogOptionError(f"option {name} must be a duration such as 15m, 30s or 500ms, not {raw!r}")
+        raise KafkaLogOptionError(f"option {_spelt(name)} must be a duration such as 15m, 30s or 500ms, not {raw!r}")
     return int(int(match.group(1)) * _TIME_UNITS_MS[match.group(2) or "ms"])
 
 
@@ -749,10 +764,10 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         opts = _lower(options)
         for name in opts:
             if name in ("endingoffsets", "endingoffsetsbytimestamp"):
-                raise KafkaLogOptionError(f"option {name} is not valid in streaming queries: a stream reads on "
+                raise KafkaLogOptionError(f"option {_spelt(name)} is not valid in streaming queries: a stream reads on "
                                           "as records arrive (read a range with spark.read)")
             if name in _BATCH_ONLY_OPTIONS:
-                raise KafkaLogOptionError(f"option {name} is for batch reads: {_BATCH_ONLY_OPTIONS[name]}")
+                raise KafkaLogOptionError(f"option {_spelt(name)} is for batch reads: {_BATCH_ONLY_OPTIONS[name]}")
         for name in _IGNORED_STREAM_OPTIONS.keys() & opts.keys():
             warnings.warn(f"ignored {name}: {_IGNORED_STREAM_OPTIONS[name]}", stacklevel=2)
         _check_names({k: v for k, v in opts.items() if k not in _IGNORED_STREAM_OPTIONS}, STREAM_OPTIONS)
@@ -760,7 +775,7 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.paths = _paths(opts)
         self.isolation, self.include_headers, self.fail_on_data_loss, self.strategy = _read_settings(opts)
         self.max_offsets = _positive(opts, "maxoffsetspertrigger")
-        self.min_offsets = _positive(opts, "minoffsetspertrigger")
+        self.min_offsets = _positive(opts, "minoffsetspertrigger", least=0)
         self.max_trigger_delay_ms = _duration_ms(opts, "maxtriggerdelay", "15m")
         _check_trigger_limits(self.min_offsets, self.max_offsets)
         if (self.max_offsets or self.min_offsets) and not _STREAM_LIMITS:
@@ -829,8 +844,9 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return _offsets_json(latest)
         min_rows = limit.min_rows if isinstance(limit, ReadMinRows) else self.min_offsets
         max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else self.max_offsets
-        # A Trigger.AvailableNow query never waits: what it reads is already there.
-        if min_rows is not None and not self.available_now and self._delay(min_rows, begin, latest):
+        # As Spark's Kafka source, under Trigger.AvailableNow too: a backlog under the minimum
+        # within maxTriggerDelay of the last micro-batch is left for a later run (the query ends).
+        if min_rows is not None and self._delay(min_rows, begin, latest):
             return _offsets_json(begin)
         if max_rows is not None:
             return _offsets_json(_rate_limit(max_rows, begin, earliest, latest))

@@ -101,18 +101,14 @@ pub fn partition_stats(
                 Batch::V2(b) if b.base_offset() < log_start => {
                     // The batch the log start falls in: its records from there on.
                     let records = batch.records(&mut scratch, max_decompressed)?;
-                    let kept = records.iter().filter(|r| r.offset >= log_start);
-                    let times: Vec<i64> = kept.clone().map(|r| r.timestamp).collect();
+                    let times: Vec<i64> = records
+                        .iter()
+                        .filter(|r| r.offset >= log_start)
+                        .map(|r| r.timestamp)
+                        .collect();
                     max_ts = times.iter().copied().max().unwrap_or(-1);
-                    (
-                        times
-                            .iter()
-                            .copied()
-                            .filter(|t| *t >= 0)
-                            .min()
-                            .unwrap_or(-1),
-                        kept.count() as u64,
-                    )
+                    let first = times.iter().copied().filter(|t| *t >= 0).min();
+                    (first.unwrap_or(-1), times.len() as u64)
                 }
                 Batch::V2(b) => {
                     let first = if b.timestamp_type() == TimestampType::LogAppendTime {

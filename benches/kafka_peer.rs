@@ -301,6 +301,6 @@ fn machine_limits(log: &Path, secs: f64) {
         dst[dst.len() / 2] as u64
     });
     report("memcpy", ns, s, &format!(", \"bytes\": {}", bytes.len()));
-    let (ns, s) = measure(secs, || u64::from(crc32c::crc32c(&bytes)));
+    let (ns, s) = measure(secs, || u64::from(kafkalog::checksum::crc32c(&bytes)));
     report("crc32c", ns, s, &format!(", \"bytes\": {}", bytes.len()));
 }

@@ -2,6 +2,7 @@
 //! indexes, the partition log) in Rust, byte-compatible with a Kafka broker.
 
 pub mod arrow;
+pub mod checksum;
 pub mod config;
 pub mod datadir;
 pub mod error;

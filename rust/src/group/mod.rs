@@ -65,7 +65,7 @@ pub fn group_folder_name(group_id: &str) -> Result<String> {
             keep = keep - 2 + p;
         }
         out.truncate(keep);
-        let hash = (u64::from(crc32c::crc32c(group_id.as_bytes())) << 32)
+        let hash = (u64::from(crate::checksum::crc32c(group_id.as_bytes())) << 32)
             | u64::from(crc32fast::hash(group_id.as_bytes()));
         out.push_str(&format!("~{hash:016x}"));
     }

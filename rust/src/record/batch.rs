@@ -242,7 +242,7 @@ impl<'a> DefaultBatch<'a> {
     }
 
     pub fn compute_crc(&self) -> u32 {
-        crc32c::crc32c(&self.bytes[ATTRIBUTES_OFFSET..])
+        crate::checksum::crc32c(&self.bytes[ATTRIBUTES_OFFSET..])
     }
 
     pub fn is_valid(&self) -> bool {
@@ -767,7 +767,7 @@ pub fn set_max_timestamp(batch: &mut [u8], timestamp_type: TimestampType, max_ti
     batch[ATTRIBUTES_OFFSET..ATTRIBUTES_OFFSET + 2].copy_from_slice(&attributes.to_be_bytes());
     batch[MAX_TIMESTAMP_OFFSET..MAX_TIMESTAMP_OFFSET + 8]
         .copy_from_slice(&max_timestamp.to_be_bytes());
-    let crc = crc32c::crc32c(&batch[ATTRIBUTES_OFFSET..]);
+    let crc = crate::checksum::crc32c(&batch[ATTRIBUTES_OFFSET..]);
     batch[CRC_OFFSET..CRC_OFFSET + 4].copy_from_slice(&crc.to_be_bytes());
 }
 

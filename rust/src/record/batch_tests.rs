@@ -663,7 +663,7 @@ fn header_keys_that_are_not_utf8_decode_as_java_decodes_them() {
     let mut bytes = b.build().unwrap();
     let at = bytes.windows(3).position(|w| w == b"KKK").unwrap();
     bytes[at..at + 3].copy_from_slice(b"\xffA\xfe");
-    let crc = crc32c::crc32c(&bytes[ATTRIBUTES_OFFSET..]);
+    let crc = crate::checksum::crc32c(&bytes[ATTRIBUTES_OFFSET..]);
     bytes[CRC_OFFSET..CRC_OFFSET + 4].copy_from_slice(&crc.to_be_bytes());
     let records = owned_records(&bytes).unwrap();
     assert_eq!(

@@ -214,7 +214,7 @@ impl BatchBuilder {
         header[51..53].copy_from_slice(&o.producer_epoch.to_be_bytes());
         header[53..57].copy_from_slice(&o.base_sequence.to_be_bytes());
         header[57..61].copy_from_slice(&self.count.to_be_bytes());
-        let crc = crc32c::crc32c(&out[ATTRIBUTES_OFFSET..]);
+        let crc = crate::checksum::crc32c(&out[ATTRIBUTES_OFFSET..]);
         out[CRC_OFFSET..CRC_OFFSET + 4].copy_from_slice(&crc.to_be_bytes());
         Ok(out)
     }
@@ -372,7 +372,7 @@ mod tests {
         // a record count larger than what is there fails when decoding, never allocates
         let mut count = bytes.clone();
         count[57..61].copy_from_slice(&1_000_000_000i32.to_be_bytes());
-        let crc = crc32c::crc32c(&count[ATTRIBUTES_OFFSET..]);
+        let crc = crate::checksum::crc32c(&count[ATTRIBUTES_OFFSET..]);
         count[CRC_OFFSET..CRC_OFFSET + 4].copy_from_slice(&crc.to_be_bytes());
         let b = Batch::parse(&count).unwrap();
         b.ensure_valid().unwrap();

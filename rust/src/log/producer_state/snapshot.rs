@@ -83,7 +83,7 @@ pub fn encode_snapshot<'a>(entries: impl IntoIterator<Item = &'a ProducerStateEn
         count += 1;
     }
     buf[SNAPSHOT_ENTRIES_OFFSET..SNAPSHOT_HEADER_SIZE].copy_from_slice(&count.to_be_bytes());
-    let crc = crc32c::crc32c(&buf[SNAPSHOT_ENTRIES_OFFSET..]);
+    let crc = crate::checksum::crc32c(&buf[SNAPSHOT_ENTRIES_OFFSET..]);
     buf[SNAPSHOT_CRC_OFFSET..SNAPSHOT_ENTRIES_OFFSET].copy_from_slice(&crc.to_be_bytes());
     buf
 }
@@ -108,7 +108,7 @@ pub fn decode_snapshot(bytes: &[u8]) -> Result<Vec<ProducerStateEntry>> {
             .try_into()
             .unwrap(),
     );
-    let computed = crc32c::crc32c(&bytes[SNAPSHOT_ENTRIES_OFFSET..]);
+    let computed = crate::checksum::crc32c(&bytes[SNAPSHOT_ENTRIES_OFFSET..]);
     if stored != computed {
         return Err(Error::corrupt(format!(
             "producer snapshot CRC mismatch: stored {stored:#010x}, computed {computed:#010x}"

@@ -380,7 +380,7 @@ fn snapshot_byte_layout() {
     assert_eq!(&bytes[0..2], &[0, 1], "version 1");
     assert_eq!(
         u32::from_be_bytes(bytes[2..6].try_into().unwrap()),
-        crc32c::crc32c(&bytes[6..])
+        crate::checksum::crc32c(&bytes[6..])
     );
     assert_eq!(&bytes[6..10], &2i32.to_be_bytes(), "array count");
     let r = &bytes[10..56];
@@ -445,7 +445,7 @@ fn corrupt_snapshots_are_clear_errors() {
     // A huge count with a valid CRC: rejected against the size, nothing allocated from it.
     let mut huge = good.clone();
     huge[6..10].copy_from_slice(&i32::MAX.to_be_bytes());
-    let crc = crc32c::crc32c(&huge[6..]);
+    let crc = crate::checksum::crc32c(&huge[6..]);
     huge[2..6].copy_from_slice(&crc.to_be_bytes());
     assert!(
         msg(&huge).contains("claims 2147483647 entries"),
@@ -454,7 +454,7 @@ fn corrupt_snapshots_are_clear_errors() {
     );
     let mut neg = good.clone();
     neg[6..10].copy_from_slice(&(-1i32).to_be_bytes());
-    let crc = crc32c::crc32c(&neg[6..]);
+    let crc = crate::checksum::crc32c(&neg[6..]);
     neg[2..6].copy_from_slice(&crc.to_be_bytes());
     assert!(msg(&neg).contains("negative"));
 
@@ -542,7 +542,7 @@ fn random_snapshot_bytes_never_panic() {
                 let n: i32 = (len - 10) / 46;
                 b[6..10].copy_from_slice(&n.to_be_bytes());
             }
-            let crc = crc32c::crc32c(&b[6..]);
+            let crc = crate::checksum::crc32c(&b[6..]);
             b[2..6].copy_from_slice(&crc.to_be_bytes());
         }
         if let Ok(entries) = decode_snapshot(&b) {

@@ -158,10 +158,22 @@ def median(xs) -> float:
     return statistics.median(xs)
 
 
-def interleaved(contenders: dict, repeat: int) -> dict:
+def interleaved(contenders: dict, repeat: int, warmup: int = 3) -> dict:
+    """Median seconds per contender over `repeat` timed rounds, after `warmup` untimed ones: the
+    first reads of a process pay for page faults (mimalloc's arenas handing out fresh 2 MiB
+    pages for the Arrow buffers, 5-30 ms a read for the first few) and each peer's first calls
+    for its own start-up; the rows compare steady states, as JMH does for the Java rows."""
     times = {name: [] for name in contenders}
-    for _ in range(repeat):  # interleaved, so drift on a shared machine hits all alike
-        for name, fn in contenders.items():
+    names = list(contenders)
+    for _ in range(warmup):
+        for fn in contenders.values():
+            fn()
+    for r in range(repeat):  # interleaved, so drift on a shared machine hits all alike
+        # Each round starts one contender later: the first read after seconds of a Python peer
+        # ran up to 3x slower on this machine (host noise, whatever came first), so no
+        # contender always takes that place.
+        for name in names[r % len(names):] + names[:r % len(names)]:
+            fn = contenders[name]
             t0 = time.perf_counter()
             fn()
             times[name].append(time.perf_counter() - t0)

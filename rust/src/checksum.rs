@@ -38,5 +38,18 @@ mod tests {
                 );
             }
         }
+        // Batch-sized and larger buffers (a batch of 100 KiB values runs past 1 MB), at random
+        // lengths and offsets, where the routine switches between its wider folds.
+        let data: Vec<u8> = (0..(2 << 20)).map(|_| rng.gen()).collect();
+        for _ in 0..100 {
+            let len = rng.gen_range(1100..(1 << 20) + 4096);
+            let start = rng.gen_range(0..data.len() - len);
+            let bytes = &data[start..start + len];
+            assert_eq!(
+                super::crc32c(bytes),
+                crc32c::crc32c(bytes),
+                "length {len} at {start}"
+            );
+        }
     }
 }

@@ -1716,6 +1716,13 @@ mod tests {
     #[test]
     fn utf8_replacement_follows_java() {
         let r = |b: &[u8]| java_utf8_lossy(b).into_owned();
+        // ASCII (a header key, nearly always) is borrowed as it is, empty included.
+        assert!(matches!(
+            java_utf8_lossy(b"traceparent"),
+            Cow::Borrowed("traceparent")
+        ));
+        assert!(matches!(java_utf8_lossy(b""), Cow::Borrowed("")));
+        assert_eq!(r(b"key\x7f\x00"), "key\u{7f}\u{0}");
         assert_eq!(r(b"caf\xc3\xa9"), "caf\u{e9}");
         // An encoded surrogate: one replacement in Java, three in Rust's from_utf8_lossy.
         assert_eq!(r(b"\xed\xa0\x80"), "\u{fffd}");

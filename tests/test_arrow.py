@@ -370,6 +370,29 @@ def test_append_arrow_names_the_wrong_column(tmp_path, table, column):
         assert log.log_end_offset == 0
 
 
+def test_append_arrow_refuses_string_columns_that_are_not_utf8(tmp_path):
+    """pyarrow builds a string array over any bytes unchecked (`.view(pa.string())`): the sink
+    refuses it as invalid input naming the column, never a panic, and writes nothing."""
+    bad = pa.array([b"\xff"], pa.binary()).view(pa.string())
+    headers = pa.ListArray.from_arrays(
+        pa.array([0, 1], pa.int32()),
+        pa.StructArray.from_arrays([bad, pa.array([b"v"])], names=["key", "value"]))
+    tables = {
+        "headers": pa.table({"value": [b"x"], "headers": headers}),
+        "topic": pa.table({"value": [b"x"], "topic": bad}),
+        "value": pa.table({"value": bad}),
+        "key": pa.table({"value": [b"x"], "key": pa.DictionaryArray.from_arrays(pa.array([0], pa.int8()), bad)}),
+    }
+    with make_log(tmp_path / "sink-0") as log:
+        for column, table in tables.items():
+            with pytest.raises(kafkalog.InvalidArgumentError, match=f"column '{column}' is not valid Arrow data.*UTF-8"):
+                log.append_arrow(table)
+        assert log.log_end_offset == 0
+        ok = pa.array(["é"]).view(pa.binary()).view(pa.string())
+        assert log.append_arrow(pa.table({"value": ok, "key": ok})) == (0, 0)
+        assert [(r.key, r.value) for r in log.records()] == [("é".encode(), "é".encode())]
+
+
 def test_batches_report_their_file_positions(tmp_path):
     with make_log(tmp_path / "t-0") as log:
         for i in range(5):

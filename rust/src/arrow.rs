@@ -1165,22 +1165,25 @@ fn bytes_at(array: &dyn Array, i: usize) -> Option<&[u8]> {
 }
 
 fn str_at(array: &dyn Array, i: usize) -> Option<&str> {
-    // Only string arrays reach here (checked), whose bytes are UTF-8.
+    // Only string arrays reach here (checked), whose bytes are UTF-8 (`checked_utf8`).
     bytes_at(array, i).map(|b| std::str::from_utf8(b).expect("Arrow strings are UTF-8"))
 }
 
 /// A dictionary-encoded binary or string column (a pandas categorical, a Parquet column read
 /// with its dictionary) decoded to its value type, so the sink reads it as any other; other
 /// columns as they are (the type check names a dictionary of anything else).
-fn decoded(column: ArrayRef) -> ArrayRef {
+fn decoded(name: &str, column: ArrayRef) -> Result<ArrayRef> {
     let DataType::Dictionary(_, value_type) = column.data_type() else {
-        return column;
+        return Ok(column);
     };
     if !is_bytes_like(value_type) {
-        return column;
+        return Ok(column);
     }
     let dictionary = column.as_any_dictionary();
     let values = dictionary.values();
+    if is_string(value_type) {
+        checked_utf8(name, values)?;
+    }
     // normalized_keys needs a value; without one every row is null.
     let keys = if values.is_empty() {
         Vec::new()
@@ -1195,19 +1198,31 @@ fn decoded(column: ArrayRef) -> ArrayRef {
     if is_string(value_type) {
         let mut out = StringBuilder::with_capacity(column.len(), 0);
         for i in 0..column.len() {
-            // The dictionary's values are a string array: UTF-8.
+            // The dictionary's values are a string array, checked UTF-8 above.
             out.append_option(
                 row(i).map(|b| std::str::from_utf8(b).expect("Arrow strings are UTF-8")),
             );
         }
-        Arc::new(out.finish())
+        Ok(Arc::new(out.finish()))
     } else {
         let mut out = BinaryBuilder::with_capacity(column.len(), 0);
         for i in 0..column.len() {
             out.append_option(row(i));
         }
-        Arc::new(out.finish())
+        Ok(Arc::new(out.finish()))
     }
+}
+
+/// Checks a column the sink reads strings from (a string key, value or topic, the headers'
+/// keys) against Arrow's rules, its UTF-8 included: pyarrow builds string arrays over any bytes
+/// without checking (`binary_array.view(pa.string())`), and text is decoded as such here.
+fn checked_utf8(name: &str, column: &ArrayRef) -> Result<()> {
+    column.to_data().validate_full().map_err(|e| {
+        Error::InvalidArgument(format!(
+            "column '{name}' is not valid Arrow data ({e}); a string column must hold UTF-8: \
+             send bytes as binary"
+        ))
+    })
 }
 
 fn column_error(name: &str, found: &DataType, wanted: &str) -> Error {
@@ -1243,14 +1258,18 @@ impl SinkColumns {
     /// Checks a batch's columns against Spark's Kafka sink; a wrong type names the column.
     pub fn new(batch: &RecordBatch) -> Result<Self> {
         let schema = batch.schema();
-        let get = |name: &str| -> Option<ArrayRef> {
-            schema
-                .index_of(name)
-                .ok()
-                .map(|i| decoded(batch.column(i).clone()))
+        let get = |name: &str| -> Result<Option<ArrayRef>> {
+            let Ok(i) = schema.index_of(name) else {
+                return Ok(None);
+            };
+            let column = decoded(name, batch.column(i).clone())?;
+            if is_string(column.data_type()) || name == "headers" {
+                checked_utf8(name, &column)?;
+            }
+            Ok(Some(column))
         };
         let bytes_col = |name: &str| -> Result<Option<ArrayRef>> {
-            match get(name) {
+            match get(name)? {
                 Some(c) if is_bytes_like(c.data_type()) || c.data_type() == &DataType::Null => {
                     Ok(Some(c))
                 }
@@ -1269,12 +1288,12 @@ impl SinkColumns {
             ))
         })?;
         let key = bytes_col("key")?;
-        let topic = match get("topic") {
+        let topic = match get("topic")? {
             Some(c) if is_string(c.data_type()) || c.data_type() == &DataType::Null => Some(c),
             Some(c) => return Err(column_error("topic", c.data_type(), "string")),
             None => None,
         };
-        let partition = match get("partition") {
+        let partition = match get("partition")? {
             Some(c)
                 if matches!(
                     c.data_type(),
@@ -1286,7 +1305,7 @@ impl SinkColumns {
             Some(c) => return Err(column_error("partition", c.data_type(), "int")),
             None => None,
         };
-        let timestamp = match get("timestamp") {
+        let timestamp = match get("timestamp")? {
             Some(c)
                 if matches!(
                     c.data_type(),
@@ -1304,7 +1323,7 @@ impl SinkColumns {
             }
             None => None,
         };
-        let headers = match get("headers") {
+        let headers = match get("headers")? {
             Some(c) if c.data_type() == &DataType::Null => None,
             Some(c) => {
                 let ok = match c.data_type() {

@@ -690,6 +690,10 @@ def test_records_in_memory_of_every_magic(tmp_path):
     assert kafkalog.records_to_arrow(memoryview(data)).equals(table)
     empty = kafkalog.records_to_arrow(b"")
     assert empty.num_rows == 0 and empty.schema == SPARK_KAFKA_SCHEMA
+    # Every offset a batch can hold, the largest included (once left out: an exclusive bound).
+    top = kafkalog.encode_batch([{"value": b"a"}, {"value": b"b"}], base_offset=2**63 - 2)
+    for zero_copy in (False, True):
+        assert kafkalog.records_to_arrow(top, zero_copy=zero_copy).column("offset").to_pylist() == [2**63 - 2, 2**63 - 1]
 
 
 def test_records_in_memory_damaged_or_cut_short_name_the_position(mixed_log):

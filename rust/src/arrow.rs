@@ -17,7 +17,7 @@ use arrow_array::{
 };
 use arrow_buffer::{Buffer, NullBufferBuilder, OffsetBuffer, ScalarBuffer};
 use arrow_schema::{ArrowError, DataType, Field, Fields, Schema, SchemaRef, TimeUnit};
-use std::ops::Range;
+use std::ops::RangeBounds;
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
@@ -503,7 +503,7 @@ impl KafkaRecordBatchBuilder {
     pub fn append_records(
         &mut self,
         records: BatchRecordIter<'_>,
-        offsets: Range<i64>,
+        offsets: impl RangeBounds<i64>,
         window: Option<&Buffer>,
     ) -> Result<()> {
         let payload = records.payload_len();
@@ -518,9 +518,9 @@ impl KafkaRecordBatchBuilder {
         // One loop per kind of batch and of column (both columns copy, or both point into the
         // windows): nothing is chosen per record.
         match records {
-            BatchRecordIter::V2(records) => self.append_decoded(records, offsets, window),
+            BatchRecordIter::V2(records) => self.append_decoded(records, &offsets, window),
             BatchRecordIter::Legacy(records) => {
-                self.append_decoded(records.map(Ok), offsets, window)
+                self.append_decoded(records.map(Ok), &offsets, window)
             }
         }?;
         self.check_timestamps()
@@ -530,7 +530,7 @@ impl KafkaRecordBatchBuilder {
     fn append_decoded<'r>(
         &mut self,
         records: impl Iterator<Item = Result<Record<'r>>>,
-        offsets: Range<i64>,
+        offsets: &impl RangeBounds<i64>,
         window: Option<&Buffer>,
     ) -> Result<()> {
         let (key, value, mut rows) = self.columns();
@@ -679,7 +679,7 @@ impl Rows<'_> {
         key: &mut impl AppendBytes,
         value: &mut impl AppendBytes,
         records: impl Iterator<Item = Result<Record<'r>>>,
-        offsets: Range<i64>,
+        offsets: &impl RangeBounds<i64>,
         window: Option<&Buffer>,
     ) -> Result<()> {
         for record in records {
@@ -1094,7 +1094,7 @@ pub fn records_to_arrow(
             out.push(builder.finish());
         }
         builder
-            .append_records(records, i64::MIN..i64::MAX, Some(window))
+            .append_records(records, .., Some(window))
             .map_err(at)?;
         if builder.len() >= batch_rows {
             out.push(builder.finish());

@@ -168,3 +168,40 @@ def test_kafkalog_legacy_read_by_kafka_python(magic, codec):
         assert r.offset == 40 + i
         assert r.key == e["key"] and r.value == e["value"]
         assert r.timestamp == (None if magic == 0 else e["timestamp"])
+
+
+@pytest.mark.parametrize("magic", [0, 1, 2])
+def test_negative_lengths_are_null_as_kafka_reads_them(magic):
+    """Kafka's `Utils.readBytes` (v2) and `Utils.sizeDelimited` (v0/v1) read any negative length
+    as null, not only the -1 writers put: a key (and a v2 header value) of length -2 is null to
+    kafka-python and to kafkalog alike."""
+    import struct
+    import zlib
+
+    from kafka.record.util import calc_crc32c
+
+    record = {"key": None, "value": b"VAL", "timestamp": 1_700_000_000_000}
+    if magic == 2:
+        record["headers"] = [("h", None)]
+    data = bytearray(kafkalog.encode_batch([record], magic=magic))
+    if magic == 2:
+        # The record at 61: length, attributes, timestamp delta, offset delta, then the key's
+        # length (zig-zag -1 = 0x01); the header's value length follows its key "h".
+        assert data[65] == 0x01 and data[-2:] == b"h\x01"
+        data[65] = data[-1] = 0x03  # zig-zag -2
+        data[17:21] = struct.pack(">I", calc_crc32c(bytes(data[21:])))
+    else:
+        key_at = 18 if magic == 0 else 26
+        assert data[key_at:key_at + 4] == b"\xff\xff\xff\xff"
+        data[key_at:key_at + 4] = struct.pack(">i", -2)
+        data[12:16] = struct.pack(">I", zlib.crc32(bytes(data[16:])))
+    ours = [r for b in kafkalog.decode_batches(bytes(data)) for r in b.records]
+    assert [(r.key, r.value) for r in ours] == [(None, b"VAL")]
+    if magic == 2:
+        # kafka-python's legacy reader takes only -1 as null (it reads -2 as an empty key and
+        # loses the value): Kafka's own rule above is the referee there.
+        theirs = list(MemoryRecords(bytes(data)).next_batch())
+        assert [(r.key, r.value) for r in theirs] == [(None, b"VAL")]
+        assert ours[0].headers == [("h", None)] == list(theirs[0].headers)
+    table = kafkalog.records_to_arrow(bytes(data), include_headers=True)
+    assert table.column("key").to_pylist() == [None]

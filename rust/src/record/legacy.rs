@@ -193,7 +193,7 @@ fn parse(buf: &[u8], verify_crc: bool) -> Result<LegacyEntry<'_>> {
     })
 }
 
-/// An i32 length (-1 = null) and that many bytes, checked against the end of the message.
+/// An i32 length (negative = null) and that many bytes, checked against the end of the message.
 fn read_sized_bytes<'a>(
     msg: &'a [u8],
     pos: &mut usize,
@@ -207,10 +207,12 @@ fn read_sized_bytes<'a>(
     })?;
     let len = i32::from_be_bytes(len_bytes.try_into().unwrap());
     *pos += 4;
-    if len == -1 {
+    // Any negative length is null, as Kafka's `Utils.sizeDelimited` reads it (-1 is what
+    // writers put).
+    if len < 0 {
         return Ok(None);
     }
-    if len < 0 || len as usize > msg.len() - *pos {
+    if len as usize > msg.len() - *pos {
         return Err(Error::corrupt(format!(
             "message at offset {offset} has {what} length {len} with {} bytes left in the message",
             msg.len() - *pos

@@ -91,7 +91,6 @@ enum RecordDamage {
     NegativeSize(i32),
     PastBatchEnd(i32),
     Empty,
-    InvalidLength(&'static str, i32),
     PastRecordEnd(&'static str, usize, usize),
     NegativeHeaderCount(i32),
     TooManyHeaders(i32, usize),
@@ -110,7 +109,6 @@ fn damaged(start: usize, damage: RecordDamage) -> Error {
             format!("record at {start} of size {size} runs past the end of the batch")
         }
         Empty => format!("record at {start} is empty"),
-        InvalidLength(what, len) => format!("{what} has invalid length {len}"),
         PastRecordEnd(what, len, left) => {
             format!("{what} length {len} runs past the end of the record ({left} bytes left)")
         }
@@ -128,7 +126,7 @@ fn damaged(start: usize, damage: RecordDamage) -> Error {
     })
 }
 
-/// Reads a varint length followed by that many bytes; -1 means null. The length is checked against
+/// Reads a varint length followed by that many bytes; a negative length means null. The length is checked against
 /// what is left of `buf`, never used to allocate.
 #[inline(always)]
 fn read_nullable_bytes<'a>(
@@ -138,10 +136,9 @@ fn read_nullable_bytes<'a>(
     what: &'static str,
 ) -> Result<Option<&'a [u8]>> {
     let len = read_varint(buf, pos)?;
+    // Any negative length is null, as Kafka's `Utils.readBytes` reads it (-1 is what writers
+    // put), so a consumer and kafkalog read the same records.
     if len < 0 {
-        if len != -1 {
-            return Err(damaged(start, RecordDamage::InvalidLength(what, len)));
-        }
         return Ok(None);
     }
     let len = len as usize;

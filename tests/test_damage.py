@@ -298,3 +298,29 @@ def test_aborted_transactions_in_a_closed_log_are_found_without_its_txnindex(tmp
     assert [r.value for r in log.records(isolation="read_committed")] == [b"committed-before", b"committed-after"]
     table = log.to_arrow(isolation="read_committed").read_all()
     assert table.column("value").to_pylist() == [b"committed-before", b"committed-after"]
+
+
+@pytest.mark.parametrize("base_offset", [-5, 2**63 - 1, 2**31 + 7])
+def test_a_batch_with_offsets_its_segment_cannot_hold(tmp_path, base_offset):
+    """A CRC-valid batch whose offsets lie outside its segment (the base offset is outside the
+    CRC): between valid batches it is damage naming the .log and its position; as the last
+    batch, the read-only open reads the log as Kafka's recovery leaves it, as a writable open
+    does, where it once failed naming the private index rebuilt in a temp folder."""
+    import struct
+
+    folder = tmp_path / "t-0"
+    folder.mkdir()
+    good = kafkalog.encode_batch([{"value": b"a", "timestamp": 1_000}], base_offset=0)
+    # Later than the first: the rebuilt time index's last entry is this batch's.
+    bad = bytearray(kafkalog.encode_batch([{"value": b"b", "timestamp": 2_000}], base_offset=0))
+    bad[0:8] = struct.pack(">q", base_offset)
+    after = kafkalog.encode_batch([{"value": b"c", "timestamp": 3_000}], base_offset=1)
+    segment = folder / "00000000000000000000.log"
+    segment.write_bytes(good + bytes(bad) + after)
+    with pytest.raises(kafkalog.LogDamagedError, match=rf"00000000000000000000\.log at position {len(good)} .*does not belong in the segment"):
+        kafkalog.Log(folder)
+    segment.write_bytes(good + bytes(bad))
+    log = kafkalog.Log(folder)
+    assert log.log_end_offset == 1 and log.recovered_bytes_truncated == len(bad)
+    assert [r.value for r in log.records()] == [b"a"]
+    assert segment.read_bytes() == good + bytes(bad), "a read-only open changes nothing"

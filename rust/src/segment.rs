@@ -307,6 +307,11 @@ impl LogSegment {
                 Err(Error::CorruptRecord { .. }) => break,
                 Err(e) => return Err(e),
             };
+            // So is a batch whose offsets this segment cannot hold (the index could not take
+            // them either): the loader's scan names its file and position.
+            if offset_out_of_segment(self.base_offset, h.last_offset).is_some() {
+                break;
+            }
             if h.max_timestamp > max_ts.timestamp {
                 max_ts = TimestampOffset {
                     timestamp: h.max_timestamp,

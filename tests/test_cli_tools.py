@@ -338,6 +338,7 @@ def test_a_tail_lost_on_a_batch_boundary_is_noted_and_a_torn_tail_beside_the_mar
     log = kafkalog.Log(data / "orders-0")
     assert (log.log_end_offset, log.checkpointed_recovery_point) == (35, 40)
     assert "offsets up to 39 were flushed" in log.tail_loss and "5 offsets are missing" in log.tail_loss
+    assert "cut or emptied since?" in log.tail_loss
     assert kafkalog.Log(data / "orders-1").tail_loss is None
     for cmd in (["stats", data], ["cat", data / "orders-0"], ["records", data / "orders-0"]):
         p = run(*cmd)
@@ -345,6 +346,14 @@ def test_a_tail_lost_on_a_batch_boundary_is_noted_and_a_torn_tail_beside_the_mar
         assert "note:" in p.stderr and "orders-0" in p.stderr and "5 offsets are missing" in p.stderr
     assert json.loads(run("stats", data / "orders-1", "--json").stdout)["partitions"][0]["tail_loss"] is None
     assert fingerprint(data) == before
+    # The last batch there in full but one byte of it flipped: not a cut file, and said so.
+    flipped = bytearray(raw)
+    flipped[-1] ^= 0xFF
+    seg.write_bytes(bytes(flipped))
+    lost = kafkalog.Log(data / "orders-0")
+    assert lost.recovered_bytes_truncated == len(raw) - starts[-1]
+    assert f"its last {len(raw) - starts[-1]} bytes are there but do not validate" in lost.tail_loss
+    seg.write_bytes(raw[:starts[-1]])
 
     (data / ".kafka_cleanshutdown").write_text('{"version":0,"brokerEpoch":1}')
     seg.write_bytes(raw[:starts[-1] + 20])  # now a torn batch after a clean shutdown

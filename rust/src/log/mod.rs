@@ -259,10 +259,18 @@ impl Log {
         let recovery_point = self.checkpointed_recovery_point?;
         let log_end = self.log_end_when_opened;
         (recovery_point > log_end).then(|| {
+            // Bytes there that did not validate are not a cut file: say which it is.
+            let why = match self.recovered_bytes_truncated {
+                0 => "(cut or emptied since?)".to_string(),
+                n => format!(
+                    "(its last {n} bytes are there but do not validate: left out, as Kafka's \
+                     recovery leaves them)"
+                ),
+            };
             format!(
                 "the log ends at offset {log_end}, but its log dir's \
                  recovery-point-offset-checkpoint says offsets up to {} were flushed to disk: \
-                 {} offsets are missing from the end of the last segment (cut or emptied since?)",
+                 {} offsets are missing from the end of the last segment {why}",
                 recovery_point - 1,
                 recovery_point - log_end
             )

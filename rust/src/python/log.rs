@@ -536,7 +536,8 @@ impl Log {
     }
 
     /// What the open found missing past the log end: the recovery-point checkpoint said more was
-    /// flushed than the segments held (a last segment cut or emptied since); None otherwise. Kafka serves
+    /// flushed than the segments held (a last segment cut or emptied since, or its last bytes
+    /// there but invalid, left out as Kafka's recovery leaves them); None otherwise. Kafka serves
     /// such a log silently; the command line prints this as a note.
     #[getter]
     fn tail_loss(&self) -> Option<String> {

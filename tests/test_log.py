@@ -1350,6 +1350,8 @@ def test_append_refuses_unknown_fields_and_negative_timestamps(tmp_path):
                 log.append([{"value": b"x", "timestamp": ts}])
             with pytest.raises(kafkalog.InvalidArgumentError, match=f"invalid negative timestamp {ts}"):
                 kafkalog.encode_batch([{"value": b"x", "timestamp": ts}], magic=1)
+        with pytest.raises(TypeError, match="a header key is a str .*, not bytes"):
+            log.append([{"value": b"x", "headers": [(b"k", b"v")]}])
         assert log.log_end_offset == 0, "nothing of a refused append is written"
         log.append([{"value": b"none", "timestamp": -1}, {"value": b"epoch", "timestamp": 0}])
         assert [r.timestamp for r in log.records()] == [-1, 0]

@@ -399,7 +399,15 @@ pub fn extract_records(records: &Bound<'_, PyAny>, if_empty: &str) -> PyResult<V
                 };
                 for pair in pairs.try_iter()? {
                     let pair = pair?;
-                    let (k, v): (String, Bound<'_, PyAny>) = pair.extract()?;
+                    let (k, v): (Bound<'_, PyAny>, Bound<'_, PyAny>) = pair.extract()?;
+                    let k: String = k.extract().map_err(|_| {
+                        pyo3::exceptions::PyTypeError::new_err(format!(
+                            "a header key is a str (Kafka's header keys are strings), not {}",
+                            k.get_type()
+                                .name()
+                                .map_or_else(|_| "that".into(), |n| n.to_string())
+                        ))
+                    })?;
                     headers.push((k, bytes_like(&v, "header value")?));
                 }
             }

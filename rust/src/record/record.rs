@@ -126,8 +126,8 @@ fn damaged(start: usize, damage: RecordDamage) -> Error {
     })
 }
 
-/// Reads a varint length followed by that many bytes; a negative length means null. The length is checked against
-/// what is left of `buf`, never used to allocate.
+/// Reads a varint length followed by that many bytes; a negative length means null. The length
+/// is checked against what is left of `buf`, never used to allocate.
 #[inline(always)]
 fn read_nullable_bytes<'a>(
     buf: &'a [u8],

@@ -336,7 +336,7 @@ def test_append_arrow_takes_dictionary_encoded_keys_and_values(tmp_path):
     assert [r.value for r in records] == [b"v0", None, b"v2", b"v0", b"x", b"y", b"x", None, None]
     numbers = pa.table({"value": pa.array([1, 2]).dictionary_encode()})
     with make_log(tmp_path / "sink-1") as log:
-        with pytest.raises(kafkalog.InvalidArgumentError, match="column 'value' has type Dictionary"):
+        with pytest.raises(kafkalog.InvalidArgumentError, match=r"column 'value' has type dictionary<int64>; Kafka's sink takes"):
             log.append_arrow(numbers)
 
 
@@ -368,6 +368,18 @@ def test_append_arrow_names_the_wrong_column(tmp_path, table, column):
         with pytest.raises(ValueError, match=f"'{column}'"):
             log.append_arrow(table)
         assert log.log_end_offset == 0
+
+
+def test_append_arrow_names_a_nested_type_as_the_wanted_one(tmp_path):
+    """A headers struct with its fields the other way round: both types in one notation, not
+    arrow's field-by-field dump of every nested field's metadata."""
+    swapped = pa.ListArray.from_arrays(pa.array([0, 1], pa.int32()), pa.StructArray.from_arrays(
+        [pa.array([b"v"]), pa.array(["k"])], names=["value", "key"]))
+    with make_log(tmp_path / "sink-0") as log:
+        with pytest.raises(ValueError) as e:
+            log.append_arrow(pa.table({"value": [b"x"], "headers": swapped}))
+    assert str(e.value) == ("column 'headers' has type array<struct<value: binary, key: string>>; "
+                            "Kafka's sink takes array<struct<key: string, value: binary>>")
 
 
 def test_append_arrow_refuses_string_columns_that_are_not_utf8(tmp_path):

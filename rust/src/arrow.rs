@@ -1226,9 +1226,31 @@ fn checked_utf8(name: &str, column: &ArrayRef) -> Result<()> {
 }
 
 fn column_error(name: &str, found: &DataType, wanted: &str) -> Error {
+    let found = type_name(found);
     Error::InvalidArgument(format!(
         "column '{name}' has type {found}; Kafka's sink takes {wanted}"
     ))
+}
+
+/// A type as the sink's errors name the wanted one (`array<struct<key: string, value:
+/// binary>>`), where arrow's own names spell out every nested field's metadata.
+fn type_name(t: &DataType) -> String {
+    match t {
+        DataType::List(item) | DataType::LargeList(item) | DataType::ListView(item) => {
+            format!("array<{}>", type_name(item.data_type()))
+        }
+        DataType::Struct(fields) => {
+            let fields: Vec<String> = fields
+                .iter()
+                .map(|f| format!("{}: {}", f.name(), type_name(f.data_type())))
+                .collect();
+            format!("struct<{}>", fields.join(", "))
+        }
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => "string".into(),
+        DataType::Binary | DataType::LargeBinary | DataType::BinaryView => "binary".into(),
+        DataType::Dictionary(_, value) => format!("dictionary<{}>", type_name(value)),
+        other => other.to_string().to_lowercase(),
+    }
 }
 
 /// Spark's Kafka sink checks on a write's schema, before any row (Spark's driver checks them
@@ -2145,7 +2167,10 @@ mod tests {
         let batch =
             RecordBatch::try_new(schema, vec![Arc::new(Int64Array::from(vec![1]))]).unwrap();
         let err = SinkColumns::new(&batch).err().unwrap().to_string();
-        assert!(err.contains("'value'") && err.contains("Int64"), "{err}");
+        assert!(
+            err.contains("'value'") && err.contains("has type int64;"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -333,3 +333,50 @@ def test_read_committed_while_transactions_run(tmp_path, isolation):
     if errors:
         raise errors[0]
     assert log.log_end_offset > 100
+
+
+DAEMON_READERS = r'''
+import sys, threading, time
+import pyarrow  # imported up front: a first import of numpy racing exit is numpy's own abort
+import kafkalog
+
+path, mode, delay = sys.argv[1], sys.argv[2], float(sys.argv[3])
+log = kafkalog.Log(path)
+
+def read():
+    while True:
+        if mode == "arrow":
+            for _ in log.to_arrow(threads=1, batch_rows=512):
+                pass
+        elif mode == "zero_copy":
+            log.to_arrow(zero_copy=True).read_all()
+        elif mode == "records":
+            for _ in log.records():
+                pass
+        else:
+            kafkalog.verify_partition(path, progress=lambda n: None)
+
+for _ in range(3):
+    threading.Thread(target=read, daemon=True).start()
+time.sleep(delay)
+'''
+
+
+@pytest.mark.parametrize("mode", ["arrow", "zero_copy", "records", "verify"])
+def test_daemon_threads_reading_as_the_interpreter_exits(tmp_path, mode):
+    """CPython (before 3.14) ends a daemon thread that takes the GIL back after exit began with
+    pthread_exit; its unwind through pyo3 aborted the process ("FATAL: exception not rethrown").
+    Each such thread now parks and the process exits 0."""
+    import subprocess
+    import sys
+
+    log = Log(tmp_path / "t-0", read_only=False, create=True)
+    for start in range(0, 20_000, 500):
+        log.append([{"key": b"k%d" % i, "value": b"v" * 100} for i in range(start, start + 500)])
+    log.close()
+    script = tmp_path / "readers.py"
+    script.write_text(DAEMON_READERS)
+    for delay in (0.05, 0.1, 0.2, 0.3, 0.5):
+        run = subprocess.run([sys.executable, str(script), str(tmp_path / "t-0"), mode, str(delay)],
+                             capture_output=True, text=True, timeout=60)
+        assert run.returncode == 0, (delay, run.returncode, run.stderr[-2000:])

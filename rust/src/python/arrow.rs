@@ -19,6 +19,7 @@ use crate::datadir;
 use crate::error::{Error, Result};
 use crate::log::Log as RsLog;
 use crate::python::records::now_ms;
+use crate::python::{park_on_thread_exit, ReleaseGil};
 use crate::record::batch::DEFAULT_MAX_DECOMPRESSED_BYTES;
 use crate::record::codec::Compression;
 
@@ -39,15 +40,18 @@ impl ArrowBatchIterator {
     }
 
     fn __next__(&self, py: Python<'_>) -> PyResult<Option<PyObject>> {
-        let batch = py.allow_threads(|| {
+        let batch = py.release_gil(|| {
             self.reader
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .next_batch()
         })?;
-        batch
-            .map(|b| PyRecordBatch::new(b).to_pyarrow(py))
-            .transpose()
+        // pyarrow's import runs Python code, which may give the GIL up.
+        park_on_thread_exit(|| {
+            batch
+                .map(|b| PyRecordBatch::new(b).to_pyarrow(py))
+                .transpose()
+        })
     }
 }
 
@@ -66,25 +70,27 @@ pub fn log_to_arrow(
     check_crcs_ahead: bool,
     threads: usize,
 ) -> PyResult<PyObject> {
-    let reader = py.allow_threads(|| {
+    let reader = py.release_gil(|| {
         LogArrowReader::new(log, start, end, isolation, include_headers, batch_rows)?
             .zero_copy(zero_copy)
             .check_crcs_ahead(check_crcs_ahead)
             .threads(threads)
             .batch_bytes(batch_bytes)
     })?;
-    let schema = PySchema::new(reader.schema()).to_pyarrow(py)?;
-    let batches = Py::new(
-        py,
-        ArrowBatchIterator {
-            reader: Mutex::new(reader),
-        },
-    )?;
-    let pyarrow = py.import("pyarrow")?;
-    Ok(pyarrow
-        .getattr("RecordBatchReader")?
-        .call_method1("from_batches", (schema, batches))?
-        .unbind())
+    park_on_thread_exit(|| {
+        let schema = PySchema::new(reader.schema()).to_pyarrow(py)?;
+        let batches = Py::new(
+            py,
+            ArrowBatchIterator {
+                reader: Mutex::new(reader),
+            },
+        )?;
+        let pyarrow = py.import("pyarrow")?;
+        Ok(pyarrow
+            .getattr("RecordBatchReader")?
+            .call_method1("from_batches", (schema, batches))?
+            .unbind())
+    })
 }
 
 /// `Log.append_arrow`: appends Arrow rows with Spark's Kafka sink columns as the leader, one
@@ -102,7 +108,7 @@ pub fn log_append_arrow(
         batch_bytes,
     };
     let reader = data.into_reader()?;
-    let range = py.allow_threads(move || -> Result<Option<(i64, i64)>> {
+    let range = py.release_gil(move || -> Result<Option<(i64, i64)>> {
         let mut range: Option<(i64, i64)> = None;
         let mut first_row = 0;
         for batch in reader {
@@ -178,7 +184,7 @@ fn records_to_arrow(
         return Err(Error::InvalidArgument("batch_rows must be positive".into()).into());
     }
     let buffer = arrow_buffer_of(data)?;
-    let batches = py.allow_threads(|| {
+    let batches = py.release_gil(|| {
         crate::arrow::records_to_arrow(
             &buffer,
             topic,
@@ -203,7 +209,7 @@ fn kafka_source_schema_arrow(py: Python<'_>, include_headers: bool) -> PyResult<
 /// The live `<topic>-<partition>` folders of a data dir: [(topic, partition, path)].
 #[pyfunction]
 fn partition_folders(py: Python<'_>, data_dir: PathBuf) -> PyResult<Vec<(String, i32, PathBuf)>> {
-    let folders = py.allow_threads(|| datadir::partition_folders(&data_dir))?;
+    let folders = py.release_gil(|| datadir::partition_folders(&data_dir))?;
     Ok(folders
         .into_iter()
         .map(|f| (f.topic, f.partition, f.path))
@@ -219,7 +225,7 @@ fn validate_topic_name(name: &str) -> PyResult<()> {
 /// Creates a topic's partition folders in a data dir.
 #[pyfunction]
 fn create_topic(py: Python<'_>, data_dir: PathBuf, topic: &str, partitions: i32) -> PyResult<()> {
-    Ok(py.allow_threads(|| datadir::create_topic(&data_dir, topic, partitions))?)
+    Ok(py.release_gil(|| datadir::create_topic(&data_dir, topic, partitions))?)
 }
 
 /// Kafka's `Utils.murmur2` of `key` (a signed 32-bit hash).
@@ -252,7 +258,7 @@ fn check_sink_schema(
     data_dir: Option<PathBuf>,
 ) -> PyResult<()> {
     let schema = schema.into_inner();
-    Ok(py.allow_threads(|| {
+    Ok(py.release_gil(|| {
         crate::arrow::check_sink_schema(schema, topic.as_deref(), data_dir.as_deref())
     })?)
 }
@@ -281,7 +287,7 @@ fn stage_arrow(
     };
     let reader = data.into_reader()?;
     let prefix = prefix.to_string();
-    let staged = py.allow_threads(move || -> Result<_> {
+    let staged = py.release_gil(move || -> Result<_> {
         let counts = if data_dir.exists() {
             datadir::topic_partition_counts(&data_dir)?
         } else {
@@ -316,7 +322,7 @@ fn commit_staged(
     staged: Vec<(String, i32, PathBuf)>,
     new_topic_partitions: i32,
 ) -> PyResult<Vec<(String, i32, i64, i64)>> {
-    Ok(py.allow_threads(move || -> Result<_> {
+    Ok(py.release_gil(move || -> Result<_> {
         let counts = if data_dir.exists() {
             datadir::topic_partition_counts(&data_dir)?
         } else {

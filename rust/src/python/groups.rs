@@ -22,6 +22,7 @@ use crate::producer::accumulator::{
 };
 use crate::python::errors::{non_negative, non_negative_size};
 use crate::python::records::{py_record_class, timestamp_type_name};
+use crate::python::ReleaseGil;
 use crate::record::codec::Compression;
 use crate::record::record::OwnedRecord;
 
@@ -97,7 +98,7 @@ impl PyProducer {
             config,
         };
         let topic = topic.to_string();
-        let producer = py.allow_threads(move || TopicProducer::new(&data_dir, &topic, options))?;
+        let producer = py.release_gil(move || TopicProducer::new(&data_dir, &topic, options))?;
         Ok(PyProducer {
             inner: Mutex::new(producer),
         })
@@ -158,7 +159,7 @@ impl PyProducer {
             .map(|(k, v)| (k.as_str(), v.as_deref()))
             .collect();
         let this = slf.get();
-        let handle = slf.py().allow_threads(|| {
+        let handle = slf.py().release_gil(|| {
             this.with(|p| p.send(key.as_deref(), value.as_deref(), &hs, partition, timestamp))
         })?;
         Ok(RecordMetadata {
@@ -170,15 +171,15 @@ impl PyProducer {
     /// Appends open batches that waited `linger_ms` (a long-lived program calls this, or
     /// `send`, which does it too).
     fn poll(&self, py: Python<'_>) -> PyResult<()> {
-        py.allow_threads(|| self.with(|p| p.append_lingered()))
+        py.release_gil(|| self.with(|p| p.append_lingered()))
     }
     /// Kafka's `flush`: appends every open batch to its log.
     fn flush(&self, py: Python<'_>) -> PyResult<()> {
-        py.allow_threads(|| self.with(|p| p.flush()))
+        py.release_gil(|| self.with(|p| p.flush()))
     }
     /// Appends `partition`'s open batch to its log.
     fn flush_partition(&self, py: Python<'_>, partition: i32) -> PyResult<()> {
-        py.allow_threads(|| self.with(|p| p.append_open(partition)))
+        py.release_gil(|| self.with(|p| p.append_open(partition)))
     }
     /// Kafka's `beginTransaction` (transactional producers).
     fn begin_transaction(&self) -> PyResult<()> {
@@ -186,11 +187,11 @@ impl PyProducer {
     }
     /// Kafka's `commitTransaction`: flushes, then writes COMMIT markers.
     fn commit_transaction(&self, py: Python<'_>) -> PyResult<()> {
-        py.allow_threads(|| self.with(|p| p.commit_transaction()))
+        py.release_gil(|| self.with(|p| p.commit_transaction()))
     }
     /// Kafka's `abortTransaction`: drops open batches, then writes ABORT markers.
     fn abort_transaction(&self, py: Python<'_>) -> PyResult<()> {
-        py.allow_threads(|| self.with(|p| p.abort_transaction()))
+        py.release_gil(|| self.with(|p| p.abort_transaction()))
     }
     /// Whether a transaction is open.
     #[getter]
@@ -203,7 +204,7 @@ impl PyProducer {
     }
     /// Kafka's `close`: flushes and releases the topic's logs.
     fn close(&self, py: Python<'_>) -> PyResult<()> {
-        py.allow_threads(|| self.with(|p| p.close()))
+        py.release_gil(|| self.with(|p| p.close()))
     }
 }
 
@@ -241,7 +242,7 @@ impl RecordMetadata {
         if self.handle.outcome.get().is_none() {
             let producer = self.producer.get();
             let partition = self.handle.partition;
-            py.allow_threads(|| producer.with(|p| p.append_open(partition)))?;
+            py.release_gil(|| producer.with(|p| p.append_open(partition)))?;
         }
         match self.handle.offset() {
             Some(Ok(o)) => Ok((self.handle.partition, o)),
@@ -327,7 +328,7 @@ impl PyConsumer {
         };
         let group_id = group_id.to_string();
         let c =
-            py.allow_threads(move || GroupConsumer::join(&data_dir, &group_id, &topics, options))?;
+            py.release_gil(move || GroupConsumer::join(&data_dir, &group_id, &topics, options))?;
         Ok(PyConsumer {
             inner: Mutex::new(c),
         })
@@ -349,14 +350,14 @@ impl PyConsumer {
     }
     /// Syncs with the group now (heartbeat, release, take).
     fn sync(&self, py: Python<'_>) -> PyResult<()> {
-        py.allow_threads(|| self.with(|c| c.sync()))
+        py.release_gil(|| self.with(|c| c.sync()))
     }
 
     /// Kafka's `poll`: up to `max_records` `ConsumerRecord`s from the assigned partitions.
     #[pyo3(signature = (max_records = 500))]
     fn poll<'py>(&self, py: Python<'py>, max_records: i64) -> PyResult<Bound<'py, PyList>> {
         let max_records = non_negative_size("max_records", max_records)?;
-        let records = py.allow_threads(|| self.with(|c| c.poll(max_records)))?;
+        let records = py.release_gil(|| self.with(|c| c.poll(max_records)))?;
         let out = PyList::empty(py);
         for ((topic, partition), r) in records {
             out.append(ConsumerRecord::from_record(py, &r, topic, partition)?)?;
@@ -374,8 +375,7 @@ impl PyConsumer {
         include_headers: bool,
     ) -> PyResult<Option<PyObject>> {
         let max_records = non_negative_size("max_records", max_records)?;
-        let batch =
-            py.allow_threads(|| self.with(|c| c.poll_arrow(max_records, include_headers)))?;
+        let batch = py.release_gil(|| self.with(|c| c.poll_arrow(max_records, include_headers)))?;
         batch
             .map(|b| PyRecordBatch::new(b).to_pyarrow(py))
             .transpose()
@@ -386,7 +386,7 @@ impl PyConsumer {
     fn commit(&self, py: Python<'_>, offsets: Option<Vec<(String, i32, i64)>>) -> PyResult<()> {
         let list: Option<Vec<((String, i32), i64)>> =
             offsets.map(|o| o.into_iter().map(|(t, p, off)| ((t, p), off)).collect());
-        py.allow_threads(|| self.with(|c| c.commit(list.as_deref())))
+        py.release_gil(|| self.with(|c| c.commit(list.as_deref())))
     }
     /// Kafka's `seek`: the next poll of (topic, partition) starts at `offset`.
     fn seek(&self, topic: String, partition: i32, offset: i64) -> PyResult<()> {
@@ -394,11 +394,11 @@ impl PyConsumer {
     }
     /// Kafka's `seekToBeginning`: the partitions start at their log start offsets.
     fn seek_to_beginning(&self, py: Python<'_>, partitions: Vec<(String, i32)>) -> PyResult<()> {
-        py.allow_threads(|| self.with(|c| c.seek_to_beginning(&partitions)))
+        py.release_gil(|| self.with(|c| c.seek_to_beginning(&partitions)))
     }
     /// Kafka's `seekToEnd`: the partitions start at their end (per isolation).
     fn seek_to_end(&self, py: Python<'_>, partitions: Vec<(String, i32)>) -> PyResult<()> {
-        py.allow_threads(|| self.with(|c| c.seek_to_end(&partitions)))
+        py.release_gil(|| self.with(|c| c.seek_to_end(&partitions)))
     }
     /// Kafka's `position`: the offset the next poll of (topic, partition) starts at.
     fn position(&self, topic: String, partition: i32) -> PyResult<i64> {
@@ -407,7 +407,7 @@ impl PyConsumer {
     /// Kafka's `close`: commits positions when `commit`, then leaves the group.
     #[pyo3(signature = (commit = true))]
     fn close(&self, py: Python<'_>, commit: bool) -> PyResult<()> {
-        py.allow_threads(|| self.with(|c| c.close(commit)))
+        py.release_gil(|| self.with(|c| c.close(commit)))
     }
 }
 
@@ -422,7 +422,7 @@ fn group_committed(
     group_id: &str,
 ) -> PyResult<BTreeMap<(String, i32), CommittedTuple>> {
     let store = GroupStore::new(&data_dir, group_id)?;
-    let c = py.allow_threads(|| store.committed())?;
+    let c = py.release_gil(|| store.committed())?;
     Ok(c.into_iter()
         .map(|(tp, o)| (tp, (o.offset, o.metadata, o.commit_timestamp)))
         .collect())
@@ -441,7 +441,7 @@ fn group_commit(
         .into_iter()
         .map(|(t, p, o, m)| ((t, p), o, m))
         .collect();
-    py.allow_threads(|| store.commit(&list))?;
+    py.release_gil(|| store.commit(&list))?;
     Ok(())
 }
 
@@ -461,7 +461,7 @@ fn group_read_done(
     piece: (i64, i64),
 ) -> PyResult<Option<i64>> {
     let store = GroupStore::new(&data_dir, group_id)?;
-    Ok(py.allow_threads(|| {
+    Ok(py.release_gil(|| {
         group::read_piece_done(&store, read_id, &(topic, partition), range, piece)
     })?)
 }
@@ -541,14 +541,14 @@ fn create_topic_with_config(
     configs: Option<BTreeMap<String, String>>,
 ) -> PyResult<()> {
     let configs = configs.unwrap_or_default();
-    py.allow_threads(|| datadir::create_topic_with_config(&data_dir, topic, partitions, &configs))?;
+    py.release_gil(|| datadir::create_topic_with_config(&data_dir, topic, partitions, &configs))?;
     Ok(())
 }
 
 /// Kafka's CreatePartitions: grows `topic` to `total` partitions; returns the new count.
 #[pyfunction]
 fn add_partitions(py: Python<'_>, data_dir: PathBuf, topic: &str, total: i32) -> PyResult<i32> {
-    Ok(py.allow_threads(|| datadir::add_partitions(&data_dir, topic, total))?)
+    Ok(py.release_gil(|| datadir::add_partitions(&data_dir, topic, total))?)
 }
 
 /// The topic configs kept for `topic` (Kafka names).
@@ -560,7 +560,7 @@ fn topic_config(data_dir: PathBuf, topic: &str) -> PyResult<BTreeMap<String, Str
 /// {topic: partitions} of the data dir.
 #[pyfunction]
 fn topic_partition_counts(py: Python<'_>, data_dir: PathBuf) -> PyResult<BTreeMap<String, i32>> {
-    Ok(py.allow_threads(|| datadir::topic_partition_counts(&data_dir))?)
+    Ok(py.release_gil(|| datadir::topic_partition_counts(&data_dir))?)
 }
 
 /// (has '.' or '_', the existing topic of `data_dir` it collides with)

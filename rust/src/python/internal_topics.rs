@@ -7,6 +7,7 @@ use pyo3::types::{PyDict, PyTuple};
 
 use crate::internal_topics::committed_offsets::broker_committed_offsets as committed;
 use crate::python::results::dict_of;
+use crate::python::ReleaseGil;
 
 /// The offsets a broker's groups committed, read from its data dir's `__consumer_offsets`
 /// partitions (read-only): {group_id: {(topic, partition): {"offset", "leader_epoch",
@@ -18,7 +19,7 @@ fn broker_committed_offsets<'py>(
     data_dir: PathBuf,
     group_id: Option<String>,
 ) -> PyResult<Bound<'py, PyDict>> {
-    let groups = py.allow_threads(|| committed(&data_dir, group_id.as_deref()))?;
+    let groups = py.release_gil(|| committed(&data_dir, group_id.as_deref()))?;
     let out = PyDict::new(py);
     for (group, offsets) in groups {
         let per_partition = PyDict::new(py);

@@ -15,6 +15,7 @@ use crate::python::records::{
 };
 use crate::python::results::{dict_of, IntoPyResult};
 use crate::python::segment::{aborted_to_py, config_from, fetch_info_to_py};
+use crate::python::ReleaseGil;
 use crate::record::batch::{is_partial_batch, BatchIter};
 use crate::record::builder::{end_txn_marker_batch, BatchOptions};
 use crate::record::codec::Compression;
@@ -67,7 +68,7 @@ impl Log {
             on_corruption: OnCorruption::from_name(on_corruption)?,
             ..Default::default()
         };
-        let log = py.allow_threads(|| RsLog::open(&path, options))?;
+        let log = py.release_gil(|| RsLog::open(&path, options))?;
         Ok(Log {
             inner: Arc::new(log),
         })
@@ -219,7 +220,7 @@ impl Log {
         let input = extract_records(records, "no records to append")?;
         let compression = Compression::from_name(compression)?;
         let log = self.inner.clone();
-        let info = py.allow_threads(move || -> Result<_> {
+        let info = py.release_gil(move || -> Result<_> {
             let batch = build_v2(
                 &input,
                 BatchOptions {
@@ -250,7 +251,7 @@ impl Log {
     ) -> PyResult<Bound<'py, PyDict>> {
         let log = self.inner.clone();
         let data = data.to_vec();
-        let info = py.allow_threads(move || {
+        let info = py.release_gil(move || {
             if as_follower {
                 log.append_as_follower(&data)
             } else {
@@ -288,7 +289,7 @@ impl Log {
         } else {
             ControlRecordType::Abort
         };
-        let offset = py.allow_threads(move || -> Result<i64> {
+        let offset = py.release_gil(move || -> Result<i64> {
             let leader_epoch = leader_epoch.unwrap_or_else(|| log.current_leader_epoch());
             let batch = end_txn_marker_batch(
                 0,
@@ -359,7 +360,7 @@ impl Log {
         };
         let isolation = isolation_of(isolation)?;
         let log = self.inner.clone();
-        let (info, decoded) = py.allow_threads(move || -> Result<_> {
+        let (info, decoded) = py.release_gil(move || -> Result<_> {
             let info = log.read(start_offset, max_length, isolation, min_one_message)?;
             let mut decoded: Vec<DecodedBatch> = Vec::new();
             let mut iter = BatchIter::new(&info.records);
@@ -421,7 +422,7 @@ impl Log {
     ) -> PyResult<Py<PyList>> {
         let isolation = isolation_of(isolation)?;
         let log = self.inner.clone();
-        let decoded = py.allow_threads(move || -> Result<Vec<DecodedBatch>> {
+        let decoded = py.release_gil(move || -> Result<Vec<DecodedBatch>> {
             let mut out = Vec::new();
             log.for_each_batch(
                 start,
@@ -558,7 +559,7 @@ impl Log {
     ) -> PyResult<Option<Bound<'py, PyAny>>> {
         let isolation = isolation.map(isolation_of).transpose()?;
         let log = self.inner.clone();
-        py.allow_threads(move || log.list_offsets(timestamp, isolation))?
+        py.release_gil(move || log.list_offsets(timestamp, isolation))?
             .map(|t| t.into_py_result(py))
             .transpose()
     }
@@ -582,7 +583,7 @@ impl Log {
     /// Applies retention.ms, retention.bytes and the log start offset; returns segments deleted.
     fn delete_old_segments(&self, py: Python<'_>) -> PyResult<usize> {
         let log = self.inner.clone();
-        Ok(py.allow_threads(move || log.delete_old_segments())?)
+        Ok(py.release_gil(move || log.delete_old_segments())?)
     }
     /// Kafka's deleteRecords: moves the log start offset (never past the high watermark).
     fn delete_records(&self, offset: i64) -> PyResult<i64> {
@@ -593,28 +594,28 @@ impl Log {
     /// offset removed. Returns whether anything was removed.
     fn truncate_to(&self, py: Python<'_>, offset: i64) -> PyResult<bool> {
         let log = self.inner.clone();
-        Ok(py.allow_threads(move || log.truncate_to(offset))?)
+        Ok(py.release_gil(move || log.truncate_to(offset))?)
     }
     /// Kafka's `truncateFullyAndStartAt`: deletes every segment and starts the log empty at
     /// `offset`.
     fn truncate_fully_and_start_at(&self, py: Python<'_>, offset: i64) -> PyResult<()> {
         let log = self.inner.clone();
-        Ok(py.allow_threads(move || log.truncate_fully_and_start_at(offset))?)
+        Ok(py.release_gil(move || log.truncate_fully_and_start_at(offset))?)
     }
     /// Kafka's `roll`: a new active segment at the log end offset; returns its base offset.
     fn roll(&self, py: Python<'_>) -> PyResult<i64> {
         let log = self.inner.clone();
-        Ok(py.allow_threads(move || log.roll())?)
+        Ok(py.release_gil(move || log.roll())?)
     }
     /// Kafka's `flush`: every segment up to the log end offset to disk, and the recovery point.
     fn flush(&self, py: Python<'_>) -> PyResult<()> {
         let log = self.inner.clone();
-        Ok(py.allow_threads(move || log.flush())?)
+        Ok(py.release_gil(move || log.flush())?)
     }
     /// Kafka's `close`: flushes, writes the producer snapshot and closes the files.
     fn close(&self, py: Python<'_>) -> PyResult<()> {
         let log = self.inner.clone();
-        Ok(py.allow_threads(move || log.close())?)
+        Ok(py.release_gil(move || log.close())?)
     }
     /// Kafka's `updateHighWatermark`: sets it, clamped to [log start offset, log end offset];
     /// returns the new value.
@@ -679,7 +680,7 @@ impl RecordIterator {
         if guard.1.is_empty() && !guard.2 {
             let (start, end, isolation, log) =
                 (guard.0, self.end, self.isolation, self.log.clone());
-            let (chunk, next, done) = py.allow_threads(move || -> Result<_> {
+            let (chunk, next, done) = py.release_gil(move || -> Result<_> {
                 let mut chunk = VecDeque::new();
                 let mut bytes = 0usize;
                 let mut next = start;

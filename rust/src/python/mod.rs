@@ -13,6 +13,47 @@ mod tools;
 
 use pyo3::prelude::*;
 
+/// `Python::allow_threads` for a thread that may come back for the GIL after the interpreter
+/// began to exit (a daemon thread reading a log): CPython before 3.14 ends such a thread with
+/// `pthread_exit`, whose forced unwind would reach pyo3's `catch_unwind` and abort the whole
+/// process ("FATAL: exception not rethrown"). That unwind now parks the thread instead, as
+/// CPython 3.14 does, and the process exits.
+pub(crate) trait ReleaseGil {
+    fn release_gil<T: Send, F: Send + FnOnce() -> T>(self, f: F) -> T;
+}
+
+impl ReleaseGil for Python<'_> {
+    #[inline(never)]
+    fn release_gil<T: Send, F: Send + FnOnce() -> T>(self, f: F) -> T {
+        park_on_thread_exit(|| self.allow_threads(f))
+    }
+}
+
+/// Runs `f`, parking this thread for good should `pthread_exit` unwind out of it: for code that
+/// calls into Python with the GIL held (pyarrow's constructors), where the interpreter may hand
+/// the GIL to another thread and, exiting, end this one on taking it back.
+#[inline(never)]
+pub(crate) fn park_on_thread_exit<R>(f: impl FnOnce() -> R) -> R {
+    let park = ParkOnThreadExit;
+    let out = f();
+    std::mem::forget(park);
+    out
+}
+
+/// Dropped only by an unwind: a Rust panic's, which goes on to pyo3 (a `PanicException`), or
+/// `pthread_exit`'s, which parks the thread.
+struct ParkOnThreadExit;
+
+impl Drop for ParkOnThreadExit {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            loop {
+                std::thread::park();
+            }
+        }
+    }
+}
+
 /// Memory for Arrow buffers comes back to the allocator batch after batch; mimalloc reuses it
 /// without returning it to the OS first (no page fault per 4 KiB of each new batch). Unit tests
 /// keep their own counting allocator (`log/every_byte_tests.rs`).
@@ -30,6 +71,13 @@ extern "C" {
     fn PyGILState_Check() -> std::os::raw::c_int;
 }
 
+extern "C-unwind" {
+    /// `PyEval_RestoreThread` as what it is while the interpreter exits: a call that may unwind
+    /// (`pthread_exit`), so [`ParkOnThreadExit`] around it runs.
+    #[link_name = "PyEval_RestoreThread"]
+    fn restore_thread_or_exit(state: *mut pyo3::ffi::PyThreadState);
+}
+
 /// Unmaps a segment map with the GIL released when this thread holds it: pyarrow frees the last
 /// Arrow buffer of a zero-copy table holding the GIL, and the unmap (page tables torn down, other
 /// cores' TLBs flushed) would stall every other thread of the process meanwhile. Threads
@@ -41,7 +89,7 @@ fn unmap_without_the_gil(map: memmap2::Mmap) {
         if PyGILState_Check() == 1 {
             let state = pyo3::ffi::PyEval_SaveThread();
             drop(map);
-            pyo3::ffi::PyEval_RestoreThread(state);
+            park_on_thread_exit(|| restore_thread_or_exit(state));
         } else {
             drop(map);
         }

@@ -4,6 +4,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 
 use crate::error::{Error, Result};
+use crate::python::ReleaseGil;
 use crate::record::batch::{Batch, BatchInfo, BatchIter, DEFAULT_MAX_DECOMPRESSED_BYTES};
 use crate::record::builder::{BatchBuilder, BatchOptions};
 use crate::record::codec::Compression;
@@ -286,7 +287,7 @@ fn decode_batches(
     data: &[u8],
     max_decompressed_bytes: usize,
 ) -> PyResult<Py<PyList>> {
-    let decoded = py.allow_threads(|| -> Result<Vec<DecodedBatch>> {
+    let decoded = py.release_gil(|| -> Result<Vec<DecodedBatch>> {
         let mut iter = BatchIter::new(data);
         let mut out = Vec::new();
         loop {
@@ -486,7 +487,7 @@ fn encode_batch(
     let input = extract_records(records, "cannot encode an empty batch")?;
     let compression = Compression::from_name(compression)?;
     let timestamp_type = parse_timestamp_type(timestamp_type)?;
-    let bytes = py.allow_threads(|| -> Result<Vec<u8>> {
+    let bytes = py.release_gil(|| -> Result<Vec<u8>> {
         match magic {
             2 => {
                 let log_append_time = match timestamp_type {

@@ -13,6 +13,7 @@ use crate::index::txn::{AbortedTxn, TransactionIndex as RsTransactionIndex};
 use crate::index::DEFAULT_MAX_INDEX_SIZE;
 use crate::python::records::{batches_to_py, DecodedBatch};
 use crate::python::results::{dict_of, into_py_results, IntoPyResult};
+use crate::python::ReleaseGil;
 use crate::record::file_records::headers_in;
 use crate::segment::LogSegment;
 
@@ -251,7 +252,7 @@ impl Segment {
     ) -> PyResult<Self> {
         let config = config_from(config)?;
         let suffix = suffix.to_string();
-        let inner = py.allow_threads(|| {
+        let inner = py.release_gil(|| {
             LogSegment::open(
                 &directory,
                 base_offset,
@@ -267,7 +268,7 @@ impl Segment {
     /// Appends batches (bytes from `encode_batch`, offsets already assigned and increasing).
     fn append(&mut self, py: Python<'_>, records: &[u8]) -> PyResult<()> {
         let inner = &mut self.inner;
-        py.allow_threads(|| -> Result<()> {
+        py.release_gil(|| -> Result<()> {
             let mut largest = None;
             for h in headers_in(records) {
                 largest = Some(h?.last_offset);
@@ -293,7 +294,7 @@ impl Segment {
     ) -> PyResult<Option<Bound<'py, PyDict>>> {
         let inner = &self.inner;
         let info =
-            py.allow_threads(|| inner.read(start_offset, max_size, max_position, min_one_message))?;
+            py.release_gil(|| inner.read(start_offset, max_size, max_position, min_one_message))?;
         let Some(info) = info else { return Ok(None) };
         Ok(Some(fetch_info_to_py(py, &info)?))
     }
@@ -301,7 +302,7 @@ impl Segment {
     /// Every batch in the segment, decoded (CRC checked).
     fn batches(&self, py: Python<'_>) -> PyResult<Py<PyList>> {
         let inner = &self.inner;
-        let decoded = py.allow_threads(|| -> Result<Vec<DecodedBatch>> {
+        let decoded = py.release_gil(|| -> Result<Vec<DecodedBatch>> {
             let log = inner.log();
             let mut out = Vec::new();
             let mut scratch = Vec::new();
@@ -353,7 +354,7 @@ impl Segment {
     /// number of bytes truncated.
     fn recover(&mut self, py: Python<'_>) -> PyResult<u64> {
         let inner = &mut self.inner;
-        Ok(py.allow_threads(|| inner.recover(&mut |_| Ok(())))?)
+        Ok(py.release_gil(|| inner.recover(&mut |_| Ok(())))?)
     }
 
     /// Kafka's `truncateTo`: removes every batch at or after `offset` (and their index

@@ -9,6 +9,7 @@ use pyo3::types::PyDict;
 
 use crate::log::OnCorruption;
 use crate::python::results::dict_of;
+use crate::python::ReleaseGil;
 use crate::tools::dump_log_segments::{
     dump_log_segments as dump, Decoder, DumpOptions, MessageParser,
 };
@@ -22,16 +23,18 @@ fn with_progress<T: Send>(
     work: impl FnOnce(&mut dyn FnMut(u64) -> crate::Result<()>) -> crate::Result<T> + Send,
 ) -> PyResult<T> {
     let mut raised: Option<PyErr> = None;
-    let result = py.allow_threads(|| {
+    let result = py.release_gil(|| {
         work(&mut |bytes| {
-            Python::with_gil(|py| {
-                let call = py.check_signals().and_then(|_| match &progress {
-                    Some(cb) => cb.call1(py, (bytes,)).map(|_| ()),
-                    None => Ok(()),
-                });
-                call.map_err(|e| {
-                    raised = Some(e);
-                    crate::Error::IllegalState("interrupted".into())
+            crate::python::park_on_thread_exit(|| {
+                Python::with_gil(|py| {
+                    let call = py.check_signals().and_then(|_| match &progress {
+                        Some(cb) => cb.call1(py, (bytes,)).map(|_| ()),
+                        None => Ok(()),
+                    });
+                    call.map_err(|e| {
+                        raised = Some(e);
+                        crate::Error::IllegalState("interrupted".into())
+                    })
                 })
             })
         })
@@ -148,7 +151,7 @@ fn dump_log_segments(
         json,
         kafka_major,
     };
-    let summary = py.allow_threads(|| {
+    let summary = py.release_gil(|| {
         let mut out = BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
         let mut err = BufWriter::new(std::io::stderr().lock());
         let result = dump(&files, &opts, &mut out, &mut err);

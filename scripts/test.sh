@@ -11,6 +11,6 @@ FUZZ_SECONDS="${FUZZ_SECONDS:-2}" bash fuzz/ci.sh
 # The pure-Python modules against it.
 .venv/bin/python -m mypy --config-file pyproject.toml --follow-imports=silent \
   -m kafkalog.results -m kafkalog.clients -m kafkalog.cli -m kafkalog.cli_tools -m kafkalog.demo \
-  -m kafkalog.spark
+  -m kafkalog.spark -m kafkalog.java_regex
 # The slowest tests are listed, to keep the run within CI's 30 minutes.
 .venv/bin/python -m pytest -q -p no:cacheprovider --durations=15 tests "$@"

@@ -814,7 +814,6 @@ def test_stream_options_checked_as_the_query_starts(spark, data):
     ok = {"path": str(d), "subscribe": "orders"}
     # Wrong for any read: refused by load(), as Spark's Kafka source refuses them.
     for bad, words in [({"maxOffsetsPerTrigger": "0"}, "maxOffsetsPerTrigger must be positive"),
-                       ({"minOffsetsPerTrigger": "-1"}, "minOffsetsPerTrigger must be at least 0"),
                        ({"minOffsetsPerTrigger": "5", "maxOffsetsPerTrigger": "2"}, "higher than"),
                        ({"maxTriggerDelay": "soon"}, "maxTriggerDelay must be a duration"),
                        ({"assign": '{"orders":[0]}'}, "exactly one of"),
@@ -830,12 +829,13 @@ def test_stream_options_checked_as_the_query_starts(spark, data):
         with pytest.raises(kafkalog.KafkaLogError, match=words):
             reader = ks.KafkaLogDataSource({**ok, **bad}).streamReader(ks.kafka_schema())
             reader.initialOffset()
-    # minOffsetsPerTrigger=0 waits for nothing (Spark's source takes it too).
-    reader = ks.KafkaLogDataSource({**ok, "minOffsetsPerTrigger": "0", "startingOffsets": "earliest"}) \
-        .streamReader(ks.kafka_schema())
-    start = reader.initialOffset()
-    first = reader.latestOffset(start, reader.getDefaultReadLimit())
-    assert reader.latestOffset(first, reader.getDefaultReadLimit()) == first
+    # minOffsetsPerTrigger=0, or -1 (Spark's stream runs with it), waits for nothing.
+    for least in ("0", "-1"):
+        reader = ks.KafkaLogDataSource({**ok, "minOffsetsPerTrigger": least, "startingOffsets": "earliest"}) \
+            .streamReader(ks.kafka_schema())
+        start = reader.initialOffset()
+        first = reader.latestOffset(start, reader.getDefaultReadLimit())
+        assert first != start and reader.latestOffset(first, reader.getDefaultReadLimit()) == first
     # Spark's Kafka source ignores endingTimestamp in a stream.
     with pytest.warns(UserWarning, match="endingtimestamp"):
         ks.KafkaLogDataSource({**ok, "endingTimestamp": "5"}).streamReader(ks.kafka_schema())
@@ -986,16 +986,17 @@ def test_invalid_offsets_json_is_an_error(spark, data):
 
 @pytest.mark.parametrize("opts", [
     {"subscribe": "orders", "startingOffsets": '{"orders":{"0":"3","1":-2,"2":-2}}'},
-    {"subscribe": "orders", "startingOffsets": '{"orders":{"0":3.0,"1":-2,"2":-2}}'},
+    {"subscribe": "orders", "startingOffsets": '{"orders":{"0":3.5,"1":-2,"2":-2}}'},
     {"subscribe": "orders", "startingOffsets": '{"orders":{"0":true,"1":-2,"2":-2}}'},
     {"subscribe": "orders", "startingOffsets": '{"orders":{"zero":1,"1":-2,"2":-2}}'},
     {"subscribe": "orders", "startingOffsetsByTimestamp": '{"orders":{"0":"5","1":5,"2":5}}'},
     {"assign": '{"orders":["0"]}'},
-    {"assign": '{"orders":[0.0]}'},
+    {"assign": '{"orders":[0.5]}'},
     {"assign": '{"orders":[false]}'},
 ])
 def test_offsets_and_partitions_in_json_options_are_json_integers(spark, data, opts):
-    # Spark's source reads them with json4s into Long and Int: "3" or 3.0 is refused, not read as 3.
+    # Spark's source reads them with json4s into Long and Int: "3" is refused, not read as 3; 3.0 is
+    # read as 3 (test_options_spark_takes_that_were_refused), a fraction refused here.
     d, _, _ = data
     expect_error(lambda: read(spark, d, **opts), "must be JSON like")
 
@@ -2057,3 +2058,72 @@ def test_register_runs_kafkalog_workers_on_an_interpreter_that_imports_it(tmp_pa
     assert "rows 300" in lines and "read_logs 300" in lines, out.stdout
     assert "workers python3" in lines   # Spark's own setting is left as it was
     assert "cannot import kafkalog and pyarrow" in out.stderr
+
+
+# --------------------------------------------------------------------------------------------
+# Options as Spark's Kafka source reads them (a black-box tester's finds)
+
+def _planned(ranges):
+    return sorted((r.topic, r.partition) for r in ranges)
+
+
+def test_subscribe_pattern_is_a_java_regex(spark, data):
+    """Spark compiles subscribePattern with java.util.regex: a class intersection, \\Q..\\E and
+    \\p{Lower} pick the topics Java picks (Python's re read the first as nothing at all)."""
+    d, recs, _ = data
+    assert _topics(read(spark, d, subscribePattern="o[a-z&&[^t]]ders")) == {"orders", "orders_archive"}
+    assert _topics(read(spark, d, subscribePattern="^o[a-z&&[^r]]")) == {"other"}
+    assert _topics(read(spark, d, subscribePattern=r"\Qorders_\E\p{Lower}+")) == {"orders_archive"}
+    expect_error(lambda: read(spark, d, subscribePattern=r"\p{IsHan}"), "not a valid Java pattern")
+
+
+def test_a_topic_with_partitions_missing_under_the_path_is_refused(tmp_path):
+    """Partitions are 0..N-1: holes mean another log dir (JBOD) or broker holds the rest, and
+    reading on would leave their records out unsaid. Every log dir read together is whole;
+    failOnDataLoss=false reads the partitions found, with a warning."""
+    d1, d2 = tmp_path / "d1", tmp_path / "d2"
+    for p in range(6):
+        log = Log((d1 if p % 2 else d2) / f"jbod-{p}", read_only=False, create=True)
+        log.append([{"value": b"v%d" % p}])
+        log.close()
+    for how in ({"subscribe": "jbod"}, {"subscribePattern": "jb.d"}):
+        with pytest.raises(ks.KafkaLogOptionError, match=r"jbod: partitions \[0, 2, 4\] are missing"):
+            ks.plan_read({"path": str(d1), **how})
+        assert len(ks.plan_read({"path": f"{d1},{d2}", **how}).ranges) == 6
+        with pytest.warns(UserWarning, match=r"\[0, 2, 4\]"):
+            plan = ks.plan_read({"path": str(d1), "failOnDataLoss": "false", **how})
+        assert _planned(plan.ranges) == [("jbod", 1), ("jbod", 3), ("jbod", 5)]
+    # assign names its partitions: nothing is missing that was not asked for.
+    assert _planned(ks.plan_read({"path": str(d1), "assign": '{"jbod":[1,3]}'}).ranges) == [("jbod", 1), ("jbod", 3)]
+
+
+def test_options_spark_takes_that_were_refused(data):
+    d, _, _ = data
+    # 'topic' is a write option; Spark's source ignores it on a read.
+    with pytest.warns(UserWarning, match="topic"):
+        ks.plan_read({"path": str(d), "subscribe": "other", "topic": "x"})
+    # JSON offsets as 1.0 (json4s reads them as integers); a fraction stays refused.
+    plan = ks.plan_read({"path": str(d), "subscribe": "other", "startingOffsets": '{"other":{"0":1.0}}'})
+    assert [r.start for r in plan.ranges] == [1]
+    with pytest.raises(ks.KafkaLogOptionError, match="must be JSON like"):
+        ks.plan_read({"path": str(d), "subscribe": "other", "startingOffsets": '{"other":{"0":1.5}}'})
+    # minOffsetsPerTrigger=-1 waits for nothing, as Spark's stream runs with it.
+    ks._check_options({"path": str(d), "subscribe": "other", "minoffsetspertrigger": "-1"})
+
+
+def test_negative_timestamps_match_no_offset_as_in_spark(data):
+    d, _, _ = data
+    with pytest.raises(ks.KafkaLogOptionError, match="No offset matched from request of topic-partition other-0 and timestamp -5"):
+        ks.plan_read({"path": str(d), "subscribe": "other", "startingTimestamp": "-5"})
+    plan = ks.plan_read({"path": str(d), "subscribe": "other", "startingTimestamp": "-5",
+                         "startingOffsetsByTimestampStrategy": "latest"})
+    assert [r.size for r in plan.ranges] == [0]
+
+
+def test_the_metadata_log_is_not_a_topic(tmp_path):
+    log = Log(tmp_path / "__cluster_metadata-0", read_only=False, create=True)
+    log.append([{"value": b"x"}])
+    log.close()
+    for how in ({"subscribe": "__cluster_metadata"}, {"assign": '{"__cluster_metadata":[0]}'}):
+        with pytest.raises(ks.KafkaLogOptionError, match="KRaft's metadata log"):
+            ks.plan_read({"path": str(tmp_path), **how})

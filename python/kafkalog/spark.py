@@ -22,11 +22,12 @@ import uuid
 import warnings
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, cast
+from typing import Any, Callable, Collection, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, cast
 
 from . import _kafkalog
 from ._kafkalog import KafkaLogError, OffsetOutOfRangeError
 from ._kafkalog import Log
+from .java_regex import JavaRegexError, compile_java
 from .results import Compression, Isolation
 
 try:  # pyspark is an extra: `pip install kafkalog[spark]`
@@ -173,6 +174,7 @@ WRITE_OPTIONS = {
 # source ignores the stream-only ones in a batch query too, and the rest tune its consumer. They
 # are accepted with a warning, so a job moves over by changing the format and adding `path`.
 _IGNORED_OPTIONS = {
+    "topic": "a write option: Spark's Kafka source ignores it on a read too",
     "maxoffsetspertrigger": "streaming only: Spark ignores it in batch queries too",
     "minoffsetspertrigger": "streaming only: Spark ignores it in batch queries too",
     "maxtriggerdelay": "streaming only: Spark ignores it in batch queries too",
@@ -245,8 +247,10 @@ def _json(options: Mapping[str, str], name: str) -> Any:
 
 
 def _is_json_int(v: Any) -> bool:
-    """A JSON integer, as Spark's source reads offsets and partitions (json4s into Long/Int): not
-    a string, a boolean or a fraction."""
+    """A JSON number with an integer value, as Spark's source reads offsets and partitions (json4s
+    into Long/Int, which takes 1.0 too): not a string, a boolean or a fraction."""
+    if isinstance(v, float):
+        return v.is_integer()
     return isinstance(v, int) and not isinstance(v, bool)
 
 
@@ -306,6 +310,7 @@ class TopicPartitionFolder:
     topic: str
     partition: int
     path: str
+    named: bool = False  # the path named this partition folder itself, not a data dir holding it
 
 
 def discover(paths: Sequence[str]) -> List[TopicPartitionFolder]:
@@ -326,7 +331,7 @@ def discover(paths: Sequence[str]) -> List[TopicPartitionFolder]:
         match = re.fullmatch(r"(.+)-(\d+)", name)
         if match and any(f.endswith(".log") for f in os.listdir(path)):
             key = (match.group(1), int(match.group(2)))
-            found[key] = TopicPartitionFolder(key[0], key[1], path)
+            found[key] = TopicPartitionFolder(key[0], key[1], path, named=True)
             continue
         raise KafkaLogOptionError(
             f"{raw} is neither a Kafka data dir (no <topic>-<partition> folders in it) nor a "
@@ -354,9 +359,9 @@ def _strategy(options: Mapping[str, str], required: bool) -> Optional[str]:
                 "Pattern to subscribe is empty as specified value for option 'subscribePattern' is "
                 f"'{options['subscribepattern']}'")
         try:
-            re.compile(options["subscribepattern"])
-        except re.error as e:
-            raise KafkaLogOptionError(f"option subscribePattern is not a valid pattern: {e}") from None
+            compile_java(options["subscribepattern"])
+        except JavaRegexError as e:
+            raise KafkaLogOptionError(f"option subscribePattern is not a valid Java pattern: {e}") from None
     if strategy == "assign":
         assigned = _json(options, "assign")
         if not isinstance(assigned, dict) or not all(
@@ -365,21 +370,54 @@ def _strategy(options: Mapping[str, str], required: bool) -> Optional[str]:
     return strategy
 
 
+def _refuse_metadata_log(topics: Collection[str]) -> None:
+    if "__cluster_metadata" in topics:
+        # Spark's Kafka source fails on it (UnknownTopicOrPartitionException): no consumer reads it.
+        raise KafkaLogOptionError("__cluster_metadata is KRaft's metadata log, not a topic a consumer reads "
+                                  "(Spark's Kafka source fails on it too); see its records with kafkalog dump")
+
+
+def _whole_topics(folders: List[TopicPartitionFolder], options: Mapping[str, str]) -> List[TopicPartitionFolder]:
+    """The folders of subscribed topics, refused when a topic's partition numbers have holes: a
+    topic's partitions are 0..N-1, so the missing ones are in folders the path does not name (another
+    log dir of a JBOD broker, another broker), and reading on would leave their records out unsaid."""
+    by_topic: Dict[str, List[int]] = {}
+    chosen = {f.topic for f in folders if f.named}  # partition folders named one by one: as asked
+    for f in folders:
+        if f.topic not in chosen:
+            by_topic.setdefault(f.topic, []).append(f.partition)
+    holes = {t: sorted(set(range(max(ps) + 1)) - set(ps)) for t, ps in by_topic.items()}
+    holes = {t: missing for t, missing in holes.items() if missing}
+    if not holes:
+        return folders
+    listed = "; ".join(f"{t}: partitions {missing} are missing" for t, missing in sorted(holes.items()))
+    message = (f"the path holds only some partitions of a subscribed topic ({listed}); a broker with "
+               "several log.dirs spreads partitions over them: pass every log dir, comma-separated "
+               "(path=/data/d1,/data/d2)")
+    if _bool(options, "failondataloss", True):
+        raise KafkaLogOptionError(message + ", or set failOnDataLoss=false to read the partitions found")
+    warnings.warn(message + "; failOnDataLoss=false: reading the partitions found", stacklevel=3)
+    return folders
+
+
 def _select(folders: List[TopicPartitionFolder], options: Mapping[str, str], required: bool) -> List[TopicPartitionFolder]:
     strategy = _strategy(options, required)
     if strategy is None:
         return folders
     if strategy == "subscribe":
         topics = [t.strip() for t in options["subscribe"].split(",") if t.strip()]
+        _refuse_metadata_log(topics)
         missing = sorted(set(topics) - {f.topic for f in folders})
         if missing:
             raise KafkaLogOptionError(f"topics {missing} have no partition folders under the path")
-        return [f for f in folders if f.topic in topics]
+        return _whole_topics([f for f in folders if f.topic in topics], options)
     if strategy == "subscribepattern":
-        pattern = re.compile(options["subscribepattern"])
+        pattern = compile_java(options["subscribepattern"])
         # As Spark's Kafka source picks topics (Regex.findFirstIn): the pattern anywhere in the name.
-        return [f for f in folders if f.topic not in _INTERNAL_TOPICS and pattern.search(f.topic)]
+        return _whole_topics([f for f in folders if f.topic not in _INTERNAL_TOPICS and pattern.search(f.topic)],
+                             options)
     assigned = _json(options, "assign")
+    _refuse_metadata_log(assigned)
     wanted = {(t, int(p)) for t, ps in assigned.items() for p in ps}
     have = {(f.topic, f.partition): f for f in folders}
     missing_topics = sorted({t for t, _ in wanted} - {f.topic for f in folders})
@@ -476,7 +514,12 @@ def _resolve(limits: _Limits, log: Log, tp: Tuple[str, int], isolation: Isolatio
     timestamp = limits.value if limits.kind == "timestamp" else limits.value[tp]
     # As the source's consumer asks ListOffsets: with its isolation level, so a record past the
     # last fetchable offset is not found.
-    found = log.offset_for_timestamp(timestamp, isolation)
+    try:
+        found = log.offset_for_timestamp(timestamp, isolation)
+    except _kafkalog.InvalidArgumentError:
+        if timestamp >= 0:
+            raise
+        found = None  # a negative timestamp Kafka gives no meaning: no record has it, as Spark finds
     if found is not None:
         return found[1]
     if limits.starting and strategy == "error":
@@ -690,6 +733,12 @@ def _positive(options: Mapping[str, str], name: str, least: int = 1) -> Optional
     return value
 
 
+def _min_offsets(options: Mapping[str, str]) -> Optional[int]:
+    """minOffsetsPerTrigger: 0 or less waits for nothing, as Spark's source runs with -1."""
+    value = _int(options, "minoffsetspertrigger")
+    return None if value is None else max(0, value)
+
+
 def _check_trigger_limits(min_offsets: Optional[int], max_offsets: Optional[int]) -> None:
     if min_offsets is not None and max_offsets is not None and min_offsets > max_offsets:
         raise KafkaLogOptionError(f"The value of minOffsetsPerTrigger({min_offsets}) is higher than the "
@@ -705,8 +754,7 @@ def _check_options(opts: Mapping[str, str]) -> None:
     _read_settings(opts)
     for name in ("minpartitions", "maxrecordsperpartition"):
         _positive(opts, name)
-    # minOffsetsPerTrigger=0 waits for nothing (Spark's source takes it too).
-    _check_trigger_limits(_positive(opts, "minoffsetspertrigger", least=0), _positive(opts, "maxoffsetspertrigger"))
+    _check_trigger_limits(_min_offsets(opts), _positive(opts, "maxoffsetspertrigger"))
     _duration_ms(opts, "maxtriggerdelay", "15m")
 
 
@@ -775,7 +823,7 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.paths = _paths(opts)
         self.isolation, self.include_headers, self.fail_on_data_loss, self.strategy = _read_settings(opts)
         self.max_offsets = _positive(opts, "maxoffsetspertrigger")
-        self.min_offsets = _positive(opts, "minoffsetspertrigger", least=0)
+        self.min_offsets = _min_offsets(opts)
         self.max_trigger_delay_ms = _duration_ms(opts, "maxtriggerdelay", "15m")
         _check_trigger_limits(self.min_offsets, self.max_offsets)
         if (self.max_offsets or self.min_offsets) and not _STREAM_LIMITS:

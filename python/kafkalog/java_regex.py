@@ -322,24 +322,17 @@ class _Translator:
         simple = {"t": "\t", "n": "\n", "r": "\r", "f": "\f", "a": "\x07", "e": "\x1b"}
         if c in simple:
             return _chars(simple[c]), False, True
-        if c == "0":
-            m = re.match(r"[0-3]?[0-7]{1,2}|[0-7]", self.p[self.i:])
+        # Octal \0n, \0nn, \0mnn; hex \xhh, \x{h...}; \uhhhh: one code point each.
+        numeric = {"0": (r"[0-3]?[0-7]{1,2}|[0-7]", 8, "octal"),
+                   "x": (r"\{([0-9a-fA-F]+)\}|[0-9a-fA-F]{2}", 16, "hexadecimal"),
+                   "u": (r"[0-9a-fA-F]{4}", 16, "Unicode")}
+        if c in numeric:
+            shape, base, what = numeric[c]
+            m = re.match(shape, self.p[self.i:])
             if not m:
-                raise self.error("illegal octal escape")
+                raise self.error(f"illegal {what} escape")
             self.i += m.end()
-            return frozenset({int(m.group(0), 8)}), False, True
-        if c == "x":
-            m = re.match(r"\{([0-9a-fA-F]+)\}|[0-9a-fA-F]{2}", self.p[self.i:])
-            if not m:
-                raise self.error("illegal hexadecimal escape")
-            self.i += m.end()
-            return frozenset({int(m.group(1) or m.group(0), 16)}), False, True
-        if c == "u":
-            m = re.match(r"[0-9a-fA-F]{4}", self.p[self.i:])
-            if not m:
-                raise self.error("illegal Unicode escape")
-            self.i += m.end()
-            return frozenset({int(m.group(0), 16)}), False, True
+            return frozenset({int(m.group(m.lastindex or 0), base)}), False, True
         if c == "c":
             if not self.peek():
                 raise self.error("illegal control escape")

@@ -295,3 +295,31 @@ def test_a_decoder_given_a_data_dir_dumps_its_topic_only(broker_dir, decoder, tm
     missing = run(str(other), decoder)
     assert missing.returncode == 1 and DECODERS[decoder][:-2] in missing.stderr, missing.stderr
     assert len(missing.stderr.strip().splitlines()) == 1 and "Traceback" not in missing.stderr
+
+
+def test_metadata_topic_partitions_are_what_the_broker_made(broker_dir, tmp_path):
+    """A KRaft data dir's topics and partitions from its metadata log (the latest snapshot, then
+    the log): created, grown by CreatePartitions, deleted; the Spark source refuses a copy of the
+    dir missing a partition folder the metadata lists (a JBOD broker's other log dir holds it)."""
+    import kafkalog.spark as ks
+
+    d = broker_dir["data_dir"]
+    assert sorted(Path(d, "__cluster_metadata-0").glob("*.checkpoint")), "the broker wrote no snapshot"
+    topics = kafkalog.metadata_topic_partitions(d)
+    assert topics is not None
+    assert topics[T_ORDERS] == [0, 1, 2]
+    assert topics[T_EVENTS] == [0, 1, 2]  # created with 2, one added
+    assert "it-doomed" not in topics
+    # The snapshot alone (its log's segments gone): the topics it holds.
+    only_snapshot = tmp_path / "snap"
+    shutil.copytree(Path(d, "__cluster_metadata-0"), only_snapshot / "__cluster_metadata-0",
+                    ignore=shutil.ignore_patterns("*.log", "*.index", "*.timeindex", "*.snapshot"))
+    assert kafkalog.metadata_topic_partitions(only_snapshot)[T_ORDERS] == [0, 1, 2]
+    assert kafkalog.metadata_topic_partitions(tmp_path) is None  # no metadata log here
+
+    assert len(ks.plan_read({"path": str(d), "subscribe": T_ORDERS}).ranges) == 3
+    copy = tmp_path / "d1"
+    shutil.copytree(d, copy)
+    shutil.rmtree(copy / f"{T_ORDERS}-2")
+    with pytest.raises(ks.KafkaLogOptionError, match=r"partitions \[2\] are missing"):
+        ks.plan_read({"path": str(copy), "subscribe": T_ORDERS})

@@ -91,6 +91,7 @@ __all__ = [
     "verify_partition",
     "partition_stats",
     "broker_committed_offsets",
+    "metadata_topic_partitions",
     "_Producer",
     "RecordMetadata",
     "ConsumerRecord",
@@ -437,6 +438,7 @@ def dump_log_segments(
     message_parser: MessageParser = "decoders",
 ) -> tuple[int, int, int, int]: ...
 def broker_committed_offsets(data_dir: _Path, group_id: Optional[str] = None) -> dict[str, dict[tuple[str, int], CommittedOffset]]: ...
+def metadata_topic_partitions(data_dir: _Path) -> Optional[dict[str, list[int]]]: ...
 def verify_partition(
     path: _Path, *, compacted: bool = False, progress: Optional[Callable[[int], Any]] = None
 ) -> tuple[int, int, int, bool, list[tuple[str, Optional[int], str]], list[tuple[str, Optional[int], str]]]: ...

@@ -22,7 +22,7 @@ import uuid
 import warnings
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Callable, Collection, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, cast
+from typing import Any, Callable, Collection, Dict, Set, Iterator, List, Mapping, Optional, Sequence, Tuple, cast
 
 from . import _kafkalog
 from ._kafkalog import KafkaLogError, OffsetOutOfRangeError
@@ -378,20 +378,25 @@ def _refuse_metadata_log(topics: Collection[str]) -> None:
 
 
 def _whole_topics(folders: List[TopicPartitionFolder], options: Mapping[str, str]) -> List[TopicPartitionFolder]:
-    """The folders of subscribed topics, refused when a topic's partition numbers have holes: a
-    topic's partitions are 0..N-1, so the missing ones are in folders the path does not name (another
-    log dir of a JBOD broker, another broker), and reading on would leave their records out unsaid."""
-    by_topic: Dict[str, List[int]] = {}
+    """The folders of subscribed topics, refused when partitions of a topic are not under the path:
+    those a KRaft data dir's metadata log lists, and holes in the numbers (a topic's partitions are
+    0..N-1). Another log dir of a JBOD broker, or another broker, holds them, and reading on would
+    leave their records out unsaid."""
+    found: Dict[str, Set[int]] = {}
     chosen = {f.topic for f in folders if f.named}  # partition folders named one by one: as asked
     for f in folders:
         if f.topic not in chosen:
-            by_topic.setdefault(f.topic, []).append(f.partition)
-    holes = {t: sorted(set(range(max(ps) + 1)) - set(ps)) for t, ps in by_topic.items()}
-    holes = {t: missing for t, missing in holes.items() if missing}
-    if not holes:
+            found.setdefault(f.topic, set()).add(f.partition)
+    expected = {t: set(range(max(ps) + 1)) for t, ps in found.items()}
+    for data_dir in sorted({os.path.dirname(f.path) for f in folders if not f.named}):
+        for topic, listed in (_kafkalog.metadata_topic_partitions(data_dir) or {}).items():
+            if topic in expected:
+                expected[topic].update(listed)
+    missing = {t: sorted(expected[t] - ps) for t, ps in found.items() if expected[t] - ps}
+    if not missing:
         return folders
-    listed = "; ".join(f"{t}: partitions {missing} are missing" for t, missing in sorted(holes.items()))
-    message = (f"the path holds only some partitions of a subscribed topic ({listed}); a broker with "
+    gaps = "; ".join(f"{t}: partitions {m} are missing" for t, m in sorted(missing.items()))
+    message = (f"the path holds only some partitions of a subscribed topic ({gaps}); a broker with "
                "several log.dirs spreads partitions over them: pass every log dir, comma-separated "
                "(path=/data/d1,/data/d2)")
     if _bool(options, "failondataloss", True):

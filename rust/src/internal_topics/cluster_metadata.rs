@@ -4,7 +4,16 @@
 //! (`payload: {"type":"TOPIC_RECORD","version":0,"data":{...}}`). Control records (leader
 //! changes, snapshot headers, voters) are the dump's own.
 
+use std::collections::{BTreeSet, HashMap};
+use std::path::Path;
+
 use serde_json::{json, Value};
+
+use crate::datadir::partition_folders;
+use crate::error::Error;
+use crate::log::{FetchIsolation, Log, LogOptions};
+use crate::record::batch::DEFAULT_MAX_DECOMPRESSED_BYTES;
+use crate::record::file_records::FileRecords;
 
 use super::message::{find, read_message, to_jackson_string, Family, Kind, Reader};
 use super::{DecodeError, ParsedRecord};
@@ -97,6 +106,132 @@ pub fn parse_for_dump(value: Option<&[u8]>, offset: i64) -> ParsedRecord {
         payload: Some(to_jackson_string(&payload_json)),
         key_json: Value::Null,
         payload_json,
+    }
+}
+
+pub const CLUSTER_METADATA_TOPIC: &str = "__cluster_metadata";
+
+/// The topics a KRaft data dir's metadata log knows, with their partition numbers, as a broker
+/// replays it (`MetadataLoader`): the latest snapshot (`<offset>-<epoch>.checkpoint`), then the
+/// log from the snapshot's end. `None` when the dir holds no `__cluster_metadata-0`, or when its
+/// log starts past the snapshot (records missing: the answer would be a guess).
+pub fn topic_partitions(
+    data_dir: &Path,
+) -> crate::error::Result<Option<HashMap<String, BTreeSet<i32>>>> {
+    let Some(folder) = partition_folders(data_dir)?
+        .into_iter()
+        .find(|f| f.topic == CLUSTER_METADATA_TOPIC && f.partition == 0)
+    else {
+        return Ok(None);
+    };
+    let mut replay = TopicReplay::default();
+    let snapshot = std::fs::read_dir(&folder.path)?
+        .filter_map(|e| e.ok())
+        .filter_map(|e| {
+            let name = e.file_name().into_string().ok()?;
+            let stem = name.strip_suffix(".checkpoint")?;
+            let offset: i64 = stem.split('-').next()?.parse().ok()?;
+            Some((offset, e.path()))
+        })
+        .max_by_key(|(offset, _)| *offset);
+    let mut applied_to = 0;
+    let snapshot_found = snapshot.is_some();
+    if let Some((end_offset, path)) = snapshot {
+        let records = FileRecords::open(&path, false)?;
+        let mut scratch = Vec::new();
+        records.for_each_batch(
+            0,
+            records.size_in_bytes(),
+            DEFAULT_MAX_DECOMPRESSED_BYTES,
+            &mut |_, batch| {
+                if !batch.is_control() {
+                    for r in batch.record_iter(&mut scratch, DEFAULT_MAX_DECOMPRESSED_BYTES)? {
+                        replay.apply(r?.value, &path)?;
+                    }
+                }
+                Ok(true)
+            },
+        )?;
+        applied_to = end_offset;
+    }
+    let has_segments = std::fs::read_dir(&folder.path)?
+        .filter_map(|e| e.ok())
+        .any(|e| e.file_name().to_string_lossy().ends_with(".log"));
+    if !has_segments {
+        // A snapshot copied without its log: what it holds, up to its end offset.
+        return Ok(snapshot_found.then(|| replay.by_name()));
+    }
+    let log = Log::open(&folder.path, LogOptions::default())?;
+    if log.log_start_offset() > applied_to {
+        return Ok(None);
+    }
+    let mut failure = None;
+    log.for_each_batch(
+        Some(applied_to),
+        None,
+        FetchIsolation::LogEnd,
+        true,
+        &mut |_, batch, records, range| {
+            if !batch.is_control() {
+                for r in &records[range] {
+                    if let Err(e) = replay.apply(r.value, &folder.path) {
+                        failure = Some(e);
+                        return Ok(false);
+                    }
+                }
+            }
+            Ok(true)
+        },
+    )?;
+    if let Some(e) = failure {
+        return Err(e);
+    }
+    Ok(Some(replay.by_name()))
+}
+
+/// Topics by id, and their partitions, as TOPIC_RECORD, PARTITION_RECORD and REMOVE_TOPIC_RECORD
+/// leave them.
+#[derive(Default)]
+struct TopicReplay {
+    names: HashMap<String, String>,
+    partitions: HashMap<String, BTreeSet<i32>>,
+}
+
+impl TopicReplay {
+    fn apply(&mut self, value: Option<&[u8]>, from: &Path) -> crate::error::Result<()> {
+        let Some(value) = value else { return Ok(()) };
+        let record = decode(value)
+            .map_err(|e| Error::corrupt(format!("{}: a metadata record: {e}", from.display())))?;
+        let field = |name: &str| record.data.get(name).cloned().unwrap_or(Value::Null);
+        let topic_id = field("topicId").as_str().unwrap_or_default().to_owned();
+        match record.type_name.as_str() {
+            "TOPIC_RECORD" => {
+                if let Some(name) = field("name").as_str() {
+                    self.names.insert(topic_id, name.to_owned());
+                }
+            }
+            "PARTITION_RECORD" => {
+                if let Some(p) = field("partitionId").as_i64() {
+                    self.partitions
+                        .entry(topic_id)
+                        .or_default()
+                        .insert(p as i32);
+                }
+            }
+            "REMOVE_TOPIC_RECORD" => {
+                self.names.remove(&topic_id);
+                self.partitions.remove(&topic_id);
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn by_name(mut self) -> HashMap<String, BTreeSet<i32>> {
+        self.names
+            .into_iter()
+            .map(|(id, name)| (name, self.partitions.remove(&id).unwrap_or_default()))
+            .collect()
     }
 }
 

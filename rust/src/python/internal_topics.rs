@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
 
+use crate::internal_topics::cluster_metadata::topic_partitions;
 use crate::internal_topics::committed_offsets::broker_committed_offsets as committed;
 use crate::python::results::dict_of;
 use crate::python::ReleaseGil;
@@ -41,7 +42,25 @@ fn broker_committed_offsets<'py>(
     Ok(out)
 }
 
+/// The topics a KRaft data dir's `__cluster_metadata` log knows, each with its partition
+/// numbers (read-only; the latest snapshot, then the log): {topic: [partition, ...]}. None when
+/// the dir has no metadata log, or one whose records before its log start are gone.
+#[pyfunction]
+fn metadata_topic_partitions(
+    py: Python<'_>,
+    data_dir: PathBuf,
+) -> PyResult<Option<std::collections::HashMap<String, Vec<i32>>>> {
+    let found = py.release_gil(|| topic_partitions(&data_dir))?;
+    Ok(found.map(|topics| {
+        topics
+            .into_iter()
+            .map(|(name, partitions)| (name, partitions.into_iter().collect()))
+            .collect()
+    }))
+}
+
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(broker_committed_offsets, m)?)?;
+    m.add_function(wrap_pyfunction!(metadata_topic_partitions, m)?)?;
     Ok(())
 }

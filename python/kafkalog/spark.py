@@ -397,8 +397,8 @@ def _whole_topics(folders: List[TopicPartitionFolder], options: Mapping[str, str
         return folders
     gaps = "; ".join(f"{t}: partitions {m} are missing" for t, m in sorted(missing.items()))
     message = (f"the path holds only some partitions of a subscribed topic ({gaps}); a broker with "
-               "several log.dirs spreads partitions over them: pass every log dir, comma-separated "
-               "(path=/data/d1,/data/d2)")
+               "several log.dirs spreads partitions over them, a cluster over its brokers: pass every "
+               "dir that holds them, comma-separated (path=/data/d1,/data/d2)")
     if _bool(options, "failondataloss", True):
         raise KafkaLogOptionError(message + ", or set failOnDataLoss=false to read the partitions found")
     warnings.warn(message + "; failOnDataLoss=false: reading the partitions found", stacklevel=3)

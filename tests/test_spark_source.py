@@ -2127,3 +2127,13 @@ def test_the_metadata_log_is_not_a_topic(tmp_path):
     for how in ({"subscribe": "__cluster_metadata"}, {"assign": '{"__cluster_metadata":[0]}'}):
         with pytest.raises(ks.KafkaLogOptionError, match="KRaft's metadata log"):
             ks.plan_read({"path": str(tmp_path), **how})
+
+
+def test_a_metadata_log_that_cannot_be_read_does_not_stop_the_read(tmp_path):
+    for topic, p in (("t", 0), ("t", 1), ("__cluster_metadata", 0)):
+        log = Log(tmp_path / f"{topic}-{p}", read_only=False, create=True)
+        log.append([{"value": b"\x07 not a metadata record"}])
+        log.close()
+    with pytest.warns(UserWarning, match="__cluster_metadata log could not be read"):
+        plan = ks.plan_read({"path": str(tmp_path), "subscribe": "t"})
+    assert _planned(plan.ranges) == [("t", 0), ("t", 1)]

@@ -22,7 +22,7 @@ import uuid
 import warnings
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Callable, Collection, Dict, Set, Iterator, List, Mapping, Optional, Sequence, Tuple, cast
+from typing import Any, Callable, Collection, Dict, Iterator, List, Mapping, Optional, Sequence, Set, Tuple, cast
 
 from . import _kafkalog
 from ._kafkalog import KafkaLogError, OffsetOutOfRangeError
@@ -389,7 +389,14 @@ def _whole_topics(folders: List[TopicPartitionFolder], options: Mapping[str, str
             found.setdefault(f.topic, set()).add(f.partition)
     expected = {t: set(range(max(ps) + 1)) for t, ps in found.items()}
     for data_dir in sorted({os.path.dirname(f.path) for f in folders if not f.named}):
-        for topic, listed in (_kafkalog.metadata_topic_partitions(data_dir) or {}).items():
+        try:
+            listed_by_topic = _kafkalog.metadata_topic_partitions(data_dir) or {}
+        except KafkaLogError as e:
+            # A check on top of the read: a metadata log it cannot read does not stop the read.
+            warnings.warn(f"{data_dir}: its __cluster_metadata log could not be read ({e}); partitions "
+                          "are checked by their numbers only", stacklevel=3)
+            listed_by_topic = {}
+        for topic, listed in listed_by_topic.items():
             if topic in expected:
                 expected[topic].update(listed)
     missing = {t: sorted(expected[t] - ps) for t, ps in found.items() if expected[t] - ps}

@@ -66,13 +66,15 @@ fn deep_iteration(
     records
         .for_each_batch(0, records.size_in_bytes(), MAX_BATCH, &mut |_, batch| {
             // Records decoded as they are pulled, as Kafka's deep iteration does.
-            for r in batch.record_iter(scratch, MAX_BATCH)? {
-                let r = r?;
-                sum += (r.key.map_or(0, <[u8]>::len)
-                    + r.value.map_or(0, <[u8]>::len)
-                    + r.headers.len()) as u64;
-                each(&r);
-            }
+            batch
+                .record_iter(scratch, MAX_BATCH)?
+                .try_for_each_record(|r| {
+                    sum += (r.key.map_or(0, <[u8]>::len)
+                        + r.value.map_or(0, <[u8]>::len)
+                        + r.headers.len()) as u64;
+                    each(&r);
+                    Ok(())
+                })?;
             Ok(true)
         })
         .expect("segment decodes");
@@ -83,11 +85,13 @@ fn deep_iteration(
 #[inline(always)]
 fn touch_records(batch: &Batch<'_>, scratch: &mut Vec<u8>) -> kafkalog::Result<u64> {
     let mut sum = 0u64;
-    for r in batch.record_iter(scratch, MAX_BATCH)? {
-        let r = r?;
-        sum += (r.key.map_or(0, <[u8]>::len) + r.value.map_or(0, <[u8]>::len) + r.headers.len())
-            as u64;
-    }
+    batch
+        .record_iter(scratch, MAX_BATCH)?
+        .try_for_each_record(|r| {
+            sum += (r.key.map_or(0, <[u8]>::len) + r.value.map_or(0, <[u8]>::len) + r.headers.len())
+                as u64;
+            Ok(())
+        })?;
     Ok(sum)
 }
 

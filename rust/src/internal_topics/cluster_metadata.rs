@@ -145,9 +145,9 @@ pub fn topic_partitions(
             DEFAULT_MAX_DECOMPRESSED_BYTES,
             &mut |_, batch| {
                 if !batch.is_control() {
-                    for r in batch.record_iter(&mut scratch, DEFAULT_MAX_DECOMPRESSED_BYTES)? {
-                        replay.apply(r?.value, &path)?;
-                    }
+                    batch
+                        .record_iter(&mut scratch, DEFAULT_MAX_DECOMPRESSED_BYTES)?
+                        .try_for_each_record(|r| replay.apply(r.value, &path))?;
                 }
                 Ok(true)
             },

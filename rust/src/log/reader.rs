@@ -113,9 +113,10 @@ impl Log {
             FileAccess::Windows,
             &mut |pos, batch, iter, offsets, window| {
                 let mut records = Vec::with_capacity(iter.count_hint());
-                for record in iter {
-                    records.push(record?);
-                }
+                iter.try_for_each_record(|record| {
+                    records.push(record);
+                    Ok(())
+                })?;
                 // Records are in offset order, so those in range are one run.
                 let first = records.partition_point(|r| r.offset < offsets.start);
                 let last = records.partition_point(|r| r.offset < offsets.end);

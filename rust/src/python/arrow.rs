@@ -196,7 +196,7 @@ fn records_to_arrow(
         )
     })?;
     let schema = kafka_source_schema_with(include_headers, zero_copy);
-    PyTable::try_new(batches, schema)?.to_pyarrow(py)
+    park_on_thread_exit(|| PyTable::try_new(batches, schema)?.to_pyarrow(py))
 }
 
 /// Spark's Kafka source schema as a `pyarrow.Schema`.

@@ -22,7 +22,7 @@ use crate::producer::accumulator::{
 };
 use crate::python::errors::{non_negative, non_negative_size};
 use crate::python::records::{py_record_class, timestamp_type_name};
-use crate::python::ReleaseGil;
+use crate::python::{park_on_thread_exit, ReleaseGil};
 use crate::record::codec::Compression;
 use crate::record::record::OwnedRecord;
 
@@ -376,9 +376,12 @@ impl PyConsumer {
     ) -> PyResult<Option<PyObject>> {
         let max_records = non_negative_size("max_records", max_records)?;
         let batch = py.release_gil(|| self.with(|c| c.poll_arrow(max_records, include_headers)))?;
-        batch
-            .map(|b| PyRecordBatch::new(b).to_pyarrow(py))
-            .transpose()
+        // pyarrow's import runs Python code, which may give the GIL up.
+        park_on_thread_exit(|| {
+            batch
+                .map(|b| PyRecordBatch::new(b).to_pyarrow(py))
+                .transpose()
+        })
     }
 
     /// Kafka's `commitSync`: commits `offsets` [(topic, partition, offset)], or every position.

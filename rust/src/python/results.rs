@@ -34,9 +34,12 @@ macro_rules! py_result {
             }
             fn into_py_result(self, py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
                 let $v = self;
-                Self::class()
-                    .import(py, "kafkalog.results", Self::NAME)?
-                    .call1($args)
+                // The named tuple's constructor is Python code, which may give the GIL up.
+                $crate::python::park_on_thread_exit(|| {
+                    Self::class()
+                        .import(py, "kafkalog.results", Self::NAME)?
+                        .call1($args)
+                })
             }
         }
     };

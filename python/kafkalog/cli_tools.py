@@ -551,7 +551,8 @@ def add_parsers(sub, formatter) -> None:
     v = sub.add_parser(
         "verify", formatter_class=formatter,
         help="check segments, indexes and checkpoints against each other; never writes",
-        description="Checks every batch's framing and CRC, offsets across segments (and gaps, which "
+        description="Checks every batch's framing and CRC, that its records decode (compressed "
+                    "batches inflated), offsets across segments (and gaps, which "
                     "only a compacted log may have), every .index and .timeindex entry against the "
                     "log, .txnindex against the ABORT markers, and the checkpoints (recovery point, "
                     "log start, high watermark, cleaner, leader epochs, producer snapshots) against "

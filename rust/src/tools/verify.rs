@@ -21,7 +21,7 @@ use crate::log::checkpoint::{
 };
 use crate::log::epoch::{LeaderEpochFileCache, LEADER_EPOCH_CHECKPOINT_FILE};
 use crate::log::producer_state::{offset_from_snapshot_name, read_snapshot};
-use crate::record::batch::Batch;
+use crate::record::batch::{Batch, DEFAULT_MAX_DECOMPRESSED_BYTES};
 use crate::record::control::ControlRecordType;
 use crate::record::file_records::{FileRecords, DEFAULT_MAX_BATCH_SIZE};
 use crate::segment::offset_from_file_name;
@@ -302,6 +302,7 @@ pub fn verify_partition(
     // Producers whose transaction may have begun before the first offset here.
     let mut seen_producers: HashSet<i64> = HashSet::new();
     let mut empty_log_end: Option<i64> = None;
+    let mut scratch = Vec::new();
 
     for (&base, log_path) in &files.logs {
         report.segments += 1;
@@ -364,6 +365,16 @@ pub fn verify_partition(
                         last,
                         max_timestamp: batch.max_timestamp(),
                     });
+
+                    // Every record framed, compressed batches inflated: a CRC holds over whatever
+                    // a producer wrote, so a payload that does not inflate or whose records do not
+                    // frame is found here, not by the first consumer.
+                    let decoded = batch
+                        .record_iter(&mut scratch, DEFAULT_MAX_DECOMPRESSED_BYTES)
+                        .and_then(|records| records.try_for_each_record(|_| Ok(())));
+                    if let Err(e) = decoded {
+                        problems.push(problem_of(&e, log_path, Some(pos)));
+                    }
 
                     let epoch = batch.partition_leader_epoch();
                     if let Some(cache) = epochs.as_ref().filter(|c| !c.is_empty()) {
@@ -918,6 +929,23 @@ mod tests {
             "{p}"
         );
         assert!(p.to_string().contains(&format!("at byte {first}")));
+    }
+
+    #[test]
+    fn a_batch_whose_crc_holds_but_whose_records_do_not_decode_is_reported() {
+        let (_data, dir) = sound_log();
+        let log = &segment_logs(&dir)[0];
+        let mut bytes = std::fs::read(log).unwrap();
+        let first = Batch::parse(&bytes).unwrap().size_in_bytes();
+        // The first batch marked gzip over its plain records, its CRC written anew: a producer's
+        // bug no CRC check sees.
+        bytes[22] |= 1;
+        let crc = crate::checksum::crc32c(&bytes[21..first]);
+        bytes[17..21].copy_from_slice(&crc.to_be_bytes());
+        std::fs::write(log, &bytes).unwrap();
+        let r = verify(&dir);
+        assert_eq!(r.problems.len(), 1, "{:?}", r.problems);
+        assert_eq!(r.problems[0].position, Some(0), "{}", r.problems[0]);
     }
 
     #[test]

@@ -1284,8 +1284,11 @@ impl SinkColumns {
             let Ok(i) = schema.index_of(name) else {
                 return Ok(None);
             };
-            let column = decoded(name, batch.column(i).clone())?;
-            if is_string(column.data_type()) || name == "headers" {
+            let source = batch.column(i);
+            // A dictionary's string values were checked as `decoded` read them.
+            let checked = matches!(source.data_type(), DataType::Dictionary(..));
+            let column = decoded(name, source.clone())?;
+            if (is_string(column.data_type()) && !checked) || name == "headers" {
                 checked_utf8(name, &column)?;
             }
             Ok(Some(column))

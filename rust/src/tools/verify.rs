@@ -908,12 +908,19 @@ mod tests {
         assert!(data.path().join(RECOVERY_POINT_CHECKPOINT_FILE).exists());
     }
 
+    /// The first segment of `dir`: its path, its bytes, and the size of its first batch.
+    fn first_segment(dir: &Path) -> (PathBuf, Vec<u8>, usize) {
+        let log = segment_logs(dir).swap_remove(0);
+        let bytes = std::fs::read(&log).unwrap();
+        let first = Batch::parse(&bytes).unwrap().size_in_bytes();
+        (log, bytes, first)
+    }
+
     #[test]
     fn a_bad_crc_is_reported_where_it_is_and_the_scan_goes_on() {
         let (_data, dir) = sound_log();
-        let log = &segment_logs(&dir)[0];
-        let mut bytes = std::fs::read(log).unwrap();
-        let first = Batch::parse(&bytes).unwrap().size_in_bytes();
+        let (log, mut bytes, first) = first_segment(&dir);
+        let log = &log;
         // A value byte of the second batch.
         let second_end = first + Batch::parse(&bytes[first..]).unwrap().size_in_bytes();
         bytes[second_end - 2] ^= 0xff;
@@ -934,15 +941,13 @@ mod tests {
     #[test]
     fn a_batch_whose_crc_holds_but_whose_records_do_not_decode_is_reported() {
         let (_data, dir) = sound_log();
-        let log = &segment_logs(&dir)[0];
-        let mut bytes = std::fs::read(log).unwrap();
-        let first = Batch::parse(&bytes).unwrap().size_in_bytes();
+        let (log, mut bytes, first) = first_segment(&dir);
         // The first batch marked gzip over its plain records, its CRC written anew: a producer's
         // bug no CRC check sees.
         bytes[22] |= 1;
         let crc = crate::checksum::crc32c(&bytes[21..first]);
         bytes[17..21].copy_from_slice(&crc.to_be_bytes());
-        std::fs::write(log, &bytes).unwrap();
+        std::fs::write(&log, &bytes).unwrap();
         let r = verify(&dir);
         assert_eq!(r.problems.len(), 1, "{:?}", r.problems);
         assert_eq!(r.problems[0].position, Some(0), "{}", r.problems[0]);

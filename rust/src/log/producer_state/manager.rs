@@ -361,6 +361,11 @@ impl ProducerStateManager {
                     self.remove_and_delete_snapshot(offset)?;
                     report.skipped.push(SkippedSnapshot { path, error });
                 }
+                // Gone since the folder was listed: a writer in another process took a newer
+                // snapshot and deleted this one. An older one, or the log, gives the same state.
+                Err(Error::Io { source, .. }) if source.kind() == ErrorKind::NotFound => {
+                    self.snapshots.remove(&offset);
+                }
                 Err(e) => return Err(e),
             }
         }

@@ -651,3 +651,19 @@ fn replaying_a_broker_segment_reproduces_its_snapshot() {
         (2, 24, 0)
     );
 }
+
+/// A reader lists the snapshots, then a writer in another process takes a newer one and deletes
+/// this one: the load goes on with the next older snapshot, where it failed "No such file".
+#[test]
+fn a_snapshot_deleted_after_the_listing_is_passed_over() {
+    let dir = tempfile::tempdir().unwrap();
+    for o in [10, 20] {
+        fs::write(dir.path().join(snapshot_file_name(o)), encode_snapshot([])).unwrap();
+    }
+    let mut ro = ProducerStateManager::new(dir.path(), true).unwrap();
+    fs::remove_file(dir.path().join(snapshot_file_name(20))).unwrap();
+    let load = ro.load_from_snapshot(0, 0).unwrap();
+    assert_eq!(load.loaded_offset, Some(10));
+    assert!(load.skipped.is_empty());
+    assert_eq!(ro.snapshot_offsets(), vec![10]);
+}

@@ -7,7 +7,8 @@ machine and the ratios.
     .venv/bin/python benches/run_all.py --tiny     # seconds-sized smoke run (CI), prints, writes nothing
     .venv/bin/python benches/run_all.py --only python,java   # a subset of the sections
 
-Sections: `python` (Log.to_arrow against aiokafka and kafka-python, every codec, 4 record sizes),
+Sections: `python` (Log.to_arrow against aiokafka and kafka-python, every codec, 4 record sizes
+and one record a batch),
 `java` (Kafka's own FileRecords / OffsetIndex / TimeIndex / MemoryRecordsBuilder under JMH
 against kafkalog's Rust in benches/kafka_peer.rs, plus the machine's memcpy and CRC32C),
 `spark` (Spark's Kafka source against the kafkalog data source, 1 and 2 cores), `index` (the
@@ -45,6 +46,9 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 VALUE_SIZES = [10, 100, 1024, 100 * 1024]
+# And a log of one record per batch, as a producer sending a record at a time writes (linger.ms=0
+# on a quiet topic): each batch's header, CRC and codec frame costs per record there.
+ONE_PER_BATCH = (100, 1)
 JMH_VERSION = "1.37"
 SPARK_KAFKA_VERSION = "4.2.0"
 KAFKA_VERSION = "4.4.0"
@@ -277,9 +281,11 @@ def section_python(size: dict, tmp: Path, codecs: list[str]) -> dict:
     zc = has_zero_copy()
     rows = []
     for codec in codecs:
-        for vb in VALUE_SIZES:
+        for vb, per_batch in [(vb, None) for vb in VALUE_SIZES] + [ONE_PER_BATCH]:
             n = max(2, min(size["py_max_records"], size["py_bytes"] // (vb + 20)))
-            path = build_log(tmp / f"py-{codec}-{vb}-0", n, vb, codec)
+            if per_batch == 1:
+                n = max(2, size["py_max_records"] // 4)
+            path = build_log(tmp / f"py-{codec}-{vb}-{per_batch or 'full'}-0", n, vb, codec, per_batch)
             data = b"".join(p.read_bytes() for p in sorted(path.glob("*.log")))
             table = kafkalog.Log(path).to_arrow().read_all()
             expected = checksum_pairs(zip(table.column("key").to_pylist(), table.column("value").to_pylist()))
@@ -317,8 +323,8 @@ def section_python(size: dict, tmp: Path, codecs: list[str]) -> dict:
             # largest (identical reads differed by 20% in medians of 3): more rounds for them.
             med = interleaved(contenders, size["repeat"] * (3 if codec == "none" else 1))
             rows.append({"codec": codec, "value_bytes": vb, "records": n, "bytes": len(data),
-                         "median_s": med})
-            log(f"python {codec} {vb} B: " + ", ".join(f"{k} {n / v:,.0f}/s" for k, v in med.items()))
+                         "median_s": med, "per_batch": per_batch})
+            log(f"python {codec} {vb} B{' one per batch' if per_batch else ''}: " + ", ".join(f"{k} {n / v:,.0f}/s" for k, v in med.items()))
             shutil.rmtree(path)
     return {"rows": rows, "zero_copy": zc}
 
@@ -626,7 +632,9 @@ def report(res: dict, size_name: str) -> str:
                    "segment no writer holds is read through a memory map (a copying read uses the map for "
                    "uncompressed records of 64 B to 1 KiB; otherwise read windows). `from bytes` is "
                    "`kafkalog.records_to_arrow(data, zero_copy=True)` on the peers' own input, the segment "
-                   "bytes in memory (one thread, each batch's CRC checked).\n")
+                   "bytes in memory (one thread, each batch's CRC checked). Batches hold up to 500 records "
+                   "(as many as fit in 256 KiB); `one a batch` rows hold one record per batch, as a "
+                   "producer sending a record at a time writes them.\n")
         zc = py["zero_copy"]
         one = zc and all("kafkalog zero-copy 1 thread" in r["median_s"] for r in py["rows"])
         mem = all("kafkalog bytes" in r["median_s"] for r in py["rows"])
@@ -641,7 +649,8 @@ def report(res: dict, size_name: str) -> str:
         out += [head, "|" + "---|" * (head.count("|") - 1)]
         for r in py["rows"]:
             n, t = r["records"], r["median_s"]
-            cells = [r["codec"], f"{r['value_bytes']} B", f"{n:,}", fmt_rate(n / t["kafkalog"]) + "/s"]
+            value = f"{r['value_bytes']} B" + (", one a batch" if r.get("per_batch") == 1 else "")
+            cells = [r["codec"], value, f"{n:,}", fmt_rate(n / t["kafkalog"]) + "/s"]
             if zc:
                 cells.append(fmt_rate(n / t["kafkalog zero-copy"]) + "/s")
             if one:

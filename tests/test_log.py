@@ -632,21 +632,25 @@ def test_aborted_marker_beyond_lso(tmp_path):
 
 
 def test_records_iterator_large_read_committed(tmp_path):
-    # more than one RecordIterator chunk (2048 records) inside an aborted transaction and after
-    log = open_log(tmp_path, config={"segment.bytes": 20000})
+    # more than one RecordIterator chunk (8192 records) inside an aborted transaction and after
+    log = open_log(tmp_path, config={"segment.bytes": 200000})
     log.append(recs(100, prefix="a"))
-    for i in range(30):
+    for i in range(90):
         log.append(recs(100, prefix=f"t{i}-"), producer_id=9, producer_epoch=0, base_sequence=i * 100,
                    transactional=True)
     log.append(recs(100, prefix="b"))
     log.write_txn_marker(9, 0, commit=False)
-    for i in range(30):
+    for i in range(90):
         log.append(recs(100, prefix=f"c{i}-"))
     got = [r.value for r in log.records(isolation="read_committed")]
     assert got[:100] == [f"a{i}".encode() for i in range(100)]
     assert got[100:200] == [f"b{i}".encode() for i in range(100)]
-    assert len(got) == 200 + 3000
-    assert len(list(log.records())) == 100 + 3000 + 100 + 3000
+    assert got[200:] == [f"c{i}-{j}".encode() for i in range(90) for j in range(100)]
+    everything = list(log.records())
+    marker = 100 + 9000 + 100  # the abort marker's offset, a control record never returned
+    assert [r.offset for r in everything] == [o for o in range(marker + 1 + 9000) if o != marker]
+    # Started inside a chunk and inside a batch: the same records from there.
+    assert [r.offset for r in log.records(start=8191, end=8200)] == list(range(8191, 8200))
 
 
 def test_offset_for_timestamp(tmp_path):

@@ -207,7 +207,10 @@ fn zstd_frames_into(
             return Err(codec_error(Compression::Zstd, "incomplete frame"));
         }
         if input.pos() == before_in && out.len() == before_out && room_left {
-            return Err(codec_error(Compression::Zstd, "the decoder made no progress"));
+            return Err(codec_error(
+                Compression::Zstd,
+                "the decoder made no progress",
+            ));
         }
     }
     if out.len() > max_size {
@@ -1022,15 +1025,26 @@ mod tests {
             whole
         );
         let over = decompress(Compression::Zstd, &both, whole.len() - 1, 2).unwrap_err();
-        assert!(over.to_string().contains("decompresses to more than"), "{over}");
-        let cut = decompress(Compression::Zstd, &streamed[..streamed.len() - 9], a.len(), 2)
-            .unwrap_err();
+        assert!(
+            over.to_string().contains("decompresses to more than"),
+            "{over}"
+        );
+        let cut = decompress(
+            Compression::Zstd,
+            &streamed[..streamed.len() - 9],
+            a.len(),
+            2,
+        )
+        .unwrap_err();
         assert!(cut.to_string().contains("invalid zstd data"), "{cut}");
         let mut garbled = sized.clone();
         garbled[4] ^= 0xff;
         assert!(decompress(Compression::Zstd, &garbled, b.len(), 2).is_err());
         for _ in 0..3 {
-            assert_eq!(decompress(Compression::Zstd, &sized, b.len(), 2).unwrap(), b);
+            assert_eq!(
+                decompress(Compression::Zstd, &sized, b.len(), 2).unwrap(),
+                b
+            );
             assert_eq!(
                 decompress(Compression::Zstd, &streamed, a.len(), 2).unwrap(),
                 a
@@ -1038,7 +1052,10 @@ mod tests {
         }
         // A stated size past the budget is refused as such, not allocated.
         let err = decompress(Compression::Zstd, &sized, 100, 2).unwrap_err();
-        assert!(err.to_string().contains("decompresses to more than 100"), "{err}");
+        assert!(
+            err.to_string().contains("decompresses to more than 100"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -447,7 +447,9 @@ impl Log {
     /// the last stable offset for read_committed); `isolation="log_end"` reads to the log end.
     /// `zero_copy=True` gives `binary_view` key and value columns whose values point into the
     /// segment instead of being copied: into memory maps of its files when the log is read-only
-    /// and nothing writes it (no broker, no writable Log), else into the read buffers. Such a
+    /// and nothing writes it (no broker, no writable Log), else into the read buffers; a
+    /// compressed batch's into its inflated buffer when that is 16 KiB or more (a smaller
+    /// one's values are copied, so many small batches keep no buffer each). Such a
     /// log's uncompressed records of about 64 B to 1 KiB are read through the maps with each
     /// batch's CRC checked on a second thread running ahead of the decoder (on machines with
     /// more than one core), copying or not; `check_crcs_ahead=False` keeps the whole read on

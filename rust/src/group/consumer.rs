@@ -16,7 +16,7 @@ use super::GroupStore;
 use crate::arrow::LogArrowReader;
 use crate::error::{Error, Result};
 use crate::log::{FetchIsolation, Log, LogOptions};
-use crate::record::record::OwnedRecord;
+use crate::record::record::{OwnedRecord, Record};
 
 /// Kafka's `auto.offset.reset`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -315,22 +315,36 @@ impl GroupConsumer {
     /// Up to `max_records` records from the owned partitions, taken in turn; each partition's
     /// position moves past what was returned (and past aborted or control batches).
     pub fn poll(&mut self, max_records: usize) -> Result<Vec<(TopicPartition, OwnedRecord)>> {
+        let mut out = Vec::new();
+        self.poll_with(max_records, &mut |tp, r| {
+            out.push((tp.clone(), r.to_owned_record()))
+        })?;
+        Ok(out)
+    }
+
+    /// [`Self::poll`], handing each record to `visit` as it is read (borrowed from its batch)
+    /// instead of collecting owned copies.
+    pub fn poll_with(
+        &mut self,
+        max_records: usize,
+        visit: &mut dyn FnMut(&TopicPartition, &Record<'_>),
+    ) -> Result<()> {
         self.check_open()?;
         self.maybe_sync()?;
-        let mut out = Vec::new();
         let tps: Vec<TopicPartition> = self.owned.keys().cloned().collect();
         if tps.is_empty() || max_records == 0 {
-            return Ok(out);
+            return Ok(());
         }
         let isolation = self.options.isolation;
+        let mut taken = 0usize;
         for i in 0..tps.len() {
-            if out.len() >= max_records {
+            if taken >= max_records {
                 break;
             }
             let Some((tp, log, start, bound)) = self.readable_partition(&tps, i)? else {
                 continue;
             };
-            let want = max_records - out.len();
+            let want = max_records - taken;
             let mut got = 0usize;
             let mut next = start;
             let mut full = false;
@@ -345,7 +359,7 @@ impl GroupConsumer {
                             full = true;
                             return Ok(false);
                         }
-                        out.push((tp.clone(), r.to_owned_record()));
+                        visit(tp, r);
                         got += 1;
                         next = r.offset + 1;
                     }
@@ -357,10 +371,11 @@ impl GroupConsumer {
                 // Everything up to the bound was read (what is left is aborted or control).
                 next = next.max(bound);
             }
+            taken += got;
             self.owned.get_mut(tp).expect("owned").position = next;
         }
         self.next_index = (self.next_index + 1) % tps.len().max(1);
-        Ok(out)
+        Ok(())
     }
 
     /// Up to about `max_records` records of one owned partition (the next in turn that has any)

@@ -15,16 +15,18 @@ use pyo3_arrow::PyRecordBatch;
 use crate::datadir;
 use crate::error::{Error, Result};
 use crate::group::consumer::{ConsumerOptions, GroupConsumer, OffsetReset};
-use crate::group::{self, membership, AssignmentStrategy, GroupStore, MemberSubscription};
+use crate::group::{
+    self, membership, AssignmentStrategy, GroupStore, MemberSubscription, TopicPartition,
+};
 use crate::log::FetchIsolation;
 use crate::producer::accumulator::{
     Acks, PartitionerKind, ProducerOptions, SendHandle, TopicProducer,
 };
 use crate::python::errors::{non_negative, non_negative_size};
-use crate::python::records::{py_record_class, timestamp_type_name};
+use crate::python::records::{header_pairs, py_record_class, timestamp_type_name, RecordFields};
 use crate::python::{park_on_thread_exit, ReleaseGil};
 use crate::record::codec::Compression;
-use crate::record::record::OwnedRecord;
+use crate::record::record::{OwnedRecord, RecordArena};
 
 fn bytes_arg<'a>(obj: &'a Bound<'_, PyAny>, what: &str) -> PyResult<Option<Cow<'a, [u8]>>> {
     if obj.is_none() {
@@ -273,15 +275,15 @@ py_record_class! {
     /// A record as a consumer returns it (Kafka's `ConsumerRecord`).
     ConsumerRecord {
         /// The record's topic.
-        topic: String,
+        topic: Py<PyString>,
         /// The record's partition.
         partition: i32,
     }
     {
-        fn __repr__(&self) -> String {
+        fn __repr__(&self, py: Python<'_>) -> String {
             format!(
                 "ConsumerRecord(topic={:?}, partition={}, offset={}, timestamp={})",
-                self.topic, self.partition, self.offset, self.timestamp
+                self.topic.bind(py).to_string(), self.partition, self.offset, self.timestamp
             )
         }
     }
@@ -357,10 +359,36 @@ impl PyConsumer {
     #[pyo3(signature = (max_records = 500))]
     fn poll<'py>(&self, py: Python<'py>, max_records: i64) -> PyResult<Bound<'py, PyList>> {
         let max_records = non_negative_size("max_records", max_records)?;
-        let records = py.release_gil(|| self.with(|c| c.poll(max_records)))?;
+        // Each partition's records copied into one arena with the GIL released, then made
+        // Python objects sharing one topic string.
+        let parts = py.release_gil(|| {
+            self.with(|c| {
+                let mut parts: Vec<(TopicPartition, RecordArena)> = Vec::new();
+                c.poll_with(max_records, &mut |tp, r| match parts.last_mut() {
+                    Some((last, arena)) if last == tp => arena.push(r),
+                    _ => {
+                        let mut arena = RecordArena::default();
+                        arena.push(r);
+                        parts.push((tp.clone(), arena));
+                    }
+                })?;
+                Ok(parts)
+            })
+        })?;
         let out = PyList::empty(py);
-        for ((topic, partition), r) in records {
-            out.append(ConsumerRecord::from_record(py, &r, topic, partition)?)?;
+        for ((topic, partition), arena) in &parts {
+            let topic = PyString::new(py, topic).unbind();
+            for r in arena.iter() {
+                let fields = RecordFields::of(&r);
+                let record = ConsumerRecord::from_fields(
+                    py,
+                    fields,
+                    header_pairs(&r),
+                    topic.clone_ref(py),
+                    *partition,
+                )?;
+                out.append(record)?;
+            }
         }
         Ok(out)
     }

@@ -10,7 +10,7 @@ use crate::error::Result;
 use crate::log::{FetchIsolation, Log as RsLog, LogOptions, OnCorruption};
 use crate::python::errors::{non_negative_size, positive_size};
 use crate::python::records::{
-    batches_to_py, build_v2, decode_batch, extract_records, now_ms, DecodedBatch, RecordChunk,
+    batches_to_py, build_v2, decode_batch, extract_records, now_ms, record_view_to_py, DecodedBatch,
 };
 use crate::python::results::{dict_of, IntoPyResult};
 use crate::python::segment::{aborted_to_py, config_from, fetch_info_to_py};
@@ -20,6 +20,7 @@ use crate::record::builder::{end_txn_marker_batch, BatchOptions};
 use crate::record::codec::Compression;
 use crate::record::control::{ControlRecordType, EndTransactionMarker};
 use crate::record::file_records::FileAccess;
+use crate::record::record::RecordArena;
 
 /// `Log.read`'s default `max_length`: 1 MiB, Kafka's `max.partition.fetch.bytes` default.
 const DEFAULT_READ_MAX_LENGTH: usize = 1024 * 1024;
@@ -670,7 +671,7 @@ pub struct RecordIterator {
 struct RecordIteratorState {
     /// The offset the next chunk starts at.
     next: i64,
-    chunk: RecordChunk,
+    chunk: RecordArena,
     /// The next record of `chunk` to hand out.
     at: usize,
     done: bool,
@@ -687,7 +688,7 @@ impl RecordIterator {
             log,
             state: std::sync::Mutex::new(RecordIteratorState {
                 next: start,
-                chunk: RecordChunk::default(),
+                chunk: RecordArena::default(),
                 at: 0,
                 done: false,
             }),
@@ -698,7 +699,7 @@ impl RecordIterator {
 
     /// The next chunk of records from `start`, decoded into `chunk`; returns the offset after
     /// it and whether the log had nothing more.
-    fn fill(&self, start: i64, chunk: &mut RecordChunk) -> Result<(i64, bool)> {
+    fn fill(&self, start: i64, chunk: &mut RecordArena) -> Result<(i64, bool)> {
         chunk.clear();
         let mut next = start;
         if start >= self.log.log_end_offset() {
@@ -753,7 +754,10 @@ impl RecordIterator {
             return Ok(None);
         }
         state.at += 1;
-        state.chunk.record(py, state.at - 1).map(Some)
+        match state.chunk.get(state.at - 1) {
+            Some(r) => record_view_to_py(py, &r).map(Some),
+            None => Ok(None),
+        }
     }
 }
 

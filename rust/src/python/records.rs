@@ -1,7 +1,5 @@
 //! `encode_batch`, `decode_batches`, and the `RecordBatch`/`Record` classes.
 
-use std::ops::Range;
-
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 
@@ -162,94 +160,27 @@ pub struct RecordFields<'a> {
     pub value: Option<&'a [u8]>,
 }
 
-/// Records decoded with the GIL released, kept until they become Python objects one by one:
-/// their keys, values and headers back to back in one buffer. An `OwnedRecord` each cost two
-/// allocations, frees and copies a record (a tenth of `Log.records()`'s time).
-#[derive(Default)]
-pub struct RecordChunk {
-    bytes: Vec<u8>,
-    rows: Vec<ChunkRow>,
-    /// Header keys (UTF-8, as decoded) and values, as ranges of `bytes`.
-    headers: Vec<(Range<usize>, Option<Range<usize>>)>,
+/// A borrowed record (from a `RecordArena`, a batch) as a Python `Record`.
+pub fn record_view_to_py(py: Python<'_>, r: &RsRecord<'_>) -> PyResult<Record> {
+    Record::from_fields(py, RecordFields::of(r), header_pairs(r))
 }
 
-struct ChunkRow {
-    offset: i64,
-    timestamp: i64,
-    timestamp_type: TimestampType,
-    key: Option<Range<usize>>,
-    value: Option<Range<usize>>,
-    headers: Range<usize>,
+/// A record's headers as the record classes' `from_fields` takes them.
+pub fn header_pairs<'h>(
+    r: &'h RsRecord<'_>,
+) -> impl Iterator<Item = (&'h str, Option<&'h [u8]>)> + 'h {
+    r.headers.iter().map(|h| (h.key.as_ref(), h.value))
 }
 
-impl RecordChunk {
-    /// Empties the chunk, keeping its memory for the next.
-    pub fn clear(&mut self) {
-        self.bytes.clear();
-        self.rows.clear();
-        self.headers.clear();
-    }
-
-    pub fn len(&self) -> usize {
-        self.rows.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.rows.is_empty()
-    }
-
-    /// Bytes of keys, values and headers held.
-    pub fn bytes(&self) -> usize {
-        self.bytes.len()
-    }
-
-    pub fn push(&mut self, r: &RsRecord<'_>) {
-        let key = r.key.map(|k| self.copy(k));
-        let value = r.value.map(|v| self.copy(v));
-        let first = self.headers.len();
-        for h in &r.headers {
-            let header = (self.copy(h.key.as_bytes()), h.value.map(|v| self.copy(v)));
-            self.headers.push(header);
-        }
-        self.rows.push(ChunkRow {
+impl<'a> RecordFields<'a> {
+    pub fn of(r: &RsRecord<'a>) -> Self {
+        RecordFields {
             offset: r.offset,
             timestamp: r.timestamp,
             timestamp_type: r.timestamp_type,
-            key,
-            value,
-            headers: first..self.headers.len(),
-        });
-    }
-
-    fn copy(&mut self, b: &[u8]) -> Range<usize> {
-        let start = self.bytes.len();
-        self.bytes.extend_from_slice(b);
-        start..self.bytes.len()
-    }
-
-    /// Record `i` of the chunk as a Python `Record`.
-    pub fn record(&self, py: Python<'_>, i: usize) -> PyResult<Record> {
-        let Some(row) = self.rows.get(i) else {
-            return Err(Error::InvalidArgument(format!(
-                "no record {i} in a chunk of {}",
-                self.len()
-            ))
-            .into());
-        };
-        let at = |r: &Range<usize>| &self.bytes[r.clone()];
-        let fields = RecordFields {
-            offset: row.offset,
-            timestamp: row.timestamp,
-            timestamp_type: row.timestamp_type,
-            key: row.key.as_ref().map(at),
-            value: row.value.as_ref().map(at),
-        };
-        let headers = self.headers[row.headers.clone()].iter().map(|(k, v)| {
-            // Copied from a `str`, so always UTF-8: no copy here.
-            let key = std::str::from_utf8(at(k)).unwrap_or("\u{fffd}");
-            (key, v.as_ref().map(at))
-        });
-        Record::from_fields(py, fields, headers)
+            key: r.key,
+            value: r.value,
+        }
     }
 }
 

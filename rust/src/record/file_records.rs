@@ -330,6 +330,7 @@ impl FileRecords {
             buf: Buffer::default(),
             buf_start: start,
             max_batch_size,
+            window: FIRST_WINDOW,
         }
     }
 
@@ -778,7 +779,7 @@ impl Iterator for HeaderIter<'_> {
     }
 }
 
-/// Reads whole batches sequentially through a buffer of at least `CHUNK` bytes, so decoding a
+/// Reads whole batches sequentially through a buffer of up to `CHUNK` bytes, so decoding a
 /// segment costs a few large reads rather than two small ones per batch.
 pub struct BatchReader<'a> {
     records: &'a FileRecords,
@@ -788,9 +789,16 @@ pub struct BatchReader<'a> {
     buf: Buffer,
     buf_start: u64,
     max_batch_size: usize,
+    /// Bytes the next fill reads at least: [`FIRST_WINDOW`], doubled each fill up to [`CHUNK`].
+    window: usize,
 }
 
 const CHUNK: usize = 1 << 20;
+/// A reader's first window, so one that stops early (a consumer's poll of 500 records, a chunk
+/// of `Log.records()`) reads little past what it uses: at a full `CHUNK` from the start, polls of
+/// 500 records of 100 B read 16 times the bytes they used (perf: the kernel's copy was a fifth of
+/// the time). Doubling reaches `CHUNK` after four fills, so long reads keep large reads.
+const FIRST_WINDOW: usize = 64 << 10;
 
 /// How [`FileRecords::for_each_batch_mapped`] reaches the file's bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -939,7 +947,8 @@ impl BatchReader<'_> {
     }
 
     fn fill(&mut self, position: u64, len: usize) -> Result<()> {
-        let want = len.max(CHUNK).min((self.end - position) as usize);
+        let want = len.max(self.window).min((self.end - position) as usize);
+        self.window = (self.window * 2).min(CHUNK);
         // Reuse the window's memory unless Arrow arrays still hold slices of it.
         let mut buf: Vec<u8> = std::mem::take(&mut self.buf).into_vec().unwrap_or_default();
         read_exact_at_into(&self.records.file, &mut buf, want, position)

@@ -677,8 +677,9 @@ struct RecordIteratorState {
     done: bool,
 }
 
-/// Records decoded per chunk, with the GIL released: enough that a chunk reads a read window's
-/// worth of 100-byte records (at 2,048, each chunk read a 1 MiB window for 270 KB of records).
+/// Records decoded per chunk, with the GIL released: about a megabyte of 100-byte records, so a
+/// chunk's read windows grow to their full 1 MiB (at 2,048 records a chunk, each chunk's first
+/// window of 1 MiB was read for 270 KB of records).
 const RECORDS_PER_CHUNK: usize = 8192;
 const BYTES_PER_CHUNK: usize = 8 << 20;
 

@@ -139,7 +139,7 @@ pub fn decompress(codec: Compression, data: &[u8], max_size: usize, magic: u8) -
     }
 }
 
-/// Decompresses zstd frames (any number, as Java's `ZstdInputStream` reads them) through this
+/// Decompresses zstd frames (one or several, one after another) through this
 /// thread's decompression context, kept from batch to batch: a context made per batch, with the
 /// window buffer a streamed frame needs, took about 9 us, most of the read of a batch of one
 /// small record. A frame that states its size decodes in one pass into a buffer of that size.
@@ -1009,9 +1009,9 @@ mod tests {
         assert_eq!(zstd::stream::decode_all(&ours[..]).unwrap(), data);
     }
 
-    /// The thread's kept context decodes frame after frame: concatenated frames (as Java's
-    /// `ZstdInputStream` reads them), with and without a stated size, each budget enforced, and
-    /// a damaged or cut frame failing without spoiling the next decode.
+    /// The thread's kept context decodes frame after frame: concatenated frames, with and
+    /// without a stated size, each budget enforced, and a damaged or cut frame failing without
+    /// spoiling the next decode.
     #[test]
     fn zstd_frames_decode_through_one_kept_context() {
         let (a, b) = (text(70_000), text(3_000));

@@ -23,7 +23,7 @@ use crate::producer::accumulator::{
     Acks, PartitionerKind, ProducerOptions, SendHandle, TopicProducer,
 };
 use crate::python::errors::{non_negative, non_negative_size};
-use crate::python::records::{header_pairs, py_record_class, timestamp_type_name, RecordFields};
+use crate::python::records::{py_record_class, timestamp_type_name};
 use crate::python::{park_on_thread_exit, ReleaseGil};
 use crate::record::codec::Compression;
 use crate::record::record::{OwnedRecord, RecordArena};
@@ -379,15 +379,12 @@ impl PyConsumer {
         for ((topic, partition), arena) in &parts {
             let topic = PyString::new(py, topic).unbind();
             for r in arena.iter() {
-                let fields = RecordFields::of(&r);
-                let record = ConsumerRecord::from_fields(
+                out.append(ConsumerRecord::from_view(
                     py,
-                    fields,
-                    header_pairs(&r),
+                    &r,
                     topic.clone_ref(py),
                     *partition,
-                )?;
-                out.append(record)?;
+                )?)?;
             }
         }
         Ok(out)

@@ -47,31 +47,22 @@ macro_rules! py_record_class {
                 r: &OwnedRecord,
                 $($field: $field_ty,)*
             ) -> PyResult<Self> {
-                let fields = $crate::python::records::RecordFields {
-                    offset: r.offset,
-                    timestamp: r.timestamp,
-                    timestamp_type: r.timestamp_type,
-                    key: r.key.as_deref(),
-                    value: r.value.as_deref(),
-                };
-                let headers = r.headers.iter().map(|(k, v)| (k.as_str(), v.as_deref()));
-                Self::from_fields(py, fields, headers, $($field,)*)
+                Self::from_view(py, &r.as_record(), $($field,)*)
             }
 
-            /// The Python object of a record given by its fields and headers.
-            pub fn from_fields<'h>(
+            /// The Python object of a record borrowed from its batch or an arena.
+            pub fn from_view(
                 py: Python<'_>,
-                r: $crate::python::records::RecordFields<'_>,
-                headers: impl IntoIterator<Item = (&'h str, Option<&'h [u8]>)>,
+                r: &$crate::record::record::Record<'_>,
                 $($field: $field_ty,)*
             ) -> PyResult<Self> {
                 let list = PyList::empty(py);
-                for (k, v) in headers {
-                    let v = v.map(|v| PyBytes::new(py, v));
+                for h in &r.headers {
+                    let v = h.value.map(|v| PyBytes::new(py, v));
                     list.append(PyTuple::new(
                         py,
                         [
-                            k.into_pyobject(py)?.into_any(),
+                            h.key.as_ref().into_pyobject(py)?.into_any(),
                             v.into_pyobject(py)?.into_any(),
                         ],
                     )?)?;
@@ -150,38 +141,9 @@ pub fn record_to_py(py: Python<'_>, r: &OwnedRecord) -> PyResult<Record> {
     Record::from_record(py, r)
 }
 
-/// A record's fields besides its headers, borrowed, for the record classes' `from_fields`.
-#[derive(Clone, Copy)]
-pub struct RecordFields<'a> {
-    pub offset: i64,
-    pub timestamp: i64,
-    pub timestamp_type: TimestampType,
-    pub key: Option<&'a [u8]>,
-    pub value: Option<&'a [u8]>,
-}
-
 /// A borrowed record (from a `RecordArena`, a batch) as a Python `Record`.
 pub fn record_view_to_py(py: Python<'_>, r: &RsRecord<'_>) -> PyResult<Record> {
-    Record::from_fields(py, RecordFields::of(r), header_pairs(r))
-}
-
-/// A record's headers as the record classes' `from_fields` takes them.
-pub fn header_pairs<'h>(
-    r: &'h RsRecord<'_>,
-) -> impl Iterator<Item = (&'h str, Option<&'h [u8]>)> + 'h {
-    r.headers.iter().map(|h| (h.key.as_ref(), h.value))
-}
-
-impl<'a> RecordFields<'a> {
-    pub fn of(r: &RsRecord<'a>) -> Self {
-        RecordFields {
-            offset: r.offset,
-            timestamp: r.timestamp,
-            timestamp_type: r.timestamp_type,
-            key: r.key,
-            value: r.value,
-        }
-    }
+    Record::from_view(py, r)
 }
 
 /// A batch decoded in Rust (GIL released) before it becomes Python objects.

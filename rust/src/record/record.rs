@@ -84,6 +84,27 @@ impl Record<'_> {
     }
 }
 
+impl OwnedRecord {
+    /// The record borrowed, as a batch's decoder gives it.
+    pub fn as_record(&self) -> Record<'_> {
+        Record {
+            offset: self.offset,
+            timestamp: self.timestamp,
+            timestamp_type: self.timestamp_type,
+            key: self.key.as_deref(),
+            value: self.value.as_deref(),
+            headers: self
+                .headers
+                .iter()
+                .map(|(k, v)| Header {
+                    key: Cow::Borrowed(k.as_str()),
+                    value: v.as_deref(),
+                })
+                .collect(),
+        }
+    }
+}
+
 /// Records copied out of their batches into one buffer, for readers that hand them on after
 /// the batches are gone (a chunk of Python's `Log.records()`, a consumer's poll): keys, values
 /// and headers back to back, not a `Vec` each as in [`OwnedRecord`] (two allocations, frees

@@ -108,6 +108,7 @@ fn deep_iteration_mapped(records: &FileRecords, scratch: &mut Vec<u8>) -> u64 {
             FileAccess::Mapped {
                 check_crcs_ahead: false,
                 release_behind: false,
+                windows_without_checker: false,
             },
             &mut |_, batch, _| {
                 sum += touch_records(batch, scratch)?;
@@ -180,6 +181,18 @@ fn main() {
         s,
         &format!(", \"records\": {n}, \"bytes\": {}", records.size_in_bytes()),
     );
+    // For a profiler: `KAFKA_PEER_ONLY=in_memory` runs the in-memory iteration alone.
+    if std::env::var("KAFKA_PEER_ONLY").is_ok_and(|v| v == "in_memory") {
+        let bytes = std::fs::read(&log).expect("read segment");
+        let (ns, s) = measure(secs, || deep_iteration_in_memory(&bytes, &mut scratch));
+        report(
+            "deep_iteration_in_memory",
+            ns,
+            s,
+            &format!(", \"records\": {n}"),
+        );
+        return;
+    }
     // For a profiler: `KAFKA_PEER_ONLY=deep_iteration` stops here.
     if std::env::var("KAFKA_PEER_ONLY").is_ok_and(|v| v == "deep_iteration") {
         return;

@@ -28,9 +28,9 @@ def test_dump_bench_runs_and_agrees():
 
 def test_run_all_tiny_runs_every_row_and_writes_nothing(tmp_path):
     """benches/run_all.py at tiny sizes: every section runs (Kafka's Java code under JMH, the Rust
-    peer, the Python peers, Spark's Kafka source against the kafkalog source, index lookups,
-    streaming RSS, partitions read on every core) and checks its pairs read the same records;
-    RESULTS.md is left alone."""
+    peer, the Python peers to Arrow and as objects, Spark's Kafka source against the kafkalog
+    source, index lookups, streaming RSS, partitions read on every core) and checks its pairs
+    read the same records; RESULTS.md is left alone."""
     results = BENCHES / "RESULTS.md"
     before = results.read_bytes() if results.exists() else None
     out = subprocess.run(
@@ -39,7 +39,8 @@ def test_run_all_tiny_runs_every_row_and_writes_nothing(tmp_path):
     ).stdout
     assert not (tmp_path / "never.md").exists()
     assert (results.read_bytes() if results.exists() else None) == before
-    for heading in ("Log.to_arrow vs aiokafka vs kafka-python", "Kafka's own Java code (JMH)",
+    for heading in ("Log.to_arrow vs aiokafka vs kafka-python", "Log.records() vs aiokafka vs kafka-python",
+                    "Kafka's own Java code (JMH)",
                     "Against the machine's limits", "Spark's Kafka source vs the kafkalog source",
                     "Index lookups", "Memory while streaming", "Scaling over cores"):
         assert heading in out, out

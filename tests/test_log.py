@@ -1404,3 +1404,69 @@ def test_a_log_of_many_segments_opens_under_a_low_soft_open_file_limit(tmp_path)
     low = run(128, 128)
     assert low.returncode != 0
     assert "Too many open files" in low.stderr and "ulimit -n" in low.stderr and "(now 128)" in low.stderr
+
+
+def _record_tuples(records):
+    return [(r.offset, r.timestamp, r.timestamp_type, r.key, r.value, r.headers) for r in records]
+
+
+def test_records_of_a_read_only_log_match_the_writers_own(tmp_path):
+    """A read-only log no writer holds is read through memory maps of its segments, a writable
+    one through read windows: both give the same records, from any start to any end, for every
+    codec, null keys, tombstones and headers, across segments and chunks of 8,192 records."""
+    d = tmp_path / "m-0"
+    with Log(d, read_only=False, create=True, config={"segment.bytes": 256 << 10}) as log:
+        i = 0
+        for codec in ("none", "gzip", "snappy", "lz4", "zstd", "none"):
+            for _ in range(6):
+                batch = []
+                for _ in range(500):
+                    batch.append({"key": None if i % 7 == 0 else b"k%d" % i,
+                                  "value": None if i % 11 == 0 else bytes([i % 251]) * (i % 300),
+                                  "headers": [("h", b"%d" % i), ("n", None)] if i % 5 == 0 else [],
+                                  "timestamp": 1_700_000_000_000 + i})
+                    i += 1
+                log.append(batch, compression=codec)
+        assert len(log.segments) > 3
+        ranges = [(None, None), (0, 1), (8191, 8193), (2999, 12001), (17_999, None)]
+        expected = {r: _record_tuples(log.records(*r)) for r in ranges}
+    assert len(expected[(None, None)]) == i
+    with Log(d) as ro:
+        for r in ranges:
+            assert _record_tuples(ro.records(*r)) == expected[r], r
+
+
+def test_records_of_a_log_a_writer_holds_survive_its_truncation(tmp_path):
+    """While a writer holds the folder, a read-only reader reads through read windows, not maps:
+    the writer truncating a segment under an iterator leaves it with fewer records or an error,
+    never a fault on a mapped page cut off (which would end the process)."""
+    d = tmp_path / "w-0"
+    writer = Log(d, read_only=False, create=True)
+    for start in range(0, 40_000, 500):
+        writer.append([{"value": b"%0100d" % n} for n in range(start, start + 500)])
+    reader = Log(d)
+    it = reader.records()
+    assert next(it).offset == 0
+    writer.truncate_to(100)
+    try:
+        rest = [r.offset for r in it]
+        assert rest == list(range(1, len(rest) + 1))
+    except kafkalog.KafkaLogError:
+        pass
+    writer.close()
+    reader.close()
+
+
+def test_a_record_without_headers_keeps_the_list_it_hands_out(tmp_path):
+    """A record's headers are one list: the same object on every access, with or without
+    headers (the empty one is made on first use)."""
+    with open_log(tmp_path) as log:
+        log.append([{"value": b"a"}, {"value": b"b", "headers": [("h", b"x")]}])
+        plain, with_headers = list(log.records())
+    for r, expected in ((plain, []), (with_headers, [("h", b"x")])):
+        assert r.headers == expected and isinstance(r.headers, list)
+        assert r.headers is r.headers
+        r.headers.append(("added", None))
+        assert r.headers == [*expected, ("added", None)]
+    assert plain.key is None and plain.value == b"a"
+    assert repr(plain) == 'Record(offset=0, timestamp=%d, key=None, value="a")' % plain.timestamp

@@ -791,11 +791,11 @@ impl LogArrowReader {
         let (topic, partition) = topic_partition_of(&log);
         // A log no writer holds cannot be truncated under a memory map of it: read through maps
         // (no copy by the read), the pages released behind the reader since values are copied.
-        let file_access = if log.is_read_only() && !crate::datadir::partition_has_writer(log.dir())
-        {
+        let file_access = if log.segments_can_be_mapped() {
             FileAccess::Mapped {
                 check_crcs_ahead: true,
                 release_behind: true,
+                windows_without_checker: true,
             }
         } else {
             FileAccess::Windows
@@ -829,8 +829,14 @@ impl LogArrowReader {
         let (topic, partition) = (self.builder.topic.clone(), self.builder.partition);
         let headers = self.builder.headers.is_some();
         self.builder = KafkaRecordBatchBuilder::new_with(topic, partition, headers, zero_copy);
-        if let FileAccess::Mapped { release_behind, .. } = &mut self.file_access {
-            *release_behind = !zero_copy;
+        if let FileAccess::Mapped {
+            release_behind,
+            windows_without_checker,
+            ..
+        } = &mut self.file_access
+        {
+            // Views keep the map's pages; copies need neither them nor the map.
+            (*release_behind, *windows_without_checker) = (!zero_copy, !zero_copy);
         }
         self
     }

@@ -229,6 +229,12 @@ impl Log {
     pub fn is_read_only(&self) -> bool {
         self.read_only
     }
+    /// Whether this log's segments can be read through memory maps: opened read-only, and no
+    /// writer (a running broker, a writable `Log` anywhere) holds its folder now, so none can
+    /// truncate a segment under a map of it (a mapped page cut off faults the process).
+    pub fn segments_can_be_mapped(&self) -> bool {
+        self.read_only && !crate::datadir::partition_has_writer(self.dir())
+    }
     pub fn now(&self) -> i64 {
         (self.clock)()
     }

@@ -35,9 +35,17 @@ macro_rules! py_record_class {
             /// Kafka's `TimestampType`: "create_time", "log_append_time" or "no_timestamp" (magic 0).
             #[pyo3(get)]
             timestamp_type: &'static str,
-            key: Option<Py<PyBytes>>,
-            value: Option<Py<PyBytes>>,
-            headers: Py<PyList>,
+            // Plain `Py` fields of a frozen class: pyo3 makes them struct members, which Python
+            // reads without a call into the extension (perf: a getter call per `r.value`).
+            /// The record's key, None when it has none.
+            #[pyo3(get)]
+            key: Py<PyAny>,
+            /// The record's value, None for a tombstone.
+            #[pyo3(get)]
+            value: Py<PyAny>,
+            /// Made on first use for a record without headers (most records): an empty list
+            /// made and freed per record was a twentieth of iterating `Log.records()`.
+            headers: pyo3::sync::GILOnceCell<Py<PyList>>,
         }
 
         impl $name {
@@ -56,45 +64,28 @@ macro_rules! py_record_class {
                 r: &$crate::record::record::Record<'_>,
                 $($field: $field_ty,)*
             ) -> PyResult<Self> {
-                let list = PyList::empty(py);
-                for h in &r.headers {
-                    let v = h.value.map(|v| PyBytes::new(py, v));
-                    list.append(PyTuple::new(
-                        py,
-                        [
-                            h.key.as_ref().into_pyobject(py)?.into_any(),
-                            v.into_pyobject(py)?.into_any(),
-                        ],
-                    )?)?;
+                let headers = pyo3::sync::GILOnceCell::new();
+                if !r.headers.is_empty() {
+                    let _ = headers.set(py, $crate::python::records::headers_list(py, &r.headers)?);
                 }
                 Ok($name {
                     $($field,)*
                     offset: r.offset,
                     timestamp: r.timestamp,
                     timestamp_type: timestamp_type_name(r.timestamp_type),
-                    key: r.key.map(|k| PyBytes::new(py, k).unbind()),
-                    value: r.value.map(|v| PyBytes::new(py, v).unbind()),
-                    headers: list.unbind(),
+                    key: $crate::python::records::optional_bytes(py, r.key),
+                    value: $crate::python::records::optional_bytes(py, r.value),
+                    headers,
                 })
             }
         }
 
         #[pymethods]
         impl $name {
-            /// The record's key, None when it has none.
-            #[getter]
-            fn key(&self, py: Python<'_>) -> Option<Py<PyBytes>> {
-                self.key.as_ref().map(|k| k.clone_ref(py))
-            }
-            /// The record's value, None for a tombstone.
-            #[getter]
-            fn value(&self, py: Python<'_>) -> Option<Py<PyBytes>> {
-                self.value.as_ref().map(|v| v.clone_ref(py))
-            }
             /// The record's headers, a list of (key, value) with value bytes or None.
             #[getter]
             fn headers(&self, py: Python<'_>) -> Py<PyList> {
-                self.headers.clone_ref(py)
+                self.headers.get_or_init(py, || PyList::empty(py).unbind()).clone_ref(py)
             }
             $($methods)*
         }
@@ -102,15 +93,34 @@ macro_rules! py_record_class {
 }
 pub(crate) use py_record_class;
 
+/// A record's headers as Python's list of (key, value) tuples.
+pub fn headers_list(
+    py: Python<'_>,
+    headers: &[crate::record::record::Header<'_>],
+) -> PyResult<Py<PyList>> {
+    let list = PyList::empty(py);
+    for h in headers {
+        let v = h.value.map(|v| PyBytes::new(py, v));
+        list.append(PyTuple::new(
+            py,
+            [
+                h.key.as_ref().into_pyobject(py)?.into_any(),
+                v.into_pyobject(py)?.into_any(),
+            ],
+        )?)?;
+    }
+    Ok(list.unbind())
+}
+
 py_record_class! {
     /// One record as Python sees it.
     Record {}
     {
         fn __repr__(&self, py: Python<'_>) -> String {
-            let show = |b: &Option<Py<PyBytes>>| match b {
-                None => "None".to_string(),
-                Some(b) => {
-                    let s = b.as_bytes(py);
+            let show = |b: &Py<PyAny>| match b.bind(py).downcast::<PyBytes>() {
+                Err(_) => "None".to_string(),
+                Ok(b) => {
+                    let s = b.as_bytes();
                     if s.len() > 32 {
                         format!("<{} bytes>", s.len())
                     } else {
@@ -126,6 +136,14 @@ py_record_class! {
                 show(&self.value)
             )
         }
+    }
+}
+
+/// Bytes as Python `bytes`, `None` as Python's None.
+pub fn optional_bytes(py: Python<'_>, b: Option<&[u8]>) -> Py<PyAny> {
+    match b {
+        Some(b) => PyBytes::new(py, b).into_any().unbind(),
+        None => py.None(),
     }
 }
 

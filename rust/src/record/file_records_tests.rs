@@ -621,14 +621,20 @@ fn write_batches_of_100_byte_values(path: &Path, bytes: u64) -> Vec<u64> {
 }
 
 /// Read windows, and the memory map read with a checker thread and with its pages released
-/// behind the read, alone and together (releasing alone takes the read windows: a copying
-/// reader uses the map only with the checker).
+/// behind the read, alone and together: as Arrow's readers ask (a copying one uses the map only
+/// with the checker), and as `Log.records()` does (the map, pages released, no checker).
 fn other_accesses() -> Vec<FileAccess> {
     let mut accesses = vec![FileAccess::Windows];
-    for (check_crcs_ahead, release_behind) in [(true, false), (false, true), (true, true)] {
+    for (check_crcs_ahead, release_behind, windows_without_checker) in [
+        (true, false, false),
+        (false, true, true),
+        (true, true, true),
+        (false, true, false),
+    ] {
         accesses.push(FileAccess::Mapped {
             check_crcs_ahead,
             release_behind,
+            windows_without_checker,
         });
     }
     accesses
@@ -651,6 +657,7 @@ fn crcs_checked_ahead_read_as_checked_in_line() {
         FileAccess::Mapped {
             check_crcs_ahead: false,
             release_behind: false,
+            windows_without_checker: false,
         },
         usize::MAX,
     );
@@ -687,6 +694,7 @@ fn crcs_checked_ahead_read_as_checked_in_line() {
         FileAccess::Mapped {
             check_crcs_ahead: false,
             release_behind: false,
+            windows_without_checker: false,
         },
         usize::MAX,
     );
@@ -740,11 +748,17 @@ fn mapped_pages_are_released_behind_the_read() {
     let path = dir.path().join("00000000000000000000.log");
     write_batches_of_100_byte_values(&path, 4 * POPULATE_CHUNK + 100_000);
     let size = std::fs::metadata(&path).unwrap().len();
-    for (check_crcs_ahead, release_behind) in [(false, false), (false, true), (true, true)] {
+    for (check_crcs_ahead, release_behind, windows_without_checker) in [
+        (false, false, false),
+        // `Log.records()`: the map on the reader's thread alone.
+        (false, true, false),
+        (true, true, true),
+    ] {
         let records = FileRecords::open(&path, false).unwrap();
         let access = FileAccess::Mapped {
             check_crcs_ahead,
             release_behind,
+            windows_without_checker,
         };
         let (seen, error) = visit_with(&records, access, usize::MAX);
         assert!(error.is_none() && !seen.is_empty(), "{access:?}");

@@ -393,3 +393,43 @@ def test_daemon_threads_reading_as_the_interpreter_exits(tmp_path, mode):
             # frame on that thread); seen about once in 30 to 70 exits.
             continue
         assert run.returncode == 0, (delay, run.returncode, run.stderr[-2000:])
+
+
+SHARED_ITERATOR = r'''
+import sys, threading
+import kafkalog
+
+it = kafkalog.Log(sys.argv[1]).records()
+seen = [[] for _ in range(4)]
+
+def work(k):
+    for r in it:
+        seen[k].append(r.offset)
+
+threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+print(sorted(o for s in seen for o in s) == list(range(int(sys.argv[2]))))
+'''
+
+
+def test_threads_sharing_one_records_iterator(tmp_path):
+    """Threads pulling from one `records()` iterator (a pool of workers sharing a source) see
+    every record once between them. The iterator reads its chunks with the GIL released while
+    holding its lock: a thread waiting for that lock with the GIL held hung them all. Run in a
+    child process so a hang fails the test instead of stalling the suite."""
+    import subprocess
+    import sys
+
+    n = 50_000  # several chunks of 8,192 records
+    with Log(tmp_path / "t-0", read_only=False, create=True) as log:
+        for start in range(0, n, 500):
+            log.append([{"value": value(o)} for o in range(start, start + 500)])
+    script = tmp_path / "shared.py"
+    script.write_text(SHARED_ITERATOR)
+    for _ in range(3):
+        run = subprocess.run([sys.executable, str(script), str(tmp_path / "t-0"), str(n)],
+                             capture_output=True, text=True, timeout=60)
+        assert (run.returncode, run.stdout.strip()) == (0, "True"), run.stderr[-2000:]

@@ -744,6 +744,24 @@ impl RecordIterator {
     }
 }
 
+/// Locks `lock`, waiting with the GIL released: its holder may be releasing the GIL around a
+/// read and need it back before it unlocks (threads sharing one `records()` iterator hung, one
+/// holding the lock waiting for the GIL, another holding the GIL waiting for the lock).
+fn lock_without_holding_the_gil<'a, T: Send>(
+    py: Python<'_>,
+    lock: &'a std::sync::Mutex<T>,
+) -> std::sync::MutexGuard<'a, T> {
+    loop {
+        match lock.try_lock() {
+            Ok(guard) => return guard,
+            Err(std::sync::TryLockError::Poisoned(p)) => return p.into_inner(),
+            // Taken and let go at once: the holder is done, but another thread may take it
+            // before this one has the GIL back, so try again.
+            Err(std::sync::TryLockError::WouldBlock) => py.release_gil(|| drop(lock.lock())),
+        }
+    }
+}
+
 #[pymethods]
 impl RecordIterator {
     fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
@@ -751,7 +769,7 @@ impl RecordIterator {
     }
 
     fn __next__(&self, py: Python<'_>) -> PyResult<Option<crate::python::records::Record>> {
-        let mut guard = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let mut guard = lock_without_holding_the_gil(py, &self.state);
         let state = &mut *guard;
         if state.at == state.chunk.len() && !state.done {
             let (start, mut chunk) = (state.next, std::mem::take(&mut state.chunk));

@@ -1469,4 +1469,108 @@ def test_a_record_without_headers_keeps_the_list_it_hands_out(tmp_path):
         r.headers.append(("added", None))
         assert r.headers == [*expected, ("added", None)]
     assert plain.key is None and plain.value == b"a"
-    assert repr(plain) == 'Record(offset=0, timestamp=%d, key=None, value="a")' % plain.timestamp
+
+
+CUT_UNDER_A_READER = r'''
+import subprocess, sys
+import kafkalog
+
+path, case = sys.argv[1], sys.argv[2]
+cut = "import kafkalog, sys\nwith kafkalog.Log(sys.argv[1], read_only=False) as w: w.truncate_to(12000)"
+ro = kafkalog.Log(path)
+it = ro.records()
+first = [next(it).offset for _ in range(5000)]
+subprocess.run([sys.executable, "-c", cut, path], check=True)
+try:
+    if case == "iterating":
+        n = len(first) + sum(1 for _ in it)
+    elif case == "records":
+        n = sum(1 for _ in ro.records())
+    elif case == "zero_copy":
+        n = ro.to_arrow(zero_copy=True).read_all().num_rows
+    else:
+        n = ro.to_arrow().read_all().num_rows
+    print("read", n)
+except kafkalog.KafkaLogError as e:
+    print("error", type(e).__name__)
+'''
+
+
+@pytest.mark.parametrize("case", ["iterating", "records", "zero_copy", "copying"])
+def test_a_read_only_log_cut_by_a_later_writer_reads_or_fails_cleanly(tmp_path, case):
+    """A read-only log no writer held when it was opened is read through memory maps. Another
+    process that then opens it writable and truncates it cuts the files under those maps: a
+    read of a cut page would end the process (SIGBUS). Each read checks the file still holds
+    what it mapped first, and otherwise reads the file as it is now: records or a clear error.
+    In a child process, so a fault fails the test instead of ending the suite."""
+    import subprocess
+    import sys
+
+    d = tmp_path / "t-0"
+    with Log(d, read_only=False, create=True, config={"segment.bytes": 1 << 20}) as log:
+        for start in range(0, 20_000, 100):
+            log.append([{"value": b"v" * 200} for _ in range(100)])
+    script = tmp_path / "cut.py"
+    script.write_text(CUT_UNDER_A_READER)
+    run = subprocess.run([sys.executable, str(script), str(d), case], capture_output=True, text=True,
+                         timeout=120)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.split()[0] in ("read", "error"), run.stdout
+
+
+def test_records_before_a_damaged_batch_come_first(tmp_path):
+    """A batch whose CRC holds but whose payload does not inflate fails the read that reaches it
+    (as in Kafka); the records of the batches before it, read in the same chunk, are handed out
+    first, as a consumer gets them, and the error follows at the damaged batch."""
+    import struct
+
+    from kafka.record.util import calc_crc32c
+
+    d = tmp_path / "t-0"
+    with Log(d, read_only=False, create=True) as log:
+        for i in range(400):
+            log.append([{"value": b"%08d" % (i * 10 + j) * 10} for j in range(10)], compression="gzip")
+    segment = d / ("%020d.log" % 0)
+    data = bytearray(segment.read_bytes())
+    pos = 0
+    for _ in range(100):  # the batch of offsets 1000-1009
+        pos += 12 + struct.unpack(">i", data[pos + 8:pos + 12])[0]
+    end = pos + 12 + struct.unpack(">i", data[pos + 8:pos + 12])[0]
+    for k in range(pos + 65, end - 2):
+        data[k] ^= 0x5A
+    data[pos + 17:pos + 21] = struct.pack(">I", calc_crc32c(bytes(data[pos + 21:end])))
+    segment.write_bytes(data)
+    for writer in (False, True):  # read through maps, and through read windows
+        held = Log(d, read_only=False) if writer else None
+        got = []
+        with pytest.raises(kafkalog.CorruptRecordError):
+            for r in Log(d).records():
+                got.append(r.offset)
+        assert got == list(range(1000)), (writer, len(got))
+        if held:
+            held.close()
+
+
+def test_records_iterator_of_a_log_truncated_under_it_raises(tmp_path):
+    """The log truncated below a live iterator's position: the records it had read ahead come
+    out, then OffsetOutOfRangeError, as after delete_records, not a silent end."""
+    with open_log(tmp_path) as log:
+        for _ in range(300):
+            log.append([{"value": b"x" * 64} for _ in range(100)])
+        it = log.records()
+        for _ in range(3000):
+            next(it)
+        log.truncate_to(1000)
+        with pytest.raises(kafkalog.OffsetOutOfRangeError):
+            for _ in it:
+                pass
+
+
+def test_record_repr_is_python_s(tmp_path):
+    """A record's repr writes key, value and headers as Python does, and stays one line."""
+    with open_log(tmp_path) as log:
+        log.append([{"key": b"\xff\xfe", "value": b"\x00\x01", "timestamp": 5},
+                    {"value": b"v" * 1000, "headers": [("h", b"x"), ("n", None)], "timestamp": 6}])
+        small, big = list(log.records())
+    assert repr(small) == r"Record(offset=0, timestamp=5, key=b'\xff\xfe', value=b'\x00\x01')"
+    assert repr(big) == "Record(offset=1, timestamp=6, key=None, value=<1000 bytes>, headers=[('h', b'x'), ('n', None)])"

@@ -280,11 +280,13 @@ py_record_class! {
         partition: i32,
     }
     {
-        fn __repr__(&self, py: Python<'_>) -> String {
-            format!(
-                "ConsumerRecord(topic={:?}, partition={}, offset={}, timestamp={})",
-                self.topic.bind(py).to_string(), self.partition, self.offset, self.timestamp
-            )
+        fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+            Ok(format!(
+                "ConsumerRecord(topic={}, partition={}, {})",
+                self.topic.bind(py).repr()?,
+                self.partition,
+                self.fields_repr(py)?
+            ))
         }
     }
 }

@@ -666,7 +666,6 @@ pub struct RecordIterator {
     state: std::sync::Mutex<RecordIteratorState>,
     end: Option<i64>,
     isolation: FetchIsolation,
-    file_access: FileAccess,
 }
 
 struct RecordIteratorState {
@@ -695,18 +694,23 @@ impl RecordIterator {
             }),
             end,
             isolation,
-            // Records are copied out, so the map's pages are released behind the read; through
-            // the map rather than read windows: 9% less time over 100,000 records of 100 B.
-            file_access: if log.segments_can_be_mapped() {
-                FileAccess::Mapped {
-                    check_crcs_ahead: false,
-                    release_behind: true,
-                    windows_without_checker: false,
-                }
-            } else {
-                FileAccess::Windows
-            },
             log,
+        }
+    }
+
+    /// How the next chunk is read, asked again for each chunk since a writer may have opened
+    /// the folder since the last: through the segments' maps while none holds it (records
+    /// are copied out, so the pages are released behind the read; 9% less time than read
+    /// windows over 100,000 records of 100 B), else read windows.
+    fn file_access(&self) -> FileAccess {
+        if self.log.segments_can_be_mapped() {
+            FileAccess::Mapped {
+                check_crcs_ahead: false,
+                release_behind: true,
+                windows_without_checker: false,
+            }
+        } else {
+            FileAccess::Windows
         }
     }
 
@@ -715,15 +719,19 @@ impl RecordIterator {
     fn fill(&self, start: i64, chunk: &mut RecordArena) -> Result<(i64, bool)> {
         chunk.clear();
         let mut next = start;
-        if start >= self.log.log_end_offset() {
+        // Past the log end only when the log was truncated under the iterator: an error, as a
+        // consumer's fetch there is, not a silent end.
+        if self.log.checked_read_start(Some(start))? == self.log.log_end_offset() {
             return Ok((next, true));
         }
-        self.log.for_each_batch_lazy(
+        // The end of the last batch read whole.
+        let mut whole = chunk.mark();
+        let read = self.log.for_each_batch_lazy(
             Some(start),
             self.end,
             self.isolation,
             false,
-            self.file_access,
+            self.file_access(),
             &mut |_pos, batch, records, offsets, _window| {
                 let mut last = i64::MIN;
                 records.try_for_each_record(|r| {
@@ -734,12 +742,21 @@ impl RecordIterator {
                     Ok(())
                 })?;
                 next = batch.last_offset() + 1;
+                whole = chunk.mark();
                 // A legacy wrapper's records may reach the end before its header says.
                 Ok(last < offsets.end - 1
                     && chunk.len() < RECORDS_PER_CHUNK
                     && chunk.bytes() < BYTES_PER_CHUNK)
             },
-        )?;
+        );
+        if let Err(e) = read {
+            // The records of the batches before the damage are handed out first, as a consumer
+            // gets them; the next chunk starts at the damaged batch and fails there.
+            chunk.truncate(whole);
+            if chunk.is_empty() {
+                return Err(e);
+            }
+        }
         Ok((next, chunk.is_empty()))
     }
 }

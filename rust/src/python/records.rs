@@ -80,6 +80,25 @@ macro_rules! py_record_class {
             }
         }
 
+        impl $name {
+            /// `offset=.., timestamp=.., key=.., value=..` and the headers when there are any,
+            /// as Python writes the values ([`short_repr`]), for the classes' `__repr__`.
+            fn fields_repr(&self, py: Python<'_>) -> PyResult<String> {
+                let mut out = format!(
+                    "offset={}, timestamp={}, key={}, value={}",
+                    self.offset,
+                    self.timestamp,
+                    $crate::python::records::short_repr(self.key.bind(py), "bytes")?,
+                    $crate::python::records::short_repr(self.value.bind(py), "bytes")?,
+                );
+                if let Some(headers) = self.headers.get(py).filter(|h| !h.bind(py).is_empty()) {
+                    let headers = $crate::python::records::short_repr(headers.bind(py), "headers")?;
+                    out.push_str(&format!(", headers={headers}"));
+                }
+                Ok(out)
+            }
+        }
+
         #[pymethods]
         impl $name {
             /// The record's headers, a list of (key, value) with value bytes or None.
@@ -92,6 +111,16 @@ macro_rules! py_record_class {
     };
 }
 pub(crate) use py_record_class;
+
+/// Python's `repr` of `obj`, or `<N what>` (its length) when that is longer than 80 characters:
+/// a record's repr stays one line whatever its value.
+pub fn short_repr(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<String> {
+    let repr = obj.repr()?.to_string();
+    if repr.len() <= 80 {
+        return Ok(repr);
+    }
+    Ok(format!("<{} {what}>", obj.len()?))
+}
 
 /// A record's headers as Python's list of (key, value) tuples.
 pub fn headers_list(
@@ -116,25 +145,8 @@ py_record_class! {
     /// One record as Python sees it.
     Record {}
     {
-        fn __repr__(&self, py: Python<'_>) -> String {
-            let show = |b: &Py<PyAny>| match b.bind(py).downcast::<PyBytes>() {
-                Err(_) => "None".to_string(),
-                Ok(b) => {
-                    let s = b.as_bytes();
-                    if s.len() > 32 {
-                        format!("<{} bytes>", s.len())
-                    } else {
-                        format!("{:?}", String::from_utf8_lossy(s))
-                    }
-                }
-            };
-            format!(
-                "Record(offset={}, timestamp={}, key={}, value={})",
-                self.offset,
-                self.timestamp,
-                show(&self.key),
-                show(&self.value)
-            )
+        fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+            Ok(format!("Record({})", self.fields_repr(py)?))
         }
     }
 }

@@ -387,7 +387,7 @@ impl FileRecords {
                 release_behind,
                 windows_without_checker,
             } => (
-                self.mapping(),
+                self.whole_mapping(),
                 check_crcs_ahead,
                 release_behind,
                 windows_without_checker,
@@ -567,7 +567,18 @@ impl FileRecords {
     /// mapped file that another process truncates faults (SIGBUS) when the cut pages are read:
     /// callers map only files no writer holds ([`crate::arrow::LogArrowReader::zero_copy`]).
     pub fn mapped(&self) -> Option<Buffer> {
-        self.mapping().map(|m| m.buffer.clone())
+        self.whole_mapping().map(|m| m.buffer.clone())
+    }
+
+    /// [`Self::mapping`] while the file still holds every byte of it, checked at each read: a
+    /// writer that opened the folder after this view (another process, or this one once the
+    /// reader was made) may have cut the file since, and reading a cut page through the map
+    /// faults the process (SIGBUS), where read windows see the file as it is now and report
+    /// what is missing.
+    fn whole_mapping(&self) -> Option<&Mapping> {
+        let mapping = self.mapping()?;
+        let len = self.file.metadata().ok()?.len();
+        (len >= mapping.buffer.len() as u64).then_some(mapping)
     }
 
     fn mapping(&self) -> Option<&Mapping> {

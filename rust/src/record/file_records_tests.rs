@@ -777,3 +777,37 @@ fn mapped_pages_are_released_behind_the_read() {
         }
     }
 }
+
+/// A file cut short after it was mapped (another process opened it writable and truncated it):
+/// reads through the map would fault (SIGBUS) on the cut pages, so every access reads the file
+/// as it is now instead, through read windows, and reports what is missing; `mapped` gives no
+/// map to point into.
+#[test]
+fn a_mapped_file_cut_short_is_read_as_it_is_now() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("00000000000000000000.log");
+    write_batches_of_100_byte_values(&path, 4 * POPULATE_CHUNK + 100_000);
+    let size = std::fs::metadata(&path).unwrap().len();
+    let records = FileRecords::open(&path, false).unwrap();
+    assert!(records.mapped().is_some());
+    let (whole, error) = visit_with(&records, FileAccess::Windows, usize::MAX);
+    assert!(error.is_none());
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&path)
+        .unwrap()
+        .set_len(size / 2)
+        .unwrap();
+    assert!(records.mapped().is_none(), "a map past the file's end");
+    for access in other_accesses() {
+        let mut seen = 0;
+        let result = records.for_each_batch_mapped(0, size, MAX, access, &mut |_pos, batch, _| {
+            batch.ensure_valid()?;
+            seen += 1;
+            Ok(true)
+        });
+        assert!(seen < whole.len(), "{access:?}");
+        let error = result.expect_err("the cut goes unreported").to_string();
+        assert!(error.contains("the file ends"), "{access:?}: {error}");
+    }
+}

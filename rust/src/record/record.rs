@@ -117,6 +117,14 @@ pub struct RecordArena {
     headers: Vec<(std::ops::Range<usize>, Option<std::ops::Range<usize>>)>,
 }
 
+/// A length of a [`RecordArena`] ([`RecordArena::mark`]).
+#[derive(Debug, Clone, Copy)]
+pub struct ArenaMark {
+    bytes: usize,
+    rows: usize,
+    headers: usize,
+}
+
 #[derive(Debug, Clone)]
 struct ArenaRow {
     offset: i64,
@@ -146,6 +154,22 @@ impl RecordArena {
     /// Bytes of keys, values and headers held.
     pub fn bytes(&self) -> usize {
         self.bytes.len()
+    }
+
+    /// Where the arena ends now, to [`Self::truncate`] back to: the records pushed since are
+    /// dropped (those of a batch that failed midway).
+    pub fn mark(&self) -> ArenaMark {
+        ArenaMark {
+            bytes: self.bytes.len(),
+            rows: self.rows.len(),
+            headers: self.headers.len(),
+        }
+    }
+
+    pub fn truncate(&mut self, mark: ArenaMark) {
+        self.bytes.truncate(mark.bytes);
+        self.rows.truncate(mark.rows);
+        self.headers.truncate(mark.headers);
     }
 
     pub fn push(&mut self, r: &Record<'_>) {

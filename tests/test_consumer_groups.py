@@ -393,3 +393,23 @@ def test_assign_with_partition_counts_reads_nothing_from_disk(tmp_path):
     group = ConsumerGroup(tmp_path / "no-such-data-dir", "g")
     got = group.assign(["a", "b"], {"t": 4}, strategy="roundrobin")
     assert got == {"a": [("t", 0), ("t", 2)], "b": [("t", 1), ("t", 3)]}
+
+
+def test_consumer_records_compare_repr_and_pickle(tmp_path):
+    """A ConsumerRecord is a value like aiokafka's: two polls of the same record compare equal
+    (topic and partition included), it pickles, and its repr shows where it is and what it
+    holds."""
+    import pickle
+
+    _topic(tmp_path, partitions=1, records=3)
+    polls = []
+    for group in ("a", "b"):
+        with Consumer(tmp_path, group, ["t"]) as c:
+            polls.append(c.poll(10))
+    assert polls[0] == polls[1] and len(polls[0]) == 3
+    assert polls[0][0] != polls[0][1]
+    r = polls[0][0]
+    back = pickle.loads(pickle.dumps(r))
+    assert back == r and (back.topic, back.partition, back.offset) == ("t", 0, 0)
+    assert repr(r).startswith("ConsumerRecord(topic='t', partition=0, offset=0, timestamp=")
+    assert f"key={r.key!r}, value={r.value!r}" in repr(r)

@@ -1574,3 +1574,27 @@ def test_record_repr_is_python_s(tmp_path):
         small, big = list(log.records())
     assert repr(small) == r"Record(offset=0, timestamp=5, key=b'\xff\xfe', value=b'\x00\x01')"
     assert repr(big) == "Record(offset=1, timestamp=6, key=None, value=<1000 bytes>, headers=[('h', b'x'), ('n', None)])"
+
+
+def test_records_compare_by_value_and_pickle(tmp_path):
+    """Records are values, as aiokafka's and kafka-python's are: two reads of the same record
+    compare equal, a different one does not, and a record survives pickling (to send it to
+    another process), headers and tombstones included."""
+    import copy
+    import pickle
+
+    with open_log(tmp_path) as log:
+        log.append([{"key": b"k", "value": b"v", "headers": [("h", b"x"), ("n", None)]},
+                    {"key": None, "value": None}])
+        first, second = list(log.records()), list(log.records())
+    assert first == second and not (first[0] != second[0])
+    assert first[0] != first[1] and first[0] != "not a record"
+    for r in first:
+        for back in (pickle.loads(pickle.dumps(r)), copy.deepcopy(r), copy.copy(r)):
+            assert type(back) is kafkalog.Record and back == r
+            assert (back.offset, back.timestamp, back.timestamp_type, back.key, back.value, back.headers) == \
+                (r.offset, r.timestamp, r.timestamp_type, r.key, r.value, r.headers)
+    with pytest.raises(TypeError):
+        hash(first[0])
+    with pytest.raises(TypeError):
+        first[0] < first[1]

@@ -4,7 +4,7 @@ runtime objects (``help(kafkalog.Log)``); the Literal types and result classes l
 ``kafkalog.results``. Defaults written ``...`` are Rust constants, given in the docstrings."""
 
 from os import PathLike
-from typing import Any, Callable, Iterator, Literal, Mapping, Optional, Sequence, Tuple, Union, final
+from typing import Any, Callable, ClassVar, Iterator, Literal, Mapping, Optional, Sequence, Tuple, Union, final
 
 import pyarrow
 
@@ -150,6 +150,10 @@ class Record:
     def value(self) -> Optional[bytes]: ...
     @property
     def headers(self) -> list[tuple[str, Optional[bytes]]]: ...
+    # Values, as aiokafka's records: equal when every field is, so unhashable; pickled by fields.
+    def __eq__(self, value: object, /) -> bool: ...
+    __hash__: ClassVar[None]  # type: ignore[assignment]
+    def __reduce__(self) -> tuple[Any, tuple[tuple[Any, ...]]]: ...
 
 @final
 class RecordBatch:
@@ -477,6 +481,10 @@ class ConsumerRecord:
     def value(self) -> Optional[bytes]: ...
     @property
     def headers(self) -> list[tuple[str, Optional[bytes]]]: ...
+    # Values, as aiokafka's records: equal when every field is, so unhashable; pickled by fields.
+    def __eq__(self, value: object, /) -> bool: ...
+    __hash__: ClassVar[None]  # type: ignore[assignment]
+    def __reduce__(self) -> tuple[Any, tuple[tuple[Any, ...]]]: ...
 
 @final
 class _Producer:

@@ -101,6 +101,73 @@ macro_rules! py_record_class {
 
         #[pymethods]
         impl $name {
+            /// Records are values, as aiokafka's and kafka-python's are: equal when every field
+            /// is (so unhashable, their headers being a list); not ordered.
+            fn __eq__(&self, py: Python<'_>, other: &Bound<'_, PyAny>) -> PyResult<PyObject> {
+                let Ok(other) = other.downcast::<Self>() else {
+                    return Ok(py.NotImplemented());
+                };
+                let other = other.get();
+                let same = self.offset == other.offset
+                    && self.timestamp == other.timestamp
+                    && self.timestamp_type == other.timestamp_type
+                    $(&& $crate::python::records::py_eq(py, &self.$field, &other.$field)?)*
+                    && self.key.bind(py).eq(&other.key)?
+                    && self.value.bind(py).eq(&other.value)?
+                    && self.headers(py).bind(py).eq(other.headers(py))?;
+                Ok(same.into_pyobject(py)?.to_owned().into_any().unbind())
+            }
+
+            /// Pickled as its fields, rebuilt by `_from_state`.
+            fn __reduce__<'py>(
+                slf: &Bound<'py, Self>,
+            ) -> PyResult<(Bound<'py, PyAny>, (Bound<'py, pyo3::types::PyTuple>,))> {
+                let (py, me) = (slf.py(), slf.get());
+                let state = pyo3::types::PyTuple::new(
+                    py,
+                    [
+                        $(pyo3::IntoPyObjectExt::into_bound_py_any(&me.$field, py)?,)*
+                        me.offset.into_pyobject(py)?.into_any(),
+                        me.timestamp.into_pyobject(py)?.into_any(),
+                        me.timestamp_type.into_pyobject(py)?.into_any(),
+                        me.key.bind(py).clone(),
+                        me.value.bind(py).clone(),
+                        me.headers(py).into_bound(py).into_any(),
+                    ],
+                )?;
+                Ok((slf.get_type().getattr("_from_state")?, (state,)))
+            }
+
+            /// A record from its pickled fields ([`Self::__reduce__`]).
+            #[classmethod]
+            fn _from_state(
+                cls: &Bound<'_, pyo3::types::PyType>,
+                state: ($($field_ty,)* i64, i64, String, Py<PyAny>, Py<PyAny>, Py<PyList>),
+            ) -> PyResult<Self> {
+                let ($($field,)* offset, timestamp, timestamp_type, key, value, headers) = state;
+                let timestamp_type = $crate::python::records::timestamp_type_named(&timestamp_type)?;
+                for (what, b) in [("key", &key), ("value", &value)] {
+                    let b = b.bind(cls.py());
+                    if !b.is_none() && !b.is_instance_of::<PyBytes>() {
+                        return Err(pyo3::exceptions::PyTypeError::new_err(format!(
+                            "a record's {what} is bytes or None, not {}",
+                            b.get_type()
+                        )));
+                    }
+                }
+                let cell = pyo3::sync::GILOnceCell::new();
+                let _ = cell.set(cls.py(), headers);
+                Ok($name {
+                    $($field,)*
+                    offset,
+                    timestamp,
+                    timestamp_type,
+                    key,
+                    value,
+                    headers: cell,
+                })
+            }
+
             /// The record's headers, a list of (key, value) with value bytes or None.
             #[getter]
             fn headers(&self, py: Python<'_>) -> Py<PyList> {
@@ -157,6 +224,31 @@ pub fn optional_bytes(py: Python<'_>, b: Option<&[u8]>) -> Py<PyAny> {
         Some(b) => PyBytes::new(py, b).into_any().unbind(),
         None => py.None(),
     }
+}
+
+/// Python's `a == b`.
+pub fn py_eq<'py>(
+    py: Python<'py>,
+    a: impl pyo3::IntoPyObject<'py>,
+    b: impl pyo3::IntoPyObject<'py>,
+) -> PyResult<bool> {
+    use pyo3::IntoPyObjectExt;
+    a.into_bound_py_any(py)?.eq(b.into_bound_py_any(py)?)
+}
+
+/// The `&'static` name of a timestamp type from its name (a pickled record's).
+pub fn timestamp_type_named(name: &str) -> PyResult<&'static str> {
+    [
+        TimestampType::NoTimestamp,
+        TimestampType::CreateTime,
+        TimestampType::LogAppendTime,
+    ]
+    .into_iter()
+    .map(timestamp_type_name)
+    .find(|n| *n == name)
+    .ok_or_else(|| {
+        pyo3::exceptions::PyValueError::new_err(format!("unknown timestamp type {name:?}"))
+    })
 }
 
 pub fn timestamp_type_name(t: TimestampType) -> &'static str {

@@ -180,13 +180,17 @@ macro_rules! py_record_class {
 pub(crate) use py_record_class;
 
 /// Python's `repr` of `obj`, or `<N what>` (its length) when that is longer than 80 characters:
-/// a record's repr stays one line whatever its value.
+/// a record's repr stays one line whatever its value (and a large value is never written out).
 pub fn short_repr(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<String> {
-    let repr = obj.repr()?.to_string();
-    if repr.len() <= 80 {
-        return Ok(repr);
+    const WIDTH: usize = 80;
+    let len = obj.len().ok();
+    if len.is_none_or(|n| n <= WIDTH) {
+        let repr = obj.repr()?.to_string();
+        if repr.len() <= WIDTH {
+            return Ok(repr);
+        }
     }
-    Ok(format!("<{} {what}>", obj.len()?))
+    Ok(format!("<{} {what}>", len.unwrap_or_default()))
 }
 
 /// A record's headers as Python's list of (key, value) tuples.

@@ -88,6 +88,23 @@ def with_header_key_bytes(batch: bytes, placeholder: str, raw_key: bytes) -> byt
     return bytes(raw)
 
 
+def garble_payload_keeping_crc(segment: Path, batch_index: int) -> None:
+    """Garbles the compressed records of the segment's `batch_index`-th batch and recomputes its
+    CRC-32C: a batch that passes every check of framing and CRC (Kafka's recovery's too) but
+    does not inflate."""
+    from kafka.record.util import calc_crc32c
+
+    data = bytearray(segment.read_bytes())
+    pos = 0
+    for _ in range(batch_index):
+        pos += 12 + struct.unpack_from(">i", data, pos + 8)[0]
+    end = pos + 12 + struct.unpack_from(">i", data, pos + 8)[0]
+    for k in range(pos + 65, end - 2):  # the records section, past the batch header
+        data[k] ^= 0x5A
+    struct.pack_into(">I", data, pos + CRC_OFFSET, calc_crc32c(bytes(data[pos + ATTRIBUTES_OFFSET:end])))
+    segment.write_bytes(bytes(data))
+
+
 def install_snappy_shim() -> bool:
     """Give kafka-python a ``snappy`` module (python-snappy API) backed by cramjam's raw
     snappy, unless python-snappy is installed. Returns True if kafka-python has snappy."""

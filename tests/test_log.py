@@ -1522,24 +1522,13 @@ def test_records_before_a_damaged_batch_come_first(tmp_path):
     """A batch whose CRC holds but whose payload does not inflate fails the read that reaches it
     (as in Kafka); the records of the batches before it, read in the same chunk, are handed out
     first, as a consumer gets them, and the error follows at the damaged batch."""
-    import struct
-
-    from kafka.record.util import calc_crc32c
+    from compat_util import garble_payload_keeping_crc
 
     d = tmp_path / "t-0"
     with Log(d, read_only=False, create=True) as log:
         for i in range(400):
             log.append([{"value": b"%08d" % (i * 10 + j) * 10} for j in range(10)], compression="gzip")
-    segment = d / ("%020d.log" % 0)
-    data = bytearray(segment.read_bytes())
-    pos = 0
-    for _ in range(100):  # the batch of offsets 1000-1009
-        pos += 12 + struct.unpack(">i", data[pos + 8:pos + 12])[0]
-    end = pos + 12 + struct.unpack(">i", data[pos + 8:pos + 12])[0]
-    for k in range(pos + 65, end - 2):
-        data[k] ^= 0x5A
-    data[pos + 17:pos + 21] = struct.pack(">I", calc_crc32c(bytes(data[pos + 21:end])))
-    segment.write_bytes(data)
+    garble_payload_keeping_crc(d / ("%020d.log" % 0), 100)  # the batch of offsets 1000-1009
     for writer in (False, True):  # read through maps, and through read windows
         held = Log(d, read_only=False) if writer else None
         got = []

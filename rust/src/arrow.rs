@@ -1004,7 +1004,10 @@ impl LogArrowReader {
             }
         }
         let (builder, next) = (&mut self.builder, &mut self.next);
-        self.log.for_each_batch_lazy(
+        // Set while a Kafka batch's records go into the columns: a failure then leaves part of
+        // that batch in them.
+        let mut appending = false;
+        let read = self.log.for_each_batch_lazy(
             Some(*next),
             Some(self.end),
             self.isolation,
@@ -1027,11 +1030,30 @@ impl LogArrowReader {
                     let per_row = records.payload_len() / records.count_hint().max(1);
                     builder.reserve_columns(rows, per_row.saturating_mul(rows).min(byte_limit));
                 }
+                appending = true;
                 builder.append_records(records, offsets, Some(window))?;
+                appending = false;
                 *next = batch.last_offset() + 1;
                 Ok(builder.len() < limit && builder.bytes() < byte_limit)
             },
-        )?;
+        );
+        if let Err(e) = read {
+            if appending {
+                // Columns with part of a Kafka batch in them are dropped, whole.
+                let b = &self.builder;
+                self.builder = KafkaRecordBatchBuilder::new_with(
+                    b.topic.clone(),
+                    b.partition,
+                    b.headers.is_some(),
+                    b.zero_copy,
+                );
+            }
+            // The rows of the Kafka batches before the damage come out first, as a consumer
+            // gets those records; asked again, the reader starts at the damaged batch and fails.
+            if self.builder.is_empty() {
+                return Err(e);
+            }
+        }
         if self.builder.is_empty() {
             // Only aborted or control batches were left before the end.
             self.done = true;

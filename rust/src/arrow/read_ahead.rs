@@ -466,7 +466,8 @@ mod tests {
             let stem = segment.file_stem().unwrap().to_str().unwrap();
             stem.parse().unwrap()
         };
-        assert_eq!(one_rows, 0, "one thread's one Arrow batch held the damage");
+        // Every row before the damaged batch, however the rows were cut into Arrow batches.
+        assert_eq!(rows, one_rows);
         assert!(
             rows > 0 && rows < base(&segments[3]),
             "{rows} rows, the damage in the segment at offset {}",

@@ -102,3 +102,19 @@ def test_dump_into_a_closed_pipe_ends_quietly():
                           shell=True, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0 and len(proc.stdout.splitlines()) == 2
     assert "Traceback" not in proc.stderr and "Broken pipe" not in proc.stderr, proc.stderr
+
+
+def test_dump_json_writes_only_json_lines(tmp_path):
+    """`dump --json` writes one JSON object a line, for an empty index and a sanity check too
+    (which the text form writes as Kafka's sentences)."""
+    from kafkalog import Producer, Topic
+
+    with Producer(Topic.create(tmp_path, "t", partitions=1)) as p:
+        p.send(b"x")
+    for extra in ([], ["--index-sanity-check"]):
+        proc = run("dump", tmp_path / "t-0", "--json", *extra)
+        assert proc.returncode == 0, proc.stderr
+        lines = proc.stdout.splitlines()
+        assert lines and all(isinstance(json.loads(line), dict) for line in lines), proc.stdout
+    kinds = {json.loads(line)["type"] for line in run("dump", tmp_path / "t-0", "--json").stdout.splitlines()}
+    assert "empty" in kinds, kinds

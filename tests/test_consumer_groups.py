@@ -413,3 +413,24 @@ def test_consumer_records_compare_repr_and_pickle(tmp_path):
     assert back == r and (back.topic, back.partition, back.offset) == ("t", 0, 0)
     assert repr(r).startswith("ConsumerRecord(topic='t', partition=0, offset=0, timestamp=")
     assert f"key={r.key!r}, value={r.value!r}" in repr(r)
+
+
+def test_commit_and_assign_argument_mistakes(tmp_path):
+    """Offsets given as a list are refused with a TypeError naming the form wanted; the previous
+    assignment may list members that have left (their partitions are free again); a negative
+    partition count is refused."""
+    _topic(tmp_path, partitions=2, records=4)
+    with Consumer(tmp_path, "g", ["t"]) as c:
+        c.poll()
+        with pytest.raises(TypeError, match=r"mapping \{\(topic, partition\): offset\}"):
+            c.commit([("t", 1, 0)])
+    group = ConsumerGroup(tmp_path, "g")
+    with pytest.raises(TypeError, match="mapping"):
+        group.commit([("t", 1, 0)])
+    previous = {"m1": [("t", 0)], "m2": [("t", 1)]}
+    for strategy in ("sticky", "cooperative-sticky"):
+        got = group.assign(["m1"], {"t": 2}, strategy, previous=previous)
+        assert ("t", 0) in got["m1"], (strategy, got)
+    assert group.assign(["m1"], {"t": 2}, "sticky", previous=previous) == {"m1": [("t", 0), ("t", 1)]}
+    with pytest.raises(kafkalog.InvalidArgumentError, match="-1 partitions"):
+        group.assign(["m1"], {"t": -1}, "range")

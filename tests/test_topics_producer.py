@@ -436,3 +436,24 @@ def test_idempotence_needs_acks_all_and_batch_size_zero_turns_batching_off(tmp_p
         assert all(f.done() for f in futures), "no batch waits for more records"
     log = Log(t.partition_path(0))
     assert [b.records_count for b in log.batches()] == [1] * 6
+
+
+def test_argument_mistakes_are_kafkalog_errors(tmp_path):
+    """A missing data dir, a file given as one, a custom partitioner's bad answer and a bytes
+    header key are reported as kafkalog's errors (or a TypeError naming the mistake), never as
+    an error from inside the package."""
+    with pytest.raises(kafkalog.PathNotFoundError, match="no such data dir"):
+        DataDir(tmp_path / "missing")
+    (tmp_path / "a-file").write_text("x")
+    with pytest.raises(kafkalog.KafkaStorageError, match="a file, not a data dir"):
+        DataDir(tmp_path / "a-file")
+    t = Topic.create(tmp_path / "d", "t", partitions=4)
+    for answer in (4, -1, "1", 1.0, None, True):
+        with Producer(t, partitioner=lambda k, v, n, a=answer: a) as p:
+            with pytest.raises(kafkalog.InvalidArgumentError, match=r"must return an int in \[0, 4\)"):
+                p.send(b"v", key=b"k")
+    with Producer(t) as p:
+        with pytest.raises(TypeError, match="a header key is a str"):
+            p.send(b"v", headers=[(b"k", b"1")])
+        with pytest.raises(TypeError, match=r"\(key, value\) pairs"):
+            p.send(b"v", headers=[b"k"])

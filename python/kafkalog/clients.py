@@ -116,8 +116,10 @@ class DataDir:
 
     def __init__(self, path: Union[str, os.PathLike]) -> None:
         self.path = os.fspath(path)
+        if not os.path.exists(self.path):
+            raise _kafkalog.PathNotFoundError(f"{self.path}: no such data dir")
         if not os.path.isdir(self.path):
-            raise FileNotFoundError(f"{self.path}: no such data dir")
+            raise _kafkalog.KafkaStorageError(f"{self.path}: a file, not a data dir")
 
     def topics(self, include_internal: bool = False) -> Dict[str, int]:
         """{topic: partition count}"""
@@ -217,7 +219,7 @@ class Producer:
         n = self.partition_count
         chosen = self._callable(as_bytes(key), as_bytes(value), n)
         if isinstance(chosen, bool) or not isinstance(chosen, int) or not 0 <= chosen < n:
-            raise ValueError(
+            raise _kafkalog.InvalidArgumentError(
                 f"the partitioner {getattr(self._callable, '__name__', self._callable)!r} returned {chosen!r}; "
                 f"it must return an int in [0, {n}) for topic '{self.topic.name}' ({n} partitions)"
             )
@@ -264,6 +266,12 @@ class Producer:
         self.close()
 
 
+def _offsets_map(offsets: Any) -> Mapping[TopicPartition, Any]:
+    if not isinstance(offsets, Mapping):
+        raise TypeError(f"offsets must be a mapping {{(topic, partition): offset}}, not {type(offsets).__name__}")
+    return cast(Mapping[TopicPartition, Any], offsets)
+
+
 class ConsumerGroup:
     """A kafkalog consumer group of a data dir: committed offsets in
     ``.<data dir name>.kafkalog/groups/<group>/offsets.json`` beside the data dir (a broker refuses
@@ -291,7 +299,7 @@ class ConsumerGroup:
     def commit(self, offsets: Mapping[TopicPartition, Union[int, Tuple[int, str]]]) -> None:
         """Commits {(topic, partition): offset or (offset, metadata)}, all at once."""
         rows = []
-        for (topic, partition), v in offsets.items():
+        for (topic, partition), v in _offsets_map(offsets).items():
             offset, metadata = (v, "") if isinstance(v, int) else (v[0], v[1])
             rows.append((topic, partition, offset, metadata))
         _kafkalog.group_commit(self.data_dir, self.group_id, rows)
@@ -302,7 +310,8 @@ class ConsumerGroup:
         """Kafka's assignors (``range``, ``roundrobin``, ``sticky``, ``cooperative-sticky``). ``members``:
         member ids all subscribed to ``topics``, or {member: [topics]}. ``topics``: names (their
         partition counts are read from the data dir) or {topic: partition count}. ``previous``:
-        {member: [(topic, partition)]} it owned (the sticky assignors keep what they can;
+        {member: [(topic, partition)]} it owned, members that have left included, whose partitions
+        are free again (the sticky assignors keep what they can;
         ``cooperative-sticky`` answers as Kafka's ``CooperativeStickyAssignor`` does in one
         rebalance: a partition changing owner is left out until its previous owner revoked it, in
         the next rebalance, as ``Consumer`` members do it)."""
@@ -378,7 +387,7 @@ class Consumer:
 
     def commit(self, offsets: Optional[Mapping[TopicPartition, int]] = None) -> None:
         """Commits the positions of the assigned partitions, or the given offsets."""
-        rows = None if offsets is None else [(t, p, o) for (t, p), o in offsets.items()]
+        rows = None if offsets is None else [(t, p, o) for (t, p), o in _offsets_map(offsets).items()]
         self._inner.commit(rows)
 
     def seek(self, topic: str, partition: int, offset: int) -> None:

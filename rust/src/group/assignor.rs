@@ -78,6 +78,11 @@ pub fn assign(
             )));
         }
     }
+    if let Some((topic, count)) = partitions_per_topic.iter().find(|(_, n)| **n < 0) {
+        return Err(Error::InvalidArgument(format!(
+            "topic '{topic}' cannot have {count} partitions"
+        )));
+    }
     Ok(match strategy {
         AssignmentStrategy::Range => range(members, partitions_per_topic),
         AssignmentStrategy::RoundRobin => round_robin(members, partitions_per_topic),

@@ -152,7 +152,18 @@ impl PyProducer {
                 Err(_) => h.clone(),
             };
             for pair in pairs.try_iter()? {
-                let (k, v): (String, Bound<'_, PyAny>) = pair?.extract()?;
+                let (k, v): (Bound<'_, PyAny>, Bound<'_, PyAny>) =
+                    pair?.extract().map_err(|_| {
+                        pyo3::exceptions::PyTypeError::new_err(
+                            "headers are (key, value) pairs or a dict of them",
+                        )
+                    })?;
+                let k: String = k.extract().map_err(|_| {
+                    pyo3::exceptions::PyTypeError::new_err(format!(
+                        "a header key is a str (Kafka's header keys are strings), not {}",
+                        k.get_type()
+                    ))
+                })?;
                 owned_headers.push((k, bytes_arg(&v, "header value")?.map(Cow::into_owned)));
             }
         }
@@ -534,15 +545,9 @@ fn assign_partitions(
         .iter()
         .map(|(m, topics)| Ok((m.extract()?, topics.extract()?)))
         .collect::<PyResult<_>>()?;
+    // What members that have left owned (the last generation's assignment, as a caller keeps
+    // it) is theirs no longer: Kafka's assignors only ever see the members that rejoined.
     let mut owned = owned.unwrap_or_default();
-    for m in owned.keys() {
-        if !subscriptions.iter().any(|(s, _)| s == m) {
-            return Err(Error::InvalidArgument(format!(
-                "owned lists member '{m}', which has no subscription"
-            ))
-            .into());
-        }
-    }
     let members: Vec<MemberSubscription> = subscriptions
         .into_iter()
         .map(|(member_id, topics)| MemberSubscription {

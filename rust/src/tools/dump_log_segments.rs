@@ -1000,6 +1000,16 @@ impl FileDump<'_> {
     /// it passes; a failure is this file's error.
     fn passed_sanity_check(&mut self, check: Result<()>) -> Result<()> {
         check?;
+        if self.opts.json {
+            return json_line(
+                self.out,
+                &[
+                    ("type", J::Str("sanity_check")),
+                    ("path", J::Str(self.shown)),
+                    ("passed", J::B(true)),
+                ],
+            );
+        }
         writeln!(self.out, "{} passed sanity check.", self.shown)?;
         Ok(())
     }
@@ -1012,6 +1022,12 @@ impl FileDump<'_> {
         let bytes = std::fs::read(self.path).map_err(io_err(self.path))?;
         let index = RawOffsetIndex::new(base, &bytes);
         if index.entries() == 0 {
+            if opts.json {
+                return json_line(
+                    self.out,
+                    &[("type", J::Str("empty")), ("path", J::Str(self.shown))],
+                );
+            }
             writeln!(self.out, "{} is empty.", self.shown)?;
             return Ok(());
         }

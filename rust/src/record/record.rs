@@ -454,6 +454,17 @@ mod tests {
         assert_eq!(arena.bytes(), 1 + (4 + 1) + (3 + 300 + 4));
         assert_eq!(arena.iter().collect::<Vec<_>>(), records);
         assert!(arena.get(3).is_none());
+        // Back to a mark: the records pushed since are gone, those before it as they were.
+        arena.clear();
+        arena.push(&records[0]);
+        let mark = arena.mark();
+        arena.push(&records[1]);
+        arena.push(&records[2]);
+        arena.truncate(mark);
+        assert_eq!(arena.iter().collect::<Vec<_>>(), records[..1]);
+        assert_eq!(arena.bytes(), 1);
+        arena.push(&records[2]);
+        assert_eq!(arena.get(1).as_ref(), Some(&records[2]));
         arena.clear();
         assert!(arena.is_empty() && arena.bytes() == 0);
     }

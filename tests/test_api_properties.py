@@ -119,6 +119,42 @@ def test_negative_sizes_counts_and_times_are_value_errors_naming_the_argument(ro
                 poll(-1)
 
 
+def test_bad_values_to_writes_are_invalid_argument_errors_and_change_nothing(tmp_path):
+    """What a black-box tester passed: each one a KafkaLogError naming what is wrong, never
+    Python's ValueError or OverflowError alone, and the log as it was."""
+    log = kafkalog.Log(tmp_path / "t-0", read_only=False, create=True)
+    log.append([{"value": b"first"}])
+    calls = {
+        "no records to append": lambda: log.append([]),
+        "unknown record field 'extra'": lambda: log.append([{"value": b"a", "extra": 1}]),
+        "a header is a \\(key, value\\) pair": lambda: log.append([{"value": b"a", "headers": [("h",)]}]),
+        "timestamp 9223372036854775808 is out of range": lambda: log.append([{"value": b"a", "timestamp": 2**63}]),
+        "producer_epoch 40000 does not fit": lambda: log.append([{"value": b"a"}], producer_id=1,
+                                                                 producer_epoch=40000, base_sequence=0),
+        "base_sequence 2147483648 does not fit": lambda: log.append([{"value": b"a"}], base_sequence=2**31),
+        "leader_epoch 2147483648 does not fit": lambda: log.append([{"value": b"a"}], leader_epoch=2**31),
+        "coordinator_epoch -2147483649 does not fit": lambda: log.append_txn_marker(
+            1, 0, commit=True, coordinator_epoch=-2**31 - 1),
+        "header key '\\\\ud800' is not valid UTF-8": lambda: log.append([{"value": b"a", "headers": [("\ud800", b"")]}]),
+        "value '\\\\udc80' is not valid UTF-8": lambda: log.append([{"value": "\udc80"}]),
+        "negative offset": lambda: log.truncate_fully_and_start_at(-3),
+        "Not a number of type INT": lambda: kafkalog.Log(tmp_path / "u-0", read_only=False, create=True,
+                                                         config={"segment.bytes": str(2**40)}),
+        "partition_leader_epoch 2147483648 does not fit": lambda: kafkalog.encode_batch(
+            [{"value": b"a"}], partition_leader_epoch=2**31),
+    }
+    for message, call in calls.items():
+        with pytest.raises(kafkalog.InvalidArgumentError, match=message):
+            call()
+    # Kafka's LogValidator: an idempotent batch without a sequence is refused, not written.
+    with pytest.raises(kafkalog.InvalidRecordError, match="Invalid sequence number -1"):
+        log.append([{"value": b"a"}], producer_id=1, producer_epoch=0, base_sequence=-1)
+    assert [r.value for r in log.records()] == [b"first"]
+    assert (log.log_start_offset, log.log_end_offset) == (0, 1)
+    assert not (tmp_path / "u-0").exists()
+    log.close()
+
+
 @SETTINGS
 @given(bad=WRONG)
 def test_wrong_types_are_type_errors(ro_log, folder, bad):

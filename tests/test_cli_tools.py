@@ -289,6 +289,11 @@ def test_one_range_rule_for_cat_and_records(data):
     assert rec("--start-time", str(1_700_000_000_000 + 35_000)) == [35, 36, 37, 38, 39]
     assert rec("--start-time", "2023-11-14T22:13:20Z", "--end-time", "2023-11-14T22:13:22Z") == [0, 1]
     assert "not allowed with" in one_line_error(run("records", o0, "--start", "1", "--start-time", "5"), 2)
+    # A negative time is one of ListOffsets' special timestamps (-1 to -4), else a wrong command line.
+    assert rec("--start-time", "-1") == []
+    assert rec("--start-time", "-2", "--end", "2") == [0, 1]
+    for cmd, flag in (("records", "--start-time"), ("cat", "--from-time")):
+        assert "ListOffsets" in one_line_error(run(cmd, o0, flag, "-5"), 2)
 
 
 def test_damage_in_one_partition_is_reported_in_command_line_words(data, tmp_path):

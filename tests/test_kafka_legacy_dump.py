@@ -124,3 +124,95 @@ def test_dump_prints_any_bytes_as_dump_log_segments(version, tmp_path):
     for options in (["--print-data-log"], ["--skip-record-metadata", "--print-data-log"]):
         java = compat_util.assert_same_dump(version, files, options)
     assert "\ufffd" in java.stdout and "\u4e2d" in java.stdout
+
+
+def _odd_segment(d: Path) -> Path:
+    """Three batches of four records: 12 records with keys and headers."""
+    d.mkdir(parents=True)
+    seg = kafkalog.Segment(str(d), 0, writable=True, config={})
+    for b in range(3):
+        seg.append(kafkalog.encode_batch(
+            [{"key": b"k%d" % i, "value": b"value %d" % i, "timestamp": 1_700_000_000_000 + i,
+              "headers": [("h", b"%d" % i)]} for i in range(b * 4, b * 4 + 4)], base_offset=b * 4))
+    seg.close()
+    return d / f"{0:020d}.log"
+
+
+def _batch_positions(data: bytes) -> list[int]:
+    out, pos = [], 0
+    while pos < len(data):
+        out.append(pos)
+        pos += 12 + int.from_bytes(data[pos + 8:pos + 12], "big")
+    return out
+
+
+@pytest.mark.parametrize("version", kh.KAFKA_VERSIONS)
+def test_dump_of_odd_batches_as_dump_log_segments(version, tmp_path):
+    """A batch whose magic byte (outside the CRC) reads 7: Kafka's FileRecords lay it out as a v2
+    batch and print it, and so does kafkalog. A batch declaring one record fewer than it holds
+    (its CRC made good): both stop as they read its last declared record, without printing it.
+    Records with a null and an empty value under the cluster metadata decoder."""
+    from kafka.record.util import calc_crc32c
+
+    log = _odd_segment(tmp_path / "magic")
+    data = bytearray(log.read_bytes())
+    second = _batch_positions(bytes(data))[1]
+    data[second + 16] = 7
+    log.write_bytes(bytes(data))
+    for options in ([], ["--deep-iteration", "--print-data-log"]):
+        java = compat_util.assert_same_dump(version, [log], options)
+    assert "magic: 7" in java.stdout
+
+    log = _odd_segment(tmp_path / "count")
+    data = bytearray(log.read_bytes())
+    first = _batch_positions(bytes(data))[1]
+    size = 12 + int.from_bytes(data[first + 8:first + 12], "big")
+    data[first + 57:first + 61] = (3).to_bytes(4, "big")
+    data[first + 17:first + 21] = calc_crc32c(bytes(data[first + 21:first + size])).to_bytes(4, "big")
+    log.write_bytes(bytes(data))
+    java = compat_util.assert_same_dump(version, [log], ["--deep-iteration"],
+                                        fails_with="ncorrect declared batch size")
+    assert "offset: 5 " in java.stdout and "offset: 6 " not in java.stdout
+
+    d = tmp_path / "meta"
+    d.mkdir()
+    seg = kafkalog.Segment(str(d), 0, writable=True, config={})
+    seg.append(kafkalog.encode_batch([{"value": None, "timestamp": 1_700_000_000_000},
+                                      {"value": b"", "timestamp": 1_700_000_000_001}]))
+    seg.close()
+    java = compat_util.assert_same_dump(version, [d / f"{0:020d}.log"], ["--cluster-metadata-decoder"])
+    assert java.stdout.count("Error while reading frame version") == 2
+
+
+def test_dump_3x_notes_old_decoder_classes_as_its_tool(tmp_path):
+    """Kafka 3.x's tool prints a deprecation note for each kafka.serializer decoder class, after
+    each log file's `Dumping` line; `--kafka-version 3` prints them there too."""
+    version = next(v for v in kh.KAFKA_VERSIONS if kh.kafka_tools_version(v).startswith("3."))
+    log = _odd_segment(tmp_path / "t-0")
+    options = ["--print-data-log", "--key-decoder-class", "kafka.serializer.StringDecoder",
+               "--value-decoder-class", "kafka.serializer.StringDecoder"]
+    java = compat_util.assert_same_dump(version, [log, log], options)
+    assert java.stdout.count("kafka.serializer.StringDecoder is deprecated") == 4
+
+
+@pytest.mark.parametrize("version", kh.KAFKA_VERSIONS)
+def test_dump_of_a_corrupt_producer_snapshot_as_dump_log_segments(version, tmp_path):
+    """A producer snapshot whose CRC no longer holds: the same stdout, Kafka's words on stderr,
+    and the dump goes on to the next file; a snapshot that is missing ends it with exit code 1."""
+    d = tmp_path / "t-0"
+    log = kafkalog.Log(d, read_only=False, create=True)
+    log.append([{"value": b"v"}], producer_id=1000, producer_epoch=0, base_sequence=0)
+    log.close()
+    snapshot = next(d.glob("*.snapshot"))
+    data = bytearray(snapshot.read_bytes())
+    data[-1] ^= 0xFF
+    snapshot.write_bytes(bytes(data))
+    files = [snapshot, d / f"{0:020d}.log"]
+    java = kh.dump_log_segments(version, files, deep_iteration=False, print_data=False)
+    ours = compat_util.kafkalog_dump(files, (), int(kh.kafka_tools_version(version).split(".")[0]))
+    assert (ours.returncode, ours.stdout) == (java.returncode, java.stdout)
+    kafka_line = next(line for line in java.stderr.splitlines() if "Snapshot is corrupt" in line)
+    assert kafka_line.endswith(ours.stderr.strip()), (java.stderr[-2000:], ours.stderr)
+    missing = compat_util.kafkalog_dump([d / f"{5:020d}.snapshot"])
+    assert missing.returncode == 1 and missing.stderr.startswith("kafkalog dump: "), missing.stderr
+    assert len(missing.stderr.splitlines()) == 1

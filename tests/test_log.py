@@ -1253,7 +1253,7 @@ def test_compact_policy_keeps_segments_past_retention(tmp_path):
         d = tmp_path / f"{policy.replace(',', '_')}-0"
         log = kafkalog.Log(d, read_only=False, create=True, config={**config, "cleanup.policy": policy})
         for i in range(20):
-            log.append([{"value": b"x" * 100, "timestamp": 1000 + i}])
+            log.append([{"key": b"k", "value": b"x" * 100, "timestamp": 1000 + i}])
         before = list(log.segments)
         assert len(before) > 2
         log.delete_old_segments()

@@ -60,6 +60,17 @@ from compat_util import TS_TYPE_KAFKA, make_read_only, snapshot_files
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 T_READ = "logread"
 T_WRITE = "logwrite"
+T_RECOMPRESS = "logrecompress"
+# What producers send to a topic with compression.type=zstd: (their codec, their records). The
+# timestamps are recent, so the broker's retention (7 days) keeps them.
+_RECOMPRESS_TS = int(time.time() * 1000) - 60_000
+RECOMPRESS_SENDS = [
+    (codec, [{"key": None if i % 3 == 0 else b"%s-%d" % (codec.encode(), i), "value": b"v" * (i * 7),
+              "headers": [("h", None), ("n", b"%d" % i)] if i % 2 else [],
+              "timestamp": _RECOMPRESS_TS + i}
+             for i in range(12)])
+    for codec in ("lz4", "none", "gzip")
+]
 READ_SEGMENT_BYTES = 4 * 1024
 WRITE_SEGMENT_BYTES = 4 * 1024
 WRITE_INDEX_INTERVAL = 512
@@ -381,6 +392,10 @@ def env(request, tmp_path_factory):
                                             "file.delete.delay.ms": 3_600_000})
         kh.create_topic(bs, T_WRITE)
         kh.produce(bs, T_WRITE, [{"key": b"b%d" % i, "value": b"broker %d" % i} for i in range(3)])
+        # a topic compression.type the broker rewrites producers' batches in
+        kh.create_topic(bs, T_RECOMPRESS, config={"compression.type": "zstd"})
+        for codec, records in RECOMPRESS_SENDS:
+            kh.produce(bs, T_RECOMPRESS, records, compression=codec, linger_ms=50)
         _produce_read_topic(state, bs, rng, ts_base)
 
         # deleteRecords into the middle of the 3rd segment (before any transaction): the broker's
@@ -410,6 +425,7 @@ def env(request, tmp_path_factory):
         assert rc in (0, 143), broker.log_tail()
         assert broker.clean_shutdown_marker()
         clean = _copy_partition(broker.log_dir, T_READ, work / "clean")
+        state["recompressed"] = _copy_partition(broker.log_dir, T_RECOMPRESS, work / "recompressed")
         state["clean"] = clean
         state["clean_snapshot"] = snapshot_files([clean.parent])
         make_read_only([clean.parent])
@@ -494,6 +510,33 @@ def env(request, tmp_path_factory):
 # --------------------------------------------------------------------------- #
 # read direction: a clean broker folder, read-only
 # --------------------------------------------------------------------------- #
+
+
+def _stored_batches(folder: Path) -> List[Any]:
+    return [b for seg in sorted(folder.glob("*.log")) for b in kafkalog.decode_batches(seg.read_bytes())]
+
+
+def test_write_recompresses_to_the_topic_compression_type(env, tmp_path):
+    """compression.type=zstd: the broker stored every producer batch (lz4, uncompressed, gzip) as
+    zstd, with the same records; kafkalog's leader append rewrites them the same way."""
+    broker_batches = _stored_batches(env["recompressed"])
+    assert {b.compression for b in broker_batches} == {"zstd"}, [b.compression for b in broker_batches]
+    log = kafkalog.Log(tmp_path / "t-0", read_only=False, create=True, config={"compression.type": "zstd"})
+    for codec, records in RECOMPRESS_SENDS:
+        log.append(records, compression=codec)
+    # a producer's raw batch, as append_batches takes it, too
+    log.append_batches(kafkalog.encode_batch([{"key": b"k", "value": b"raw", "timestamp": _RECOMPRESS_TS + 100}],
+                                             compression="snappy"))
+    ours = _stored_batches(tmp_path / "t-0")
+    assert {b.compression for b in ours} == {"zstd"}, [b.compression for b in ours]
+
+    def fields(r: Any) -> tuple:
+        return (r.offset, r.timestamp, r.key, r.value, [tuple(h) for h in r.headers])
+
+    broker_records = [fields(r) for r in kafkalog.Log(env["recompressed"]).records()]
+    assert broker_records == [fields(r) for r in log.records()][:len(broker_records)]
+    assert len(broker_records) == sum(len(records) for _, records in RECOMPRESS_SENDS)
+    log.close()
 
 def test_read_scenario_shape(env):
     """The folder really has what the tests below claim to cover."""

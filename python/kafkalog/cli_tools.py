@@ -280,9 +280,18 @@ def _report_stats_damage(rows: list[dict[str, Any]]) -> None:
 
 # ----- offset ranges -----
 
+# ListOffsets' special timestamps a log answers: LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL.
+_SPECIAL_TIMESTAMPS = (-1, -2, -3, -4)
+
+
 def _time_ms(text: str) -> int:
     if re.fullmatch(r"-?\d+", text):
-        return int(text)
+        ms = int(text)
+        if ms < 0 and ms not in _SPECIAL_TIMESTAMPS:
+            raise argparse.ArgumentTypeError(
+                f"{text}: a time is ms since the epoch, an ISO 8601 time, or one of ListOffsets' "
+                "-1 (latest), -2 (earliest), -3 (max timestamp), -4 (earliest local)")
+        return ms
     try:
         t = _dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:

@@ -2,6 +2,7 @@
 //! defaults and its topic-level property names (`segment.bytes`, `retention.ms`, ...).
 
 use crate::error::{Error, Result};
+use crate::record::codec::Compression;
 use crate::record::record::TimestampType;
 
 #[derive(Debug, Clone, PartialEq)]
@@ -40,6 +41,9 @@ pub struct LogConfig {
     pub cleanup_policy_compact: bool,
     /// How much one batch may inflate when decompressed (a decoder limit, not a Kafka setting).
     pub max_decompressed_batch_bytes: usize,
+    /// compression.type: `None` for `producer` (batches kept in the codec they came in), else the
+    /// codec a leader's append rewrites batches in (`uncompressed` is `Compression::None`).
+    pub compression_type: Option<Compression>,
 }
 
 impl Default for LogConfig {
@@ -62,6 +66,7 @@ impl Default for LogConfig {
             max_decompressed_batch_bytes: crate::record::batch::DEFAULT_MAX_DECOMPRESSED_BYTES,
             cleanup_policy_delete: true,
             cleanup_policy_compact: false,
+            compression_type: None,
         }
     }
 }
@@ -96,15 +101,44 @@ impl LogConfig {
             }
             Ok(v)
         }
+        // Kafka's INT settings: a value past 32 bits is refused as its ConfigDef refuses it.
+        fn int<T: TryFrom<i64>>(name: &str, value: &str) -> Result<T> {
+            let v: i64 = num(name, value)?;
+            let v = i32::try_from(v).map_err(|_| {
+                Error::InvalidArgument(format!(
+                    "Invalid value {v} for configuration {name}: Not a number of type INT"
+                ))
+            })?;
+            T::try_from(i64::from(v)).map_err(|_| {
+                Error::InvalidArgument(format!("{name}: {v} is below the minimum (0)"))
+            })
+        }
         match name {
-            "segment.bytes" => self.segment_bytes = num(name, value)?,
+            "segment.bytes" => self.segment_bytes = int(name, value)?,
             "segment.ms" => self.segment_ms = num(name, value)?,
             "segment.jitter.ms" => self.segment_jitter_ms = at_least(name, value, 0)?,
-            "segment.index.bytes" => self.max_index_size = num(name, value)?,
-            "index.interval.bytes" => self.index_interval_bytes = num(name, value)?,
+            "segment.index.bytes" => self.max_index_size = int(name, value)?,
+            "index.interval.bytes" => self.index_interval_bytes = int(name, value)?,
             "retention.ms" => self.retention_ms = num(name, value)?,
             "retention.bytes" => self.retention_bytes = num(name, value)?,
-            "max.message.bytes" => self.max_message_bytes = num(name, value)?,
+            "max.message.bytes" => self.max_message_bytes = int(name, value)?,
+            // Kafka's `BrokerCompressionType` names; `producer` keeps what producers send.
+            "compression.type" => {
+                self.compression_type = match value.trim() {
+                    "producer" => None,
+                    "uncompressed" => Some(Compression::None),
+                    "gzip" => Some(Compression::Gzip),
+                    "snappy" => Some(Compression::Snappy),
+                    "lz4" => Some(Compression::Lz4),
+                    "zstd" => Some(Compression::Zstd),
+                    other => {
+                        return Err(Error::InvalidArgument(format!(
+                            "compression.type: '{other}' (uncompressed, zstd, lz4, snappy, gzip \
+                             or producer)"
+                        )))
+                    }
+                }
+            }
             "message.timestamp.type" => {
                 self.message_timestamp_type = match value {
                     "CreateTime" => TimestampType::CreateTime,
@@ -161,7 +195,6 @@ impl LogConfig {
             }
             "min.insync.replicas"
             | "unclean.leader.election.enable"
-            | "compression.type"
             | "min.cleanable.dirty.ratio"
             | "delete.retention.ms"
             | "min.compaction.lag.ms"

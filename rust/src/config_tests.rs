@@ -142,7 +142,6 @@ fn timestamp_type_preallocate_and_cleanup_policy() {
 fn broker_only_configs_are_accepted_and_ignored() {
     for (name, value) in [
         ("min.insync.replicas", "2"),
-        ("compression.type", "zstd"),
         ("unclean.leader.election.enable", "true"),
         ("min.cleanable.dirty.ratio", "0.5"),
         ("delete.retention.ms", "1000"),
@@ -152,6 +151,43 @@ fn broker_only_configs_are_accepted_and_ignored() {
         ("message.format.version", "3.0-IV1"),
     ] {
         assert_eq!(with(name, value).unwrap(), LogConfig::default(), "{name}");
+    }
+}
+
+/// compression.type by Kafka's names: `producer` (the default) keeps a producer's codec.
+#[test]
+fn compression_type_takes_kafka_names() {
+    use crate::record::codec::Compression;
+    for (value, expected) in [
+        ("producer", None),
+        ("uncompressed", Some(Compression::None)),
+        ("gzip", Some(Compression::Gzip)),
+        ("snappy", Some(Compression::Snappy)),
+        ("lz4", Some(Compression::Lz4)),
+        ("zstd", Some(Compression::Zstd)),
+    ] {
+        assert_eq!(
+            with("compression.type", value).unwrap().compression_type,
+            expected
+        );
+    }
+    for bad in ["none", "brotli", "ZSTD", ""] {
+        assert!(with("compression.type", bad).is_err(), "{bad}");
+    }
+}
+
+/// Kafka's INT configs refuse a value past 32 bits, as its ConfigDef does.
+#[test]
+fn int_configs_refuse_values_past_32_bits() {
+    for name in [
+        "segment.bytes",
+        "segment.index.bytes",
+        "index.interval.bytes",
+        "max.message.bytes",
+    ] {
+        let err = with(name, "1099511627776").unwrap_err().to_string();
+        assert!(err.contains("Not a number of type INT"), "{name}: {err}");
+        assert!(with(name, "2147483647").is_ok(), "{name}");
     }
 }
 

@@ -55,7 +55,9 @@ pub fn decode(value: &[u8]) -> Result<MetadataRecord, DecodeError> {
         let v = r.unsigned_varint()?;
         i16::try_from(v).map_err(|_| DecodeError::Other(format!("Value for {what} was too large.")))
     };
-    let frame = r.unsigned_varint()?;
+    let frame = r
+        .unsigned_varint()
+        .map_err(|_| DecodeError::Other("Error while reading frame version".into()))?;
     if frame == 0 {
         return Err(DecodeError::Other("Could not deserialize metadata record with frame version 0. Note that upgrades from the preview release of KRaft in 2.8 to newer versions are not supported.".into()));
     } else if frame != FRAME_VERSION {
@@ -87,7 +89,8 @@ pub fn decode(value: &[u8]) -> Result<MetadataRecord, DecodeError> {
 /// `ClusterMetadataLogMessageParser.parse`: no key, the record as the payload.
 pub fn parse_for_dump(value: Option<&[u8]>, offset: i64) -> ParsedRecord {
     let result = value
-        .ok_or_else(|| DecodeError::Other("the record has no value".into()))
+        // Kafka's serde reads a null value as an empty buffer: it fails at the frame version.
+        .ok_or_else(|| DecodeError::Other("Error while reading frame version".into()))
         .and_then(decode);
     let payload_json = match result {
         Ok(m) => json!({"type": m.type_name, "version": m.version, "data": m.data}),
@@ -262,6 +265,12 @@ mod tests {
             .payload
             .unwrap()
             .starts_with("Error at 4, skipping. Failed to deserialize record with type 2"));
+        for empty in [None, Some(&[][..])] {
+            assert_eq!(
+                parse_for_dump(empty, 6).payload.as_deref(),
+                Some("Error at 6, skipping. Error while reading frame version")
+            );
+        }
         let garbage = [v.clone(), vec![0]].concat();
         assert_eq!(
             parse_for_dump(Some(&garbage), 5).payload.as_deref(),

@@ -16,12 +16,17 @@ use crate::index::txn::AbortedTxn;
 use crate::index::OffsetPosition;
 use crate::record::batch::{
     set_base_offset, set_max_timestamp, set_partition_leader_epoch, Batch, DefaultBatch,
-    LAST_OFFSET_DELTA_OFFSET, MAGIC_V2,
+    LAST_OFFSET_DELTA_OFFSET, MAGIC_V2, NO_TIMESTAMP,
 };
+use crate::record::builder::{BatchBuilder, BatchOptions};
+use crate::record::codec::Compression;
 use crate::record::file_records::TimestampAndOffset;
 use crate::record::record::TimestampType;
 use crate::segment::{FetchDataInfo, LogOffsetMetadata, LogSegment, RollParams};
 use segments::LogSegments;
+
+/// Batches written anew for an append, and each one's (position, size) in them.
+type RebuiltBatches = (Vec<u8>, Vec<(usize, usize)>);
 
 /// Kafka's `FetchIsolation`: how far a read may go.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -539,7 +544,12 @@ impl Log {
         let config = &self.config;
         let bounds = self.analyze_and_validate_records(records, origin, now)?;
         let stamp_log_append_time = config.message_timestamp_type == TimestampType::LogAppendTime;
-        let mut buf = records.to_vec();
+        // A follower keeps the leader's bytes; a leader may rewrite them in the topic's codec.
+        let rebuilt = match assign_offsets {
+            true => self.recompressed(records, &bounds)?,
+            false => None,
+        };
+        let (mut buf, bounds) = rebuilt.unwrap_or_else(|| (records.to_vec(), bounds));
         if assign_offsets {
             Self::assign_offsets(
                 &mut buf,
@@ -647,6 +657,87 @@ impl Log {
             return Err(Error::InvalidArgument("nothing to append".into()));
         }
         Ok(bounds)
+    }
+
+    /// Kafka's `LogValidator` for a leader under a `compression.type` other than `producer`:
+    /// a batch in another codec is rebuilt in the topic's, with its producer fields and its
+    /// records (timestamps, keys, values, headers; offsets consecutive from 0), as Kafka's
+    /// `buildRecordsAndAssignOffsets` does; a control batch written uncompressed stays so. `None`
+    /// when every batch already is in the topic's codec. The rebuilt batches are held to
+    /// `max.message.bytes` again, since they may have grown.
+    fn recompressed(
+        &self,
+        records: &[u8],
+        bounds: &[(usize, usize)],
+    ) -> Result<Option<RebuiltBatches>> {
+        let Some(target) = self.config.compression_type else {
+            return Ok(None);
+        };
+        let needs_rebuild = |batch: &DefaultBatch<'_>| -> Result<bool> {
+            let source = batch.compression()?;
+            Ok(source != target && !(source == Compression::None && batch.is_control()))
+        };
+        let batches = bounds
+            .iter()
+            .map(|&(pos, size)| DefaultBatch::new(&records[pos..pos + size]))
+            .collect::<Result<Vec<_>>>()?;
+        if !batches
+            .iter()
+            .try_fold(false, |any, b| Ok::<_, Error>(any || needs_rebuild(b)?))?
+        {
+            return Ok(None);
+        }
+        let mut out = Vec::with_capacity(records.len());
+        let mut rebuilt_bounds = Vec::with_capacity(batches.len());
+        for batch in &batches {
+            let start = out.len();
+            if needs_rebuild(batch)? {
+                out.extend_from_slice(&self.rebuild_batch(batch, target)?);
+            } else {
+                out.extend_from_slice(batch.bytes());
+            }
+            let size = out.len() - start;
+            if size > self.config.max_message_bytes {
+                return Err(Error::RecordTooLarge(format!(
+                    "batch of {size} bytes once compressed as the topic's compression.type \
+                     ({}) is larger than max.message.bytes ({})",
+                    target.name(),
+                    self.config.max_message_bytes
+                )));
+            }
+            rebuilt_bounds.push((start, size));
+        }
+        Ok(Some((out, rebuilt_bounds)))
+    }
+
+    /// One batch's records built again in `codec`, its header fields kept.
+    fn rebuild_batch(&self, batch: &DefaultBatch<'_>, codec: Compression) -> Result<Vec<u8>> {
+        let mut builder = BatchBuilder::new(BatchOptions {
+            base_offset: batch.base_offset(),
+            compression: codec,
+            timestamp_type: TimestampType::CreateTime,
+            producer_id: batch.producer_id(),
+            producer_epoch: batch.producer_epoch(),
+            base_sequence: batch.base_sequence(),
+            is_transactional: batch.is_transactional(),
+            is_control: batch.is_control(),
+            partition_leader_epoch: batch.partition_leader_epoch(),
+            delete_horizon_ms: None,
+            log_append_time: None,
+        });
+        let mut scratch = Vec::new();
+        let payload =
+            batch.records_payload(&mut scratch, self.config.max_decompressed_batch_bytes)?;
+        for record in batch.records_in(payload) {
+            let record = record?;
+            let headers: Vec<(&str, Option<&[u8]>)> = record
+                .headers
+                .iter()
+                .map(|h| (h.key.as_ref(), h.value))
+                .collect();
+            builder.append(record.timestamp, record.key, record.value, &headers)?;
+        }
+        builder.build()
     }
 
     /// Kafka's `LogValidator.assignOffsetsNonCompressed` for a leader: consecutive offsets from
@@ -797,14 +888,42 @@ impl Log {
     /// count, and CreateTime timestamps within the allowed skew of the broker's clock.
     fn validate_records(&self, batch: &Batch<'_>, origin: AppendOrigin, now: i64) -> Result<()> {
         let Batch::V2(b) = batch else { return Ok(()) };
+        if origin == AppendOrigin::Client {
+            if b.producer_id() >= 0 && b.base_sequence() < 0 {
+                return Err(Error::InvalidRecord(format!(
+                    "Invalid sequence number {} in record batch with producerId {}",
+                    b.base_sequence(),
+                    b.producer_id()
+                )));
+            }
+            if self.config.message_timestamp_type == TimestampType::CreateTime
+                && b.timestamp_type() == TimestampType::LogAppendTime
+            {
+                return Err(Error::InvalidRecord(format!(
+                    "batch at offset {} has timestamp type LogAppendTime: a producer's batch \
+                     carries CreateTime (the topic's message.timestamp.type is CreateTime)",
+                    b.base_offset()
+                )));
+            }
+        }
         let mut scratch = Vec::new();
         let payload = b.records_payload(&mut scratch, self.config.max_decompressed_batch_bytes)?;
         let mut count = 0i64;
         let check_timestamps = origin == AppendOrigin::Client
             && self.config.message_timestamp_type == TimestampType::CreateTime
             && !b.is_control();
+        // Kafka's `validateKey`, for every leader append.
+        let keys_required =
+            self.config.cleanup_policy_compact && origin != AppendOrigin::Replication;
         for record in b.records_in(payload) {
             let record = record?;
+            if keys_required && record.key.is_none() {
+                return Err(Error::InvalidRecord(format!(
+                    "Compacted topic cannot accept message without key (record {count} of the \
+                     batch at offset {}; cleanup.policy=compact)",
+                    b.base_offset()
+                )));
+            }
             if origin == AppendOrigin::Client && record.offset - b.base_offset() != count {
                 return Err(Error::InvalidRecord(format!(
                     "record {} of batch at offset {} has offset delta {}; deltas must be consecutive from 0",
@@ -813,7 +932,8 @@ impl Log {
                     record.offset - b.base_offset()
                 )));
             }
-            if check_timestamps {
+            // A record without a timestamp (-1) is not held to the range, as in Kafka.
+            if check_timestamps && record.timestamp != NO_TIMESTAMP {
                 let ts = record.timestamp;
                 if ts < now.saturating_sub(self.config.message_timestamp_before_max_ms)
                     || ts > now.saturating_add(self.config.message_timestamp_after_max_ms)
@@ -1190,6 +1310,12 @@ impl Log {
 
     /// Kafka's `truncateFullyAndStartAt`: deletes every segment and starts empty at `new_offset`.
     pub fn truncate_fully_and_start_at(&self, new_offset: i64) -> Result<()> {
+        // Checked before anything is deleted: a segment's name is its base offset, never negative.
+        if new_offset < 0 {
+            return Err(Error::InvalidArgument(format!(
+                "cannot start the log at a negative offset ({new_offset})"
+            )));
+        }
         let mut st = self.write_state()?;
         for base in st.segments.base_offsets() {
             if let Some(seg) = st.segments.remove(base) {

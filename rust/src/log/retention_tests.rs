@@ -10,15 +10,18 @@ use std::sync::Arc;
 use crate::error::Error;
 use crate::log::epoch::EpochEntry;
 use crate::log::Log;
-use crate::testutil::{batch_at, writable_options};
+use crate::testutil::writable_options;
 
 const NOW: i64 = 1_700_000_000_000;
 const RECORDS: usize = 15;
 
 /// Kafka's `TestUtils.singletonRecords("test", timestamp)`: one record per batch. Leader appends
 /// assign the offsets, so every batch built at offset 0 has the same size.
+/// Keyed, as a compacted topic takes only keyed records.
 fn singleton(timestamp: i64) -> Vec<u8> {
-    batch_at(0, &[timestamp])
+    let mut b = crate::record::builder::BatchBuilder::new(Default::default());
+    b.append(timestamp, Some(b"k"), Some(b"v0"), &[]).unwrap();
+    b.build().unwrap()
 }
 
 /// Kafka's `createLog(segmentBytes = 5 * set.sizeInBytes, ...)`: five batches per segment.

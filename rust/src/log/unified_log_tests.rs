@@ -507,3 +507,174 @@ fn list_offsets_as_a_consumer_asks_stops_at_what_it_can_fetch() {
         Some((-1, 0))
     );
 }
+
+/// Kafka's `LogValidator` under `compression.type` other than `producer`: a leader rewrites a
+/// batch in another codec in the topic's (producer fields and records kept), leaves a batch
+/// already in it and a coordinator's uncompressed marker as they are; a follower keeps its
+/// batches as the leader wrote them.
+#[test]
+fn a_leader_rewrites_batches_in_the_topic_compression_type() {
+    use crate::record::batch::DefaultBatch;
+    use crate::record::codec::Compression;
+    let dir = tempfile::tempdir().unwrap();
+    let log = open(dir.path(), &[("compression.type", "zstd")]);
+    let codecs_of = |bytes: &[u8]| -> Vec<Compression> {
+        crate::record::batch::BatchIter::new(bytes)
+            .map(|b| b.unwrap().compression().unwrap())
+            .collect()
+    };
+    let lz4 = batch_with(
+        BatchOptions {
+            compression: Compression::Lz4,
+            producer_id: 7,
+            producer_epoch: 2,
+            base_sequence: 0,
+            is_transactional: true,
+            ..Default::default()
+        },
+        &[NOW, NOW + 1, -1],
+    );
+    let info = log.append_as_leader(&lz4, 0).unwrap();
+    assert_eq!((info.first_offset, info.last_offset), (0, 2));
+    log.append_as_leader(&batch_at(0, &[NOW + 2]), 0).unwrap();
+    log.append_txn_marker(&marker(7, 2, true), 0).unwrap();
+    let zstd = batch_with(
+        BatchOptions {
+            compression: Compression::Zstd,
+            ..Default::default()
+        },
+        &[NOW + 3],
+    );
+    log.append_as_leader(&zstd, 0).unwrap();
+    let stored = log
+        .read(0, 1 << 20, FetchIsolation::LogEnd, true)
+        .unwrap()
+        .records;
+    assert_eq!(
+        codecs_of(&stored),
+        [
+            Compression::Zstd,
+            Compression::Zstd,
+            Compression::None,
+            Compression::Zstd
+        ]
+    );
+    let values = values_of(&stored);
+    assert_eq!(values.len(), 6, "{values:?}");
+    assert_eq!(values[..4], ["v0", "v1", "v2", "v0"].map(String::from));
+    assert_eq!(values[5], "v0");
+    let first = DefaultBatch::new(&stored).unwrap();
+    assert_eq!(
+        (
+            first.producer_id(),
+            first.producer_epoch(),
+            first.base_sequence()
+        ),
+        (7, 2, 0)
+    );
+    assert!(first.is_transactional());
+    let mut scratch = Vec::new();
+    let stamps: Vec<i64> = crate::record::batch::Batch::parse(&stored)
+        .unwrap()
+        .records(&mut scratch, usize::MAX)
+        .unwrap()
+        .iter()
+        .map(|r| r.timestamp)
+        .collect();
+    assert_eq!(stamps, [NOW, NOW + 1, -1]);
+    assert_eq!(log.last_stable_offset(), log.log_end_offset());
+
+    // A follower copies the leader's bytes, whatever its own setting.
+    let follower_dir = tempfile::tempdir().unwrap();
+    let follower = open(follower_dir.path(), &[("compression.type", "gzip")]);
+    follower.append_as_follower(&stored).unwrap();
+    let copied = follower
+        .read(0, 1 << 20, FetchIsolation::LogEnd, true)
+        .unwrap()
+        .records;
+    assert_eq!(copied, stored);
+}
+
+/// A batch rewritten in the topic's codec is held to max.message.bytes as written.
+#[test]
+fn a_rewritten_batch_larger_than_max_message_bytes_is_refused() {
+    use crate::record::codec::Compression;
+    let dir = tempfile::tempdir().unwrap();
+    let log = open(
+        dir.path(),
+        &[
+            ("compression.type", "uncompressed"),
+            ("max.message.bytes", "400"),
+        ],
+    );
+    let mut b = crate::record::builder::BatchBuilder::new(BatchOptions {
+        compression: Compression::Gzip,
+        ..Default::default()
+    });
+    b.append(NOW, None, Some(&[b'x'; 2000]), &[]).unwrap();
+    let small = b.build().unwrap();
+    assert!(small.len() <= 400, "{}", small.len());
+    let err = log.append_as_leader(&small, 0).unwrap_err();
+    assert!(matches!(err, Error::RecordTooLarge(_)), "{err}");
+    assert_eq!(log.log_end_offset(), 0);
+}
+
+/// Kafka's `validateBatch`/`validateKey`/`validateTimestamp` for a client's batch: an idempotent
+/// batch needs a sequence, a producer's batch carries CreateTime, a compacted topic takes only
+/// keyed records, and a record without a timestamp (-1) is not held to the time range.
+#[test]
+fn client_batches_are_validated_as_kafka_validates_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = open(dir.path(), &[("message.timestamp.before.max.ms", "1000")]);
+    let err = log
+        .append_as_leader(&producer_batch(3, 0, -1, 2, false), 0)
+        .unwrap_err();
+    assert!(
+        matches!(&err, Error::InvalidRecord(m) if m.contains("Invalid sequence number -1")),
+        "{err}"
+    );
+    let log_append_time = batch_with(
+        BatchOptions {
+            timestamp_type: TimestampType::LogAppendTime,
+            log_append_time: Some(NOW),
+            ..Default::default()
+        },
+        &[NOW],
+    );
+    let err = log.append_as_leader(&log_append_time, 0).unwrap_err();
+    assert!(matches!(err, Error::InvalidRecord(_)), "{err}");
+    assert_eq!(log.log_end_offset(), 0);
+    log.append_as_leader(&batch_at(0, &[-1]), 0).unwrap();
+    assert!(log
+        .append_as_leader(&batch_at(0, &[NOW - 1001]), 0)
+        .is_err());
+    assert_eq!(log.log_end_offset(), 1);
+
+    let compacted_dir = tempfile::tempdir().unwrap();
+    let compacted = open(compacted_dir.path(), &[("cleanup.policy", "compact")]);
+    let err = compacted
+        .append_as_leader(&batch_at(0, &[NOW]), 0)
+        .unwrap_err();
+    assert!(
+        matches!(&err, Error::InvalidRecord(m) if m.contains("without key")),
+        "{err}"
+    );
+    let mut keyed = crate::record::builder::BatchBuilder::new(BatchOptions::default());
+    keyed.append(NOW, Some(b"k"), None, &[]).unwrap();
+    compacted
+        .append_as_leader(&keyed.build().unwrap(), 0)
+        .unwrap();
+    assert_eq!(compacted.log_end_offset(), 1);
+}
+
+#[test]
+fn truncate_fully_refuses_a_negative_start_and_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = open(dir.path(), &[]);
+    append(&log, 3);
+    assert!(matches!(
+        log.truncate_fully_and_start_at(-3).unwrap_err(),
+        Error::InvalidArgument(_)
+    ));
+    assert_eq!((log.log_start_offset(), log.log_end_offset()), (0, 3));
+}

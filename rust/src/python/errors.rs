@@ -137,6 +137,26 @@ pub fn positive_size(name: &str, value: i64) -> PyResult<usize> {
     }
 }
 
+/// A Kafka field given as a Python int (an epoch, a sequence): one outside the field's width is
+/// `InvalidArgumentError` naming it, where a parameter of that width would raise `OverflowError`.
+pub fn kafka_field<T: TryFrom<i64>>(name: &str, value: i64) -> PyResult<T> {
+    T::try_from(value).map_err(|_| {
+        let width = std::mem::size_of::<T>() * 8;
+        crate::error::Error::InvalidArgument(format!(
+            "{name} {value} does not fit Kafka's {width}-bit field"
+        ))
+        .into()
+    })
+}
+
+/// [`kafka_field`] of an optional argument.
+pub fn optional_kafka_field<T: TryFrom<i64>>(
+    name: &str,
+    value: Option<i64>,
+) -> PyResult<Option<T>> {
+    value.map(|v| kafka_field(name, v)).transpose()
+}
+
 /// [`non_negative`] as a `usize`.
 pub fn non_negative_size(name: &str, value: i64) -> PyResult<usize> {
     Ok(non_negative(name, value)? as usize)

@@ -8,7 +8,7 @@ use pyo3::types::{PyDict, PyList};
 
 use crate::error::Result;
 use crate::log::{FetchIsolation, Log as RsLog, LogOptions, OnCorruption};
-use crate::python::errors::{non_negative_size, positive_size};
+use crate::python::errors::{kafka_field, non_negative_size, optional_kafka_field, positive_size};
 use crate::python::records::{
     batches_to_py, build_v2, decode_batch, extract_records, now_ms, record_view_to_py, DecodedBatch,
 };
@@ -212,11 +212,14 @@ impl Log {
         records: &Bound<'_, PyAny>,
         compression: &str,
         producer_id: i64,
-        producer_epoch: i16,
-        base_sequence: i32,
+        producer_epoch: i64,
+        base_sequence: i64,
         transactional: bool,
-        leader_epoch: Option<i32>,
+        leader_epoch: Option<i64>,
     ) -> PyResult<(i64, i64)> {
+        let producer_epoch: i16 = kafka_field("producer_epoch", producer_epoch)?;
+        let base_sequence: i32 = kafka_field("base_sequence", base_sequence)?;
+        let leader_epoch: Option<i32> = optional_kafka_field("leader_epoch", leader_epoch)?;
         let input = extract_records(records, "no records to append")?;
         let compression = Compression::from_name(compression)?;
         let log = self.inner.clone();
@@ -247,8 +250,9 @@ impl Log {
         py: Python<'py>,
         data: &[u8],
         as_follower: bool,
-        leader_epoch: Option<i32>,
+        leader_epoch: Option<i64>,
     ) -> PyResult<Bound<'py, PyDict>> {
+        let leader_epoch: Option<i32> = optional_kafka_field("leader_epoch", leader_epoch)?;
         let log = self.inner.clone();
         let data = data.to_vec();
         let info = py.release_gil(move || {
@@ -277,12 +281,15 @@ impl Log {
         &self,
         py: Python<'_>,
         producer_id: i64,
-        producer_epoch: i16,
+        producer_epoch: i64,
         commit: bool,
-        coordinator_epoch: i32,
-        leader_epoch: Option<i32>,
+        coordinator_epoch: i64,
+        leader_epoch: Option<i64>,
         timestamp: Option<i64>,
     ) -> PyResult<i64> {
+        let producer_epoch: i16 = kafka_field("producer_epoch", producer_epoch)?;
+        let coordinator_epoch: i32 = kafka_field("coordinator_epoch", coordinator_epoch)?;
+        let leader_epoch: Option<i32> = optional_kafka_field("leader_epoch", leader_epoch)?;
         let log = self.inner.clone();
         let control_type = if commit {
             ControlRecordType::Commit
@@ -314,10 +321,10 @@ impl Log {
         &self,
         py: Python<'_>,
         producer_id: i64,
-        producer_epoch: i16,
+        producer_epoch: i64,
         commit: bool,
-        coordinator_epoch: i32,
-        leader_epoch: Option<i32>,
+        coordinator_epoch: i64,
+        leader_epoch: Option<i64>,
         timestamp: Option<i64>,
     ) -> PyResult<i64> {
         self.append_txn_marker(

@@ -1,9 +1,10 @@
 //! `encode_batch`, `decode_batches`, and the `RecordBatch`/`Record` classes.
 
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
+use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 
 use crate::error::{Error, Result};
+use crate::python::errors::kafka_field;
 use crate::python::ReleaseGil;
 use crate::record::batch::{Batch, BatchInfo, BatchIter, DEFAULT_MAX_DECOMPRESSED_BYTES};
 use crate::record::builder::{BatchBuilder, BatchOptions};
@@ -457,8 +458,17 @@ fn bytes_like(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Option<Vec<u8>>> {
     if obj.is_none() {
         return Ok(None);
     }
-    if let Ok(s) = obj.extract::<String>() {
-        return Ok(Some(s.into_bytes()));
+    if let Ok(s) = obj.downcast::<PyString>() {
+        return s
+            .to_cow()
+            .map(|c| Some(c.into_owned().into_bytes()))
+            .map_err(|_| {
+                Error::InvalidArgument(format!(
+                    "{what} {} is not valid UTF-8 (a lone surrogate): a str is written as UTF-8",
+                    obj.repr().map_or_else(|_| "?".into(), |r| r.to_string())
+                ))
+                .into()
+            });
     }
     obj.extract::<Vec<u8>>().map(Some).map_err(|_| {
         pyo3::exceptions::PyTypeError::new_err(format!(
@@ -484,10 +494,11 @@ fn unknown_field(dict: &Bound<'_, PyDict>) -> PyErr {
     let name = field
         .and_then(|f| f.repr().ok())
         .map_or_else(|| "?".to_string(), |r| r.to_string());
-    pyo3::exceptions::PyValueError::new_err(format!(
+    Error::InvalidArgument(format!(
         "unknown record field {name}: a record is a dict with 'value' and optional 'key', \
          'headers', 'timestamp'"
     ))
+    .into()
 }
 
 /// The records of `records` (an iterable of dicts); `if_empty` is the ValueError's message when
@@ -501,9 +512,10 @@ pub fn extract_records(records: &Bound<'_, PyAny>, if_empty: &str) -> PyResult<V
         let value = match get("value")? {
             Some(v) => bytes_like(&v, "value")?,
             None => {
-                return Err(pyo3::exceptions::PyValueError::new_err(
-                    "a record needs a 'value' (None for a tombstone)",
-                ))
+                return Err(Error::InvalidArgument(
+                    "a record needs a 'value' (None for a tombstone)".into(),
+                )
+                .into())
             }
         };
         let key_item = get("key")?;
@@ -515,7 +527,7 @@ pub fn extract_records(records: &Bound<'_, PyAny>, if_empty: &str) -> PyResult<V
         let timestamp_item = get("timestamp")?;
         let timestamp_given = timestamp_item.is_some();
         let timestamp = match timestamp_item {
-            Some(t) if !t.is_none() => Some(t.extract::<i64>()?),
+            Some(t) if !t.is_none() => Some(timestamp_ms(&t)?),
             _ => None,
         };
         let headers_item = get("headers")?;
@@ -540,15 +552,15 @@ pub fn extract_records(records: &Bound<'_, PyAny>, if_empty: &str) -> PyResult<V
                 };
                 for pair in pairs.try_iter()? {
                     let pair = pair?;
-                    let (k, v): (Bound<'_, PyAny>, Bound<'_, PyAny>) = pair.extract()?;
-                    let k: String = k.extract().map_err(|_| {
-                        pyo3::exceptions::PyTypeError::new_err(format!(
-                            "a header key is a str (Kafka's header keys are strings), not {}",
-                            k.get_type()
-                                .name()
-                                .map_or_else(|_| "that".into(), |n| n.to_string())
-                        ))
-                    })?;
+                    let (k, v): (Bound<'_, PyAny>, Bound<'_, PyAny>) =
+                        pair.extract().map_err(|_| {
+                            PyErr::from(Error::InvalidArgument(format!(
+                                "a header is a (key, value) pair, not {}",
+                                pair.repr()
+                                    .map_or_else(|_| "that".into(), |r| r.to_string())
+                            )))
+                        })?;
+                    let k = header_key(&k)?;
                     headers.push((k, bytes_like(&v, "header value")?));
                 }
             }
@@ -561,11 +573,44 @@ pub fn extract_records(records: &Bound<'_, PyAny>, if_empty: &str) -> PyResult<V
         });
     }
     if out.is_empty() {
-        return Err(pyo3::exceptions::PyValueError::new_err(
-            if_empty.to_string(),
-        ));
+        return Err(Error::InvalidArgument(if_empty.to_string()).into());
     }
     Ok(out)
+}
+
+/// A record's timestamp: an int of milliseconds; one past 64 bits is `InvalidArgumentError`, as
+/// other bad timestamps are (a wrong type stays a `TypeError`).
+fn timestamp_ms(t: &Bound<'_, PyAny>) -> PyResult<i64> {
+    t.extract::<i64>().map_err(|e| {
+        if e.is_instance_of::<pyo3::exceptions::PyOverflowError>(t.py()) {
+            Error::InvalidArgument(format!(
+                "timestamp {t} is out of range: milliseconds since the epoch, a 64-bit int"
+            ))
+            .into()
+        } else {
+            e
+        }
+    })
+}
+
+/// A header's key: a `str` Kafka stores as UTF-8.
+fn header_key(k: &Bound<'_, PyAny>) -> PyResult<String> {
+    if let Ok(s) = k.downcast::<PyString>() {
+        return s.to_cow().map(|c| c.into_owned()).map_err(|_| {
+            Error::InvalidArgument(format!(
+                "header key {} is not valid UTF-8 (a lone surrogate): Kafka stores header keys \
+                 as UTF-8",
+                k.repr().map_or_else(|_| "?".into(), |r| r.to_string())
+            ))
+            .into()
+        });
+    }
+    Err(pyo3::exceptions::PyTypeError::new_err(format!(
+        "a header key is a str (Kafka's header keys are strings), not {}",
+        k.get_type()
+            .name()
+            .map_or_else(|_| "that".into(), |n| n.to_string())
+    )))
 }
 
 pub fn now_ms() -> i64 {
@@ -616,14 +661,18 @@ fn encode_batch(
     base_offset: i64,
     compression: &str,
     producer_id: i64,
-    producer_epoch: i16,
-    base_sequence: i32,
+    producer_epoch: i64,
+    base_sequence: i64,
     transactional: bool,
     timestamp_type: &str,
-    partition_leader_epoch: i32,
+    partition_leader_epoch: i64,
     log_append_time: Option<i64>,
     magic: u8,
 ) -> PyResult<Py<PyBytes>> {
+    let producer_epoch: i16 = kafka_field("producer_epoch", producer_epoch)?;
+    let base_sequence: i32 = kafka_field("base_sequence", base_sequence)?;
+    let partition_leader_epoch: i32 =
+        kafka_field("partition_leader_epoch", partition_leader_epoch)?;
     let input = extract_records(records, "cannot encode an empty batch")?;
     let compression = Compression::from_name(compression)?;
     let timestamp_type = parse_timestamp_type(timestamp_type)?;

@@ -150,6 +150,17 @@ fn dump_log_segments(
         parser: MessageParser::from_name(message_parser)?,
         json,
         kafka_major,
+        // Kafka 3.x's tool warns, on stdout, of each option naming an old decoder class.
+        decoder_notes: [key_decoder_class, value_decoder_class]
+            .into_iter()
+            .filter(|_| kafka_major < 4)
+            .filter_map(|class| {
+                let short = class.strip_prefix("kafka.serializer.")?;
+                Some(format!(
+                    "{class} is deprecated. Please use org.apache.kafka.tools.api.{short} instead"
+                ))
+            })
+            .collect(),
     };
     let summary = py.release_gil(|| {
         let mut out = BufWriter::with_capacity(1 << 16, std::io::stdout().lock());

@@ -142,6 +142,20 @@ impl<'a> DefaultBatch<'a> {
         })
     }
 
+    /// A batch read as Kafka's `FileLogInputStream` reads one: any magic above 2 is laid out as
+    /// a v2 batch (only DumpLogSegments sees such batches; readers refuse them).
+    pub fn new_as_file_batch(bytes: &'a [u8]) -> Result<Self> {
+        if bytes.len() < RECORD_BATCH_OVERHEAD || bytes[MAGIC_OFFSET] < MAGIC_V2 {
+            return Err(Error::corrupt(format!(
+                "a v2 batch needs at least {RECORD_BATCH_OVERHEAD} bytes and magic 2 or above"
+            )));
+        }
+        let size = (be_i32(bytes, LENGTH_OFFSET).max(0) as usize).saturating_add(LOG_OVERHEAD);
+        Ok(DefaultBatch {
+            bytes: &bytes[..size.min(bytes.len())],
+        })
+    }
+
     pub fn bytes(&self) -> &'a [u8] {
         self.bytes
     }
@@ -157,8 +171,9 @@ impl<'a> DefaultBatch<'a> {
     pub fn partition_leader_epoch(&self) -> i32 {
         be_i32(self.bytes, PARTITION_LEADER_EPOCH_OFFSET)
     }
+    /// 2, except in a batch [`new_as_file_batch`](Self::new_as_file_batch) took as one.
     pub fn magic(&self) -> u8 {
-        MAGIC_V2
+        self.bytes[MAGIC_OFFSET]
     }
     pub fn crc(&self) -> u32 {
         u32::from_be_bytes(self.bytes[CRC_OFFSET..CRC_OFFSET + 4].try_into().unwrap())
@@ -336,13 +351,9 @@ impl<'s> Iterator for RecordIter<'s> {
     #[inline(always)]
     fn next(&mut self) -> Option<Self::Item> {
         if self.remaining == 0 {
+            // A count of 0 over records left: as wrong as a count short of them (below).
             if self.pos != self.buf.len() {
-                let left = self.buf.len() - self.pos;
-                self.pos = self.buf.len();
-                return Some(Err(Error::corrupt(format!(
-                    "incorrect declared batch size: {left} bytes left after the last record of batch at offset {}",
-                    self.batch_base_offset
-                ))));
+                return Some(Err(self.bytes_left_over()));
             }
             return None;
         }
@@ -359,12 +370,28 @@ impl<'s> Iterator for RecordIter<'s> {
         if record.is_err() {
             self.remaining = 0;
             self.pos = self.buf.len();
+        } else if self.remaining == 0 && self.pos != self.buf.len() {
+            // Kafka's iterator checks this as it reads the last declared record, which it then
+            // does not hand out: bytes left over mean the count is wrong, so that record may be
+            // too.
+            return Some(Err(self.bytes_left_over()));
         }
         Some(record)
     }
 }
 
 impl RecordIter<'_> {
+    #[cold]
+    #[inline(never)]
+    fn bytes_left_over(&mut self) -> Error {
+        let left = self.buf.len() - self.pos;
+        self.pos = self.buf.len();
+        Error::corrupt(format!(
+            "incorrect declared batch size: {left} bytes left after the last record of batch at offset {}",
+            self.batch_base_offset
+        ))
+    }
+
     /// How many records are left by the header's count, bounded by the payload there (a record
     /// takes at least 7 bytes): a capacity never trusted from the count alone.
     pub fn count_hint(&self) -> usize {
@@ -474,7 +501,7 @@ impl<'a> Batch<'a> {
 
     pub fn magic(&self) -> u8 {
         match self {
-            Batch::V2(_) => MAGIC_V2,
+            Batch::V2(b) => b.magic(),
             Batch::Legacy(e) => e.magic,
         }
     }

@@ -122,7 +122,12 @@ impl BatchBuilder {
                  since the epoch, or -1 (Kafka's NO_TIMESTAMP) for none"
             )));
         }
-        let base_timestamp = *self.first_timestamp.get_or_insert(timestamp);
+        // With a delete horizon the base timestamp field holds the horizon and the records'
+        // deltas count from it, as Kafka's `MemoryRecordsBuilder` writes a cleaned batch.
+        let base_timestamp = match self.options.delete_horizon_ms {
+            Some(horizon) => horizon,
+            None => *self.first_timestamp.get_or_insert(timestamp),
+        };
         let timestamp_delta = timestamp.wrapping_sub(base_timestamp);
         let key_len = key.map_or(-1, |k| k.len() as i32);
         let value_len = value.map_or(-1, |v| v.len() as i32);

@@ -5,7 +5,7 @@ use std::borrow::Cow;
 
 use crate::error::{Error, Result};
 use crate::record::java_utf8::java_utf8_lossy;
-use crate::record::varint::{read_varint, read_varlong};
+use crate::record::varint::{read_varint, read_varint_length, read_varlong};
 
 /// Eight bytes wide: a `Record` then has no padding, which moving one out of the decoder's
 /// `Result` copied with two overlapping 4-byte moves that stalled the load reading them back
@@ -280,13 +280,11 @@ fn read_nullable_bytes<'a>(
     start: usize,
     what: &'static str,
 ) -> Result<Option<&'a [u8]>> {
-    let len = read_varint(buf, pos)?;
     // Any negative length is null, as Kafka's `Utils.readBytes` reads it (-1 is what writers
     // put), so a consumer and kafkalog read the same records.
-    if len < 0 {
+    let Ok(len) = read_varint_length(buf, pos)? else {
         return Ok(None);
-    }
-    let len = len as usize;
+    };
     // `len` < 2^31 and `pos` <= `buf.len()`: the sum cannot overflow, one comparison bounds it.
     let end = *pos + len;
     let Some(out) = buf.get(*pos..end) else {
@@ -310,41 +308,46 @@ pub fn read_default_record<'a>(
     log_append_time: Option<i64>,
 ) -> Result<Record<'a>> {
     use RecordDamage::*;
+    // The position lives in a local that never leaves registers (no callee takes its address):
+    // each field's position depends on the one before, so a store and reload of it per field
+    // would lengthen the chain every record waits on.
     let start = *pos;
-    let size_in_bytes = read_varint(buf, pos)?;
-    if size_in_bytes < 0 {
-        return Err(damaged(start, NegativeSize(size_in_bytes)));
-    }
-    let body_start = *pos;
-    let Some(body_end) = body_start
-        .checked_add(size_in_bytes as usize)
-        .filter(|&e| e <= buf.len())
-    else {
+    let mut p = start;
+    let size = match read_varint_length(buf, &mut p)? {
+        Ok(size) => size,
+        Err(negative) => return Err(damaged(start, NegativeSize(negative))),
+    };
+    // Below 2^31: a length read from a varint of at most 32 bits.
+    let size_in_bytes = size as i32;
+    let body_start = p;
+    let Some(body_end) = body_start.checked_add(size).filter(|&e| e <= buf.len()) else {
         return Err(damaged(start, PastBatchEnd(size_in_bytes)));
     };
     let body = &buf[..body_end];
-    if *pos >= body_end {
+    if p >= body_end {
         return Err(damaged(start, Empty));
     }
-    let _attributes = body[*pos];
-    *pos += 1;
-    let timestamp_delta = read_varlong(body, pos)?;
-    let offset_delta = read_varint(body, pos)?;
-    let key = read_nullable_bytes(body, pos, start, "record key")?;
-    let value = read_nullable_bytes(body, pos, start, "record value")?;
-    let header_count = read_varint(body, pos)?;
+    let _attributes = body[p];
+    p += 1;
+    let timestamp_delta = read_varlong(body, &mut p)?;
+    let offset_delta = read_varint(body, &mut p)?;
+    let key = read_nullable_bytes(body, &mut p, start, "record key")?;
+    let value = read_nullable_bytes(body, &mut p, start, "record value")?;
+    let header_count = read_varint(body, &mut p)?;
     // Most records have no headers; no allocator call for them.
     let headers = if header_count == 0 {
         Vec::new()
     } else {
-        read_headers(body, pos, start, header_count)?
+        let (headers, after) = read_headers(body, p, start, header_count)?;
+        p = after;
+        headers
     };
-    if *pos != body_end {
-        return Err(damaged(
-            start,
-            SizeMismatch(size_in_bytes, *pos - body_start),
-        ));
+    if p != body_end {
+        return Err(damaged(start, SizeMismatch(size_in_bytes, p - body_start)));
     }
+    // Equal to `p` here; taken from the size, known before the fields, so the next record's
+    // decode does not wait on this one's.
+    *pos = body_end;
     let (timestamp, timestamp_type) = match log_append_time {
         Some(t) => (t, TimestampType::LogAppendTime),
         None => (
@@ -366,11 +369,12 @@ pub fn read_default_record<'a>(
 #[inline(never)]
 fn read_headers<'a>(
     body: &'a [u8],
-    pos: &mut usize,
+    mut p: usize,
     start: usize,
     header_count: i32,
-) -> Result<Vec<Header<'a>>> {
+) -> Result<(Vec<Header<'a>>, usize)> {
     use RecordDamage::*;
+    let pos = &mut p;
     let body_end = body.len();
     if header_count < 0 {
         return Err(damaged(start, NegativeHeaderCount(header_count)));
@@ -396,7 +400,7 @@ fn read_headers<'a>(
         let value = read_nullable_bytes(body, pos, start, "header value")?;
         headers.push(Header { key, value });
     }
-    Ok(headers)
+    Ok((headers, p))
 }
 
 #[cfg(test)]

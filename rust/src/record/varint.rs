@@ -59,6 +59,19 @@ pub fn read_varint(buf: &[u8], pos: &mut usize) -> Result<i32> {
     }
 }
 
+/// [`read_varint`] of a length field: `Ok(Ok(len))` when it is zero or more, `Ok(Err(value))`
+/// when negative. The sign is the zig-zag encoding's low bit, so a length is one shift from its
+/// bytes instead of the full decode: a record's fields each wait on the length before them.
+#[inline(always)]
+pub fn read_varint_length(buf: &[u8], pos: &mut usize) -> Result<std::result::Result<usize, i32>> {
+    let start = *pos;
+    match decode_unsigned::<5>(buf, pos) {
+        Some(raw) if raw & 1 == 0 => Ok(Ok((raw >> 1) as usize)),
+        Some(raw) => Ok(Err(-((raw >> 1) as i64) as i32 - 1)),
+        None => Err(varint_error(start, 5)),
+    }
+}
+
 /// Kafka's `readVarlong`: a zig-zag encoded i64 in at most 10 bytes.
 #[inline(always)]
 pub fn read_varlong(buf: &[u8], pos: &mut usize) -> Result<i64> {
@@ -106,6 +119,21 @@ pub fn size_of_varlong(value: i64) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn lengths_read_as_varints_do() {
+        for v in [0, 1, -1, 63, -64, 64, 300, -300, i32::MAX, i32::MIN] {
+            let mut out = Vec::new();
+            write_varint(&mut out, v);
+            let mut pos = 0;
+            let expected = if v < 0 { Err(v) } else { Ok(v as usize) };
+            assert_eq!(read_varint_length(&out, &mut pos).unwrap(), expected, "{v}");
+            assert_eq!(pos, out.len());
+        }
+        let mut pos = 0;
+        assert!(read_varint_length(&[0x80, 0x80], &mut pos).is_err());
+        assert_eq!(pos, 0);
+    }
 
     #[test]
     fn round_trips_edges() {

@@ -164,6 +164,9 @@ pub struct DumpOptions {
     pub json: bool,
     /// Print as this major release's tool does (3 or 4).
     pub kafka_major: u8,
+    /// Lines printed before each log file's batches, where Kafka's tool makes its decoders
+    /// (3.x's deprecation notes for `kafka.serializer.*` classes).
+    pub decoder_notes: Vec<String>,
 }
 
 impl Default for DumpOptions {
@@ -181,6 +184,7 @@ impl Default for DumpOptions {
             parser: MessageParser::Decoders,
             json: false,
             kafka_major: 4,
+            decoder_notes: Vec::new(),
         }
     }
 }
@@ -500,16 +504,26 @@ pub fn dump_log_segments(
             summary: &mut summary,
         };
         match &name[dot..] {
-            ".log" | ".checkpoint" => ctx.dump_log()?,
+            ".log" | ".checkpoint" => {
+                if !opts.json {
+                    for note in &opts.decoder_notes {
+                        writeln!(ctx.out, "{note}")?;
+                    }
+                }
+                ctx.dump_log()?
+            }
             ".index" => ctx.dump_index()?,
             ".timeindex" => ctx.dump_time_index()?,
-            ".snapshot" => {
-                if let Err(e) = ctx.dump_producer_snapshot() {
-                    // As Kafka's tool: a corrupt snapshot is reported and the dump goes on.
-                    writeln!(err, "{e}")?;
+            ".snapshot" => match ctx.dump_producer_snapshot() {
+                Ok(()) => {}
+                // As Kafka's tool: a corrupt snapshot is reported in its words and the dump goes
+                // on; a file that cannot be read ends it, as for every other kind.
+                Err(Error::CorruptRecord { message, .. }) => {
+                    writeln!(err, "{message}")?;
                     summary.problems += 1;
                 }
-            }
+                Err(e) => return Err(e),
+            },
             ".txnindex" => ctx.dump_txn_index()?,
             _ => {
                 summary.files -= 1;
@@ -589,7 +603,8 @@ impl<'f> LogWindow<'f> {
         if pos + LOG_OVERHEAD as u64 + size as u64 > self.end {
             return Ok(None);
         }
-        if !(0..=MAGIC_V2 as i8).contains(&magic) {
+        // Kafka's `FileLogInputStream` reads a magic above 2 as a v2 batch.
+        if magic < 0 {
             return Err(
                 Error::corrupt(format!("Invalid magic found in record: {magic}"))
                     .at(Some(self.path), pos),
@@ -600,8 +615,8 @@ impl<'f> LogWindow<'f> {
 }
 
 fn parse_batch(bytes: &[u8]) -> Result<Batch<'_>> {
-    if bytes[16] == MAGIC_V2 {
-        Ok(Batch::V2(DefaultBatch::new(bytes)?))
+    if bytes[16] >= MAGIC_V2 {
+        Ok(Batch::V2(DefaultBatch::new_as_file_batch(bytes)?))
     } else {
         Ok(Batch::Legacy(legacy::parse_entry_unverified(bytes)?))
     }

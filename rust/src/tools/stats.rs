@@ -98,8 +98,9 @@ pub fn partition_stats(
                 .or_default() += 1;
             let mut max_ts = batch.max_timestamp();
             let (first_ts, count) = match batch {
-                Batch::V2(b) if b.base_offset() < log_start => {
-                    // The batch the log start falls in: its records from there on.
+                // The batch the log start falls in, and a batch the cleaner gave a delete
+                // horizon (its base timestamp field then holds the horizon): the records' own.
+                Batch::V2(b) if b.base_offset() < log_start || b.has_delete_horizon() => {
                     let records = batch.records(&mut scratch, max_decompressed)?;
                     let times: Vec<i64> = records
                         .iter()
@@ -154,4 +155,32 @@ pub fn partition_stats(
     }
     s.producers = producers.len();
     Ok(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::builder::{BatchBuilder, BatchOptions};
+
+    /// A batch the log cleaner gave a delete horizon keeps the horizon in its base timestamp
+    /// field: the first timestamp is its records' own, never the horizon.
+    #[test]
+    fn a_cleaned_batch_gives_its_records_first_timestamp() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t-0");
+        let log = crate::testutil::create_log(&path);
+        let mut b = BatchBuilder::new(BatchOptions {
+            delete_horizon_ms: Some(1_700_086_400_000),
+            ..Default::default()
+        });
+        b.append(1_700_000_000_000, Some(b"k"), None, &[]).unwrap();
+        b.append(1_700_000_001_000, Some(b"j"), Some(b"v"), &[])
+            .unwrap();
+        log.append_as_follower(&b.build().unwrap()).unwrap();
+        log.close().unwrap();
+        let s = partition_stats(&path, OnCorruption::Error, &mut |_| Ok(())).unwrap();
+        assert_eq!(s.first_timestamp, Some(1_700_000_000_000));
+        assert_eq!(s.last_timestamp, Some(1_700_000_001_000));
+        assert_eq!(s.records, 2);
+    }
 }

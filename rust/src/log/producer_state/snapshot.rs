@@ -111,7 +111,7 @@ pub fn decode_snapshot(bytes: &[u8]) -> Result<Vec<ProducerStateEntry>> {
     let computed = crate::checksum::crc32c(&bytes[SNAPSHOT_ENTRIES_OFFSET..]);
     if stored != computed {
         return Err(Error::corrupt(format!(
-            "producer snapshot CRC mismatch: stored {stored:#010x}, computed {computed:#010x}"
+            "Snapshot is corrupt (CRC is no longer valid). Stored crc: {stored}. Computed crc: {computed}"
         )));
     }
     let count = i32::from_be_bytes(

@@ -29,8 +29,8 @@ use crate::internal_topics::message::Reader;
 use crate::internal_topics::{cluster_metadata, group_metadata, transaction_log, ParsedRecord};
 use crate::log::producer_state::read_snapshot;
 use crate::record::batch::{
-    Batch, DefaultBatch, DEFAULT_MAX_DECOMPRESSED_BYTES, HEADER_SIZE_UP_TO_MAGIC, LOG_OVERHEAD,
-    MAGIC_V2, NO_SEQUENCE, RECORD_BATCH_OVERHEAD,
+    is_incorrect_declared_batch_size, Batch, DefaultBatch, DEFAULT_MAX_DECOMPRESSED_BYTES,
+    HEADER_SIZE_UP_TO_MAGIC, LOG_OVERHEAD, MAGIC_V2, NO_SEQUENCE, RECORD_BATCH_OVERHEAD,
 };
 use crate::record::control::{ControlRecordType, EndTransactionMarker};
 use crate::record::java_utf8::java_utf8_lossy;
@@ -849,7 +849,16 @@ impl FileDump<'_> {
         let mut text = std::mem::take(&mut self.text);
         text.clear();
         let mut failure = None;
-        for record in records {
+        let mut records = records.peekable();
+        while let Some(record) = records.next() {
+            // Kafka's iterator finds bytes left after the declared records as it reads the last
+            // one, and prints that record no more; the crate's iterator finds them after.
+            if let Some(Err(e)) = records.peek() {
+                if is_incorrect_declared_batch_size(e) {
+                    failure = records.next().and_then(|r| r.err());
+                    break;
+                }
+            }
             let result =
                 record.and_then(|r| self.record_line(&mut text, &r, batch, last_offset, abs));
             if let Err(e) = result {

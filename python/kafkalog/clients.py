@@ -381,8 +381,8 @@ class Consumer:
         return self._inner.poll(max_records)
 
     def poll_arrow(self, max_records: int = 10000, include_headers: bool = False) -> Any:
-        """About ``max_records`` records of one partition as a ``pyarrow.RecordBatch`` with Spark's
-        Kafka source schema (whole Kafka batches), or None."""
+        """Up to ``max_records`` records of one partition as a ``pyarrow.RecordBatch`` with Spark's
+        Kafka source schema, or None; the next poll goes on after the last of them."""
         return self._inner.poll_arrow(max_records, include_headers)
 
     def commit(self, offsets: Optional[Mapping[TopicPartition, int]] = None) -> None:

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use arrow_array::RecordBatch;
+use arrow_array::{Array, Int64Array, RecordBatch};
 
 use super::assignor::{AssignmentStrategy, TopicPartition};
 use super::membership;
@@ -378,8 +378,8 @@ impl GroupConsumer {
         Ok(())
     }
 
-    /// Up to about `max_records` records of one owned partition (the next in turn that has any)
-    /// as an Arrow batch with Spark's Kafka source schema; `None` when nothing is there.
+    /// Up to `max_records` records of one owned partition (the next in turn that has any) as an
+    /// Arrow batch with Spark's Kafka source schema; `None` when nothing is there.
     pub fn poll_arrow(
         &mut self,
         max_records: usize,
@@ -387,6 +387,9 @@ impl GroupConsumer {
     ) -> Result<Option<RecordBatch>> {
         self.check_open()?;
         self.maybe_sync()?;
+        if max_records == 0 {
+            return Ok(None);
+        }
         let tps: Vec<TopicPartition> = self.owned.keys().cloned().collect();
         let isolation = self.options.isolation;
         for i in 0..tps.len() {
@@ -399,14 +402,24 @@ impl GroupConsumer {
                 None,
                 isolation,
                 include_headers,
-                max_records.max(1),
+                max_records,
             )?;
-            let batch = reader.next_batch()?;
-            let next = if batch.is_none() {
+            let mut batch = reader.next_batch()?;
+            let mut next = if batch.is_none() {
                 bound
             } else {
                 reader.position()
             };
+            // Whole Kafka batches come back; at most `max_records` go out, as Kafka's
+            // max.poll.records, and the next poll starts after the last one.
+            if let Some(b) = batch.as_ref().filter(|b| b.num_rows() > max_records) {
+                let offsets = b
+                    .column_by_name("offset")
+                    .and_then(|c| c.as_any().downcast_ref::<Int64Array>())
+                    .ok_or_else(|| Error::IllegalState("an Arrow batch without offsets".into()))?;
+                next = offsets.value(max_records - 1) + 1;
+                batch = Some(b.slice(0, max_records));
+            }
             self.owned.get_mut(tp).expect("owned").position = next;
             if batch.is_some() {
                 self.next_index = (self.next_index + i + 1) % tps.len();

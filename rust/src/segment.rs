@@ -98,6 +98,9 @@ pub struct InvalidBytes {
     pub last_offset_before: Option<i64>,
     /// Base offset of the valid batch at `end`, if any.
     pub next_offset_after: Option<i64>,
+    /// Whether a whole batch, its CRC valid, was refused at `start` (offsets going backwards):
+    /// not what a crash leaves, so never a torn tail.
+    pub whole_batch_refused: bool,
 }
 
 /// What `LogSegment::scan` found in one `.log`.
@@ -770,7 +773,7 @@ impl LogSegment {
         let mut reader = self.log.batches(0, size, self.max_batch_size);
         loop {
             let position = reader.position();
-            let refused: (u64, String) = match reader.next_batch() {
+            let refused: (u64, String, bool) = match reader.next_batch() {
                 Ok(None) => break,
                 Ok(Some((pos, bytes))) => {
                     let len = bytes.len() as u64;
@@ -790,16 +793,16 @@ impl LogSegment {
                                 }
                                 continue;
                             }
-                            BatchVerdict::Reject(reason) => (pos, reason),
+                            BatchVerdict::Reject(reason) => (pos, reason, true),
                         },
-                        Err(Error::CorruptRecord { message, .. }) => (pos, message),
+                        Err(Error::CorruptRecord { message, .. }) => (pos, message, false),
                         Err(e) => return Err(e),
                     }
                 }
-                Err(Error::CorruptRecord { message, .. }) => (position, message),
+                Err(Error::CorruptRecord { message, .. }) => (position, message, false),
                 Err(e) => return Err(e),
             };
-            let (start, reason) = refused;
+            let (start, reason, whole_batch_refused) = refused;
             let resume =
                 self.log
                     .find_next_valid_batch(start + 1, self.base_offset, self.max_batch_size)?;
@@ -823,6 +826,7 @@ impl LogSegment {
                     reason,
                     last_offset_before: last_offset,
                     next_offset_after,
+                    whole_batch_refused,
                 }),
             }
             match resume {

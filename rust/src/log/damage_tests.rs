@@ -307,6 +307,24 @@ fn corrupt_length_at_offset_zero_and_offsets_going_backwards() {
     damaged_message(Log::open(&dir, options(false, OnCorruption::Error)));
     let log = Log::open(&dir, options(false, OnCorruption::Truncate)).unwrap();
     assert_eq!(log.log_end_offset(), 100);
+
+    // The same in the log's very last batch: a whole valid batch, not what a crash leaves, so
+    // damage and not a torn tail recovered without a word (a black-box tester's case).
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = four_segments(tmp.path());
+    let p = seg(&dir, 120);
+    let last = *positions(&p).last().unwrap() as usize;
+    let before = std::fs::read(&p).unwrap();
+    let mut bytes = before.clone();
+    bytes[last..last + 8].copy_from_slice(&150i64.to_be_bytes());
+    std::fs::write(&p, &bytes).unwrap();
+    let msg = damaged_message(open_ro(&dir, OnCorruption::Error));
+    assert!(msg.contains("offsets going backwards"), "{msg}");
+    damaged_message(Log::open(&dir, options(false, OnCorruption::Error)));
+    assert_eq!(std::fs::read(&p).unwrap(), bytes);
+    let log = open_ro(&dir, OnCorruption::Skip).unwrap();
+    assert_eq!(log.damaged_ranges().len(), 1);
+    assert_eq!(offsets(&log).len(), 156);
 }
 
 #[test]

@@ -705,7 +705,11 @@ fn recover_log(
         let last_with_data = next_data_base.is_none();
         for (k, range) in scan.invalid.iter().enumerate() {
             let runs_to_end = range.end == segment.size();
-            let tail = runs_to_end && last_with_data && k == scan.invalid.len() - 1;
+            // A whole valid batch refused (offsets going backwards) is not what a crash leaves.
+            let tail = runs_to_end
+                && last_with_data
+                && k == scan.invalid.len() - 1
+                && !range.whole_batch_refused;
             if tail && !checkpoints.clean_shutdown {
                 break; // a torn tail, what a crash leaves: Kafka's recovery, silently
             }
@@ -734,6 +738,12 @@ fn recover_log(
                         "{} (at the end of the log, beside the log dir's clean-shutdown marker: \
                          a broker that stopped cleanly leaves no torn tail, so bytes were lost \
                          or damaged since)",
+                        range.reason
+                    )
+                } else if runs_to_end && last_with_data {
+                    format!(
+                        "{} (at the end of the log: a whole batch whose CRC holds, not the torn \
+                         tail a crash leaves)",
                         range.reason
                     )
                 } else if runs_to_end {

@@ -379,9 +379,8 @@ impl<'s> Iterator for RecordIter<'s> {
 }
 
 impl RecordIter<'_> {
-    /// The error for bytes left after the declared records; the iterator ends. Only the fields
-    /// go to the cold call: the iterator's address never escapes, so its position stays in a
-    /// register in the decode loop.
+    /// The error for bytes left after the declared records; the iterator ends. The message is
+    /// made in a cold function, off the decode loop.
     #[inline(always)]
     fn bytes_left_over(&mut self) -> Error {
         let left = self.buf.len() - self.pos;

@@ -673,25 +673,25 @@ impl Log {
         let Some(target) = self.config.compression_type else {
             return Ok(None);
         };
-        let needs_rebuild = |batch: &DefaultBatch<'_>| -> Result<bool> {
-            let source = batch.compression()?;
-            Ok(source != target && !(source == Compression::None && batch.is_control()))
-        };
+        // Each batch with whether it is rebuilt, decided once.
         let batches = bounds
             .iter()
-            .map(|&(pos, size)| DefaultBatch::new(&records[pos..pos + size]))
+            .map(|&(pos, size)| {
+                let batch = DefaultBatch::new(&records[pos..pos + size])?;
+                let source = batch.compression()?;
+                let rebuild =
+                    source != target && !(source == Compression::None && batch.is_control());
+                Ok((batch, rebuild))
+            })
             .collect::<Result<Vec<_>>>()?;
-        if !batches
-            .iter()
-            .try_fold(false, |any, b| Ok::<_, Error>(any || needs_rebuild(b)?))?
-        {
+        if !batches.iter().any(|(_, rebuild)| *rebuild) {
             return Ok(None);
         }
         let mut out = Vec::with_capacity(records.len());
         let mut rebuilt_bounds = Vec::with_capacity(batches.len());
-        for batch in &batches {
+        for (batch, rebuild) in &batches {
             let start = out.len();
-            if needs_rebuild(batch)? {
+            if *rebuild {
                 out.extend_from_slice(&self.rebuild_batch(batch, target)?);
             } else {
                 out.extend_from_slice(batch.bytes());

@@ -229,7 +229,12 @@ def test_duckdb_queries_the_stream(txn_log):
 def test_streaming_memory_stays_flat(tmp_path, threads):
     """Peak RSS while streaming a log 40x larger than one Arrow batch stays near one batch on one
     thread, and on the default threads does not grow with the log: streaming a quarter of the
-    log and all of it peak alike (each thread holds a few chunks of at most 4 MiB ahead)."""
+    log and all of it peak alike (each thread holds a few chunks of at most 4 MiB ahead).
+
+    The peak of a longer read is the worst moment of more hand-offs between threads, and the
+    allocator's per-thread arenas keep freed batches for reuse: a run in CI peaked 30 MiB above
+    its quarter read (about 55 MiB above in both, here). The margin is a quarter of the log, so
+    a read that kept what it passed (150 MB more over the last three quarters) still fails."""
     path = tmp_path / "big-0"
     value = b"x" * 1000
     with make_log(path, **{"segment.bytes": 16 << 20}) as log:

@@ -5,7 +5,10 @@ use std::borrow::Cow;
 
 use crate::error::{Error, Result};
 use crate::record::java_utf8::java_utf8_lossy;
-use crate::record::varint::{read_varint, read_varint_length, read_varlong};
+use crate::record::varint::{
+    decode_varint_length, decode_varint_length_unchecked, decode_varint_unchecked,
+    decode_varlong_unchecked, read_varint, read_varint_length, read_varlong,
+};
 
 /// Eight bytes wide: a `Record` then has no padding, which moving one out of the decoder's
 /// `Result` copied with two overlapping 4-byte moves that stalled the load reading them back
@@ -299,6 +302,11 @@ fn read_nullable_bytes<'a>(
 /// `pos` past it. `base_offset`/`base_timestamp` come from the batch header. Always inlined into
 /// the caller's loop, so the record's fields stay in registers instead of going through a
 /// temporary copied out field by field.
+///
+/// A well-formed record is read by checks that carry no error: each failure leaves the block
+/// alike, so the loop keeps no error's details (which field, its length) live in registers,
+/// and the record is built once, in place. Anything declined is read again by
+/// [`read_default_record_checked`], off the loop, which names the damage.
 #[inline(always)]
 pub fn read_default_record<'a>(
     buf: &'a [u8],
@@ -307,10 +315,147 @@ pub fn read_default_record<'a>(
     base_timestamp: i64,
     log_append_time: Option<i64>,
 ) -> Result<Record<'a>> {
+    let start = *pos;
+    'well_formed: {
+        let mut p = start;
+        let Some(Ok(size)) = decode_varint_length(buf, &mut p) else {
+            break 'well_formed;
+        };
+        // The fields' varints are read without bounds checks, which needs room past the
+        // record for the longest reads a damaged record could make (below): a batch's last
+        // record or two go through the checked reader instead.
+        let Some(body_end) = p
+            .checked_add(size)
+            .filter(|&e| e + FIELDS_READ_PAST_RECORD <= buf.len())
+        else {
+            break 'well_formed;
+        };
+        // The attributes byte, unused since magic 2.
+        if p >= body_end {
+            break 'well_formed;
+        }
+        p += 1;
+        // Every varint below starts at most FIELDS_READ_PAST_RECORD - MAX_VARLONG_BYTES bytes
+        // past `body_end` (p <= body_end here; the varints before a key or value take at most
+        // 20 bytes, each non-null key or value ends at or before `body_end`, and the varints
+        // after them at most 10), so it reads within `buf`. A record whose fields overrun
+        // `body_end` fails the last check and is read again by the checked reader.
+        // SAFETY: as above, each read's `p + MAX_VARLONG_BYTES <= buf.len()`.
+        let (timestamp_delta, offset_delta, key_length) = unsafe {
+            (
+                decode_varlong_unchecked(buf, &mut p),
+                decode_varint_unchecked(buf, &mut p),
+                decode_varint_length_unchecked(buf, &mut p),
+            )
+        };
+        let (Some(timestamp_delta), Some(offset_delta), Some(key_length)) =
+            (timestamp_delta, offset_delta, key_length)
+        else {
+            break 'well_formed;
+        };
+        let Some(key) = bytes_in_record(buf, &mut p, key_length, body_end) else {
+            break 'well_formed;
+        };
+        // SAFETY: as above.
+        let Some(value_length) = (unsafe { decode_varint_length_unchecked(buf, &mut p) }) else {
+            break 'well_formed;
+        };
+        let Some(value) = bytes_in_record(buf, &mut p, value_length, body_end) else {
+            break 'well_formed;
+        };
+        // SAFETY: as above.
+        let Some(header_count) = (unsafe { decode_varint_unchecked(buf, &mut p) }) else {
+            break 'well_formed;
+        };
+        // Most records have no headers; no allocator call for them.
+        let headers = if header_count == 0 {
+            Vec::new()
+        } else if p <= body_end {
+            let Ok((headers, after)) = read_headers(&buf[..body_end], p, start, header_count)
+            else {
+                break 'well_formed;
+            };
+            p = after;
+            headers
+        } else {
+            break 'well_formed;
+        };
+        if p != body_end {
+            break 'well_formed;
+        }
+        // Equal to `p` here; taken from the size, known before the fields, so the next
+        // record's decode does not wait on this one's.
+        *pos = body_end;
+        let (timestamp, timestamp_type) = match log_append_time {
+            Some(t) => (t, TimestampType::LogAppendTime),
+            None => (
+                base_timestamp.wrapping_add(timestamp_delta),
+                TimestampType::CreateTime,
+            ),
+        };
+        return Ok(Record {
+            offset: base_offset.wrapping_add(i64::from(offset_delta)),
+            timestamp,
+            timestamp_type,
+            key,
+            value,
+            headers,
+        });
+    }
+    let (record, end) =
+        read_default_record_checked(buf, start, base_offset, base_timestamp, log_append_time);
+    *pos = end;
+    record
+}
+
+/// Bytes past a record's end [`read_default_record`]'s unchecked varint reads may reach: the
+/// four varints before a key or value at most 20 bytes, then up to 10 bytes of varint.
+const FIELDS_READ_PAST_RECORD: usize = 32;
+
+/// The `length` bytes at `*p` (None for a negative length: null), when they end within the
+/// record; `None` otherwise.
+#[inline(always)]
+fn bytes_in_record<'a>(
+    buf: &'a [u8],
+    p: &mut usize,
+    length: std::result::Result<usize, i32>,
+    body_end: usize,
+) -> Option<Option<&'a [u8]>> {
+    let Ok(len) = length else {
+        return Some(None);
+    };
+    let end = p.checked_add(len).filter(|&e| e <= body_end)?;
+    let out = buf.get(*p..end)?;
+    *p = end;
+    Some(Some(out))
+}
+
+/// [`read_default_record`] with every check naming the damage it finds: the way a record the
+/// hot path declined is read. Returns where the record ends (`start` on an error).
+#[cold]
+#[inline(never)]
+fn read_default_record_checked(
+    buf: &[u8],
+    start: usize,
+    base_offset: i64,
+    base_timestamp: i64,
+    log_append_time: Option<i64>,
+) -> (Result<Record<'_>>, usize) {
+    let mut pos = start;
+    let record = read_record_fields(buf, &mut pos, base_offset, base_timestamp, log_append_time);
+    (record, pos)
+}
+
+/// The checked reading of [`read_default_record_checked`]; `pos` moves past the record only
+/// when it is read whole.
+fn read_record_fields<'a>(
+    buf: &'a [u8],
+    pos: &mut usize,
+    base_offset: i64,
+    base_timestamp: i64,
+    log_append_time: Option<i64>,
+) -> Result<Record<'a>> {
     use RecordDamage::*;
-    // The position lives in a local that never leaves registers (no callee takes its address):
-    // each field's position depends on the one before, so a store and reload of it per field
-    // would lengthen the chain every record waits on.
     let start = *pos;
     let mut p = start;
     let size = match read_varint_length(buf, &mut p)? {
@@ -345,8 +490,6 @@ pub fn read_default_record<'a>(
     if p != body_end {
         return Err(damaged(start, SizeMismatch(size_in_bytes, p - body_start)));
     }
-    // Equal to `p` here; taken from the size, known before the fields, so the next record's
-    // decode does not wait on this one's.
     *pos = body_end;
     let (timestamp, timestamp_type) = match log_append_time {
         Some(t) => (t, TimestampType::LogAppendTime),
@@ -406,6 +549,88 @@ fn read_headers<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A record's bytes as a writer lays them out, with each varint in `pad` more bytes than it
+    /// needs (Kafka's readers take such over-long varints).
+    fn encode(fields: &[Option<&[u8]>], deltas: (i64, i32), headers: usize) -> Vec<u8> {
+        use crate::record::varint::{write_varint, write_varlong};
+        let mut body = vec![0u8];
+        write_varlong(&mut body, deltas.0);
+        write_varint(&mut body, deltas.1);
+        for field in fields {
+            write_varint(&mut body, field.map_or(-1, |f| f.len() as i32));
+            body.extend_from_slice(field.unwrap_or_default());
+        }
+        write_varint(&mut body, headers as i32);
+        for i in 0..headers {
+            write_varint(&mut body, 1);
+            body.push(b'a' + i as u8);
+            write_varint(&mut body, i as i32 - 1);
+            body.extend(std::iter::repeat_n(b'h', i.saturating_sub(1)));
+        }
+        let mut out = Vec::new();
+        write_varint(&mut out, body.len() as i32);
+        out.extend(body);
+        out
+    }
+
+    /// The fast reader (unchecked varints, one way out) and the checked one agree on every
+    /// record and every damage: same record or same error, same position after, over random
+    /// records (long and short varints, nulls, headers) with random bytes flipped, cut short
+    /// and followed by other records.
+    #[test]
+    fn the_fast_reader_reads_what_the_checked_reader_reads() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+        let mut damaged = 0;
+        for round in 0..20_000 {
+            let mut buf = Vec::new();
+            for _ in 0..rng.gen_range(1..4) {
+                let key: Vec<u8> = (0..rng.gen_range(0..5)).map(|_| rng.gen()).collect();
+                let value: Vec<u8> = (0..rng.gen_range(0..300)).map(|_| rng.gen()).collect();
+                let deltas = match rng.gen_range(0..3) {
+                    0 => (rng.gen_range(-64..64), rng.gen_range(-64..64)),
+                    1 => (rng.gen_range(-20_000..20_000), rng.gen_range(0..100_000)),
+                    _ => (rng.gen(), rng.gen()),
+                };
+                let key = (rng.gen_range(0..4) > 0).then_some(key.as_slice());
+                let value = (rng.gen_range(0..8) > 0).then_some(value.as_slice());
+                buf.extend(encode(
+                    &[key, value],
+                    deltas,
+                    rng.gen_range(0..3) * rng.gen_range(0..2),
+                ));
+            }
+            if round % 2 == 1 {
+                for _ in 0..rng.gen_range(1..4) {
+                    let at = rng.gen_range(0..buf.len());
+                    buf[at] = if rng.gen() { rng.gen() } else { buf[at] ^ 0x80 };
+                }
+                if rng.gen() {
+                    buf.truncate(rng.gen_range(0..buf.len()));
+                }
+            }
+            let mut pos = 0;
+            while pos < buf.len() {
+                let mut fast_pos = pos;
+                let fast = read_default_record(&buf, &mut fast_pos, 100, 1_000, None);
+                let (checked, checked_pos) =
+                    read_default_record_checked(&buf, pos, 100, 1_000, None);
+                match (&fast, &checked) {
+                    (Ok(a), Ok(b)) => assert_eq!(a, b, "round {round} at {pos}"),
+                    (Err(a), Err(b)) => assert_eq!(a.to_string(), b.to_string()),
+                    _ => panic!("round {round} at {pos}: {fast:?} against {checked:?}"),
+                }
+                assert_eq!(fast_pos, checked_pos, "round {round} at {pos}");
+                if fast.is_err() {
+                    damaged += 1;
+                    break;
+                }
+                pos = fast_pos;
+            }
+        }
+        assert!(damaged > 5_000, "{damaged} damaged reads");
+    }
 
     /// An arena hands back every record as it was pushed: null and empty keys and values,
     /// headers with and without values, record after record in one buffer.

@@ -26,6 +26,78 @@ fn decode_unsigned<const MAX_BYTES: usize>(buf: &[u8], pos: &mut usize) -> Optio
     Some(value)
 }
 
+/// [`decode_unsigned`] without bounds checks on its first two bytes, for a decoder that knows
+/// the buffer holds at least [`MAX_VARLONG_BYTES`] bytes from `*pos` (longer values go through
+/// the checked [`decode_unsigned_long`]). Saves a compare and branch per byte on the decode
+/// loop, where most varints are one or two bytes.
+///
+/// # Safety
+/// `*pos + MAX_VARLONG_BYTES <= buf.len()`.
+#[inline(always)]
+unsafe fn decode_unsigned_unchecked<const MAX_BYTES: usize>(
+    buf: &[u8],
+    pos: &mut usize,
+) -> Option<u64> {
+    let p = *pos;
+    debug_assert!(p + MAX_VARLONG_BYTES <= buf.len());
+    // SAFETY: `p + 1 < p + MAX_VARLONG_BYTES <= buf.len()` (the caller's promise).
+    let (b0, b1) = unsafe { (*buf.get_unchecked(p), *buf.get_unchecked(p + 1)) };
+    if b0 < 0x80 {
+        *pos = p + 1;
+        return Some(u64::from(b0));
+    }
+    if b1 < 0x80 {
+        *pos = p + 2;
+        return Some(u64::from(b0 & 0x7f) | (u64::from(b1) << 7));
+    }
+    let (value, len) = decode_unsigned_long::<MAX_BYTES>(buf, p)?;
+    *pos = p + len;
+    Some(value)
+}
+
+/// The longest varint: a varlong's 10 bytes.
+pub(crate) const MAX_VARLONG_BYTES: usize = 10;
+
+/// [`decode_varint`] where `buf` holds [`MAX_VARLONG_BYTES`] bytes from `*pos`.
+///
+/// # Safety
+/// `*pos + MAX_VARLONG_BYTES <= buf.len()`.
+#[inline(always)]
+pub(crate) unsafe fn decode_varint_unchecked(buf: &[u8], pos: &mut usize) -> Option<i32> {
+    // SAFETY: the caller's promise, passed on.
+    let raw = unsafe { decode_unsigned_unchecked::<5>(buf, pos) }? as u32;
+    Some(((raw >> 1) as i32) ^ -((raw & 1) as i32))
+}
+
+/// [`decode_varint_length`] where `buf` holds [`MAX_VARLONG_BYTES`] bytes from `*pos`.
+///
+/// # Safety
+/// `*pos + MAX_VARLONG_BYTES <= buf.len()`.
+#[inline(always)]
+pub(crate) unsafe fn decode_varint_length_unchecked(
+    buf: &[u8],
+    pos: &mut usize,
+) -> Option<std::result::Result<usize, i32>> {
+    // SAFETY: the caller's promise, passed on.
+    let raw = unsafe { decode_unsigned_unchecked::<5>(buf, pos) }?;
+    Some(if raw & 1 == 0 {
+        Ok((raw >> 1) as usize)
+    } else {
+        Err(-((raw >> 1) as i64) as i32 - 1)
+    })
+}
+
+/// [`decode_varlong`] where `buf` holds [`MAX_VARLONG_BYTES`] bytes from `*pos`.
+///
+/// # Safety
+/// `*pos + MAX_VARLONG_BYTES <= buf.len()`.
+#[inline(always)]
+pub(crate) unsafe fn decode_varlong_unchecked(buf: &[u8], pos: &mut usize) -> Option<i64> {
+    // SAFETY: the caller's promise, passed on.
+    let raw = unsafe { decode_unsigned_unchecked::<10>(buf, pos) }?;
+    Some(((raw >> 1) as i64) ^ -((raw & 1) as i64))
+}
+
 /// [`decode_unsigned`] of a value of three bytes or more at `start`: the value and its length.
 #[inline(never)]
 fn decode_unsigned_long<const MAX_BYTES: usize>(buf: &[u8], start: usize) -> Option<(u64, usize)> {
@@ -50,13 +122,7 @@ fn varint_error(pos: usize, max_bytes: usize) -> Error {
 #[inline(always)]
 pub fn read_varint(buf: &[u8], pos: &mut usize) -> Result<i32> {
     let start = *pos;
-    match decode_unsigned::<5>(buf, pos) {
-        Some(raw) => {
-            let raw = raw as u32;
-            Ok(((raw >> 1) as i32) ^ -((raw & 1) as i32))
-        }
-        None => Err(varint_error(start, 5)),
-    }
+    decode_varint(buf, pos).ok_or_else(|| varint_error(start, 5))
 }
 
 /// [`read_varint`] of a length field: `Ok(Ok(len))` when it is zero or more, `Ok(Err(value))`
@@ -65,21 +131,42 @@ pub fn read_varint(buf: &[u8], pos: &mut usize) -> Result<i32> {
 #[inline(always)]
 pub fn read_varint_length(buf: &[u8], pos: &mut usize) -> Result<std::result::Result<usize, i32>> {
     let start = *pos;
-    match decode_unsigned::<5>(buf, pos) {
-        Some(raw) if raw & 1 == 0 => Ok(Ok((raw >> 1) as usize)),
-        Some(raw) => Ok(Err(-((raw >> 1) as i64) as i32 - 1)),
-        None => Err(varint_error(start, 5)),
-    }
+    decode_varint_length(buf, pos).ok_or_else(|| varint_error(start, 5))
 }
 
 /// Kafka's `readVarlong`: a zig-zag encoded i64 in at most 10 bytes.
 #[inline(always)]
 pub fn read_varlong(buf: &[u8], pos: &mut usize) -> Result<i64> {
     let start = *pos;
-    match decode_unsigned::<10>(buf, pos) {
-        Some(raw) => Ok(((raw >> 1) as i64) ^ -((raw & 1) as i64)),
-        None => Err(varint_error(start, 10)),
-    }
+    decode_varlong(buf, pos).ok_or_else(|| varint_error(start, 10))
+}
+
+/// [`read_varint`] without the error, for decoders that say what failed elsewhere.
+#[inline(always)]
+pub(crate) fn decode_varint(buf: &[u8], pos: &mut usize) -> Option<i32> {
+    let raw = decode_unsigned::<5>(buf, pos)? as u32;
+    Some(((raw >> 1) as i32) ^ -((raw & 1) as i32))
+}
+
+/// [`read_varint_length`] without the error.
+#[inline(always)]
+pub(crate) fn decode_varint_length(
+    buf: &[u8],
+    pos: &mut usize,
+) -> Option<std::result::Result<usize, i32>> {
+    let raw = decode_unsigned::<5>(buf, pos)?;
+    Some(if raw & 1 == 0 {
+        Ok((raw >> 1) as usize)
+    } else {
+        Err(-((raw >> 1) as i64) as i32 - 1)
+    })
+}
+
+/// [`read_varlong`] without the error.
+#[inline(always)]
+pub(crate) fn decode_varlong(buf: &[u8], pos: &mut usize) -> Option<i64> {
+    let raw = decode_unsigned::<10>(buf, pos)?;
+    Some(((raw >> 1) as i64) ^ -((raw & 1) as i64))
 }
 
 #[inline]

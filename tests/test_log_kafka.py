@@ -61,6 +61,12 @@ CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 T_READ = "logread"
 T_WRITE = "logwrite"
 T_RECOMPRESS = "logrecompress"
+# Topics whose configs live only in the broker's __cluster_metadata log (CreateTopics' configs,
+# then IncrementalAlterConfigs setting and deleting some): kafkalog's writers must follow them.
+T_CONFIGURED = {
+    "logappendtime": {"message.timestamp.type": "LogAppendTime", "compression.type": "lz4"},
+    "logcompacted": {"cleanup.policy": "compact", "max.message.bytes": "2000000"},
+}
 # What producers send to a topic with compression.type=zstd: (their codec, their records). The
 # timestamps are recent, so the broker's retention (7 days) keeps them.
 _RECOMPRESS_TS = int(time.time() * 1000) - 60_000
@@ -194,6 +200,30 @@ def _copy_partition(log_dir: Path, topic: str, dest_root: Path) -> Path:
     dest = dest_root / f"{topic}-0"
     shutil.copytree(log_dir / f"{topic}-0", dest)
     return dest
+
+
+def _copy_topics(log_dir: Path, topics: List[str], dest_root: Path) -> Path:
+    """Copy the log dir's own files and partition 0 of each of ``topics``; returns the copy."""
+    dest_root.mkdir(parents=True)
+    for p in log_dir.iterdir():
+        if p.is_file():
+            shutil.copy2(p, dest_root / p.name)
+    for topic in topics:
+        shutil.copytree(log_dir / f"{topic}-0", dest_root / f"{topic}-0")
+    return dest_root
+
+
+def _alter_topic_configs(bootstrap: str, topic: str, set_: Dict[str, str], delete: List[str]) -> None:
+    """IncrementalAlterConfigs on ``topic``: the broker writes CONFIG_RECORDs (a null value for a
+    deleted config) to its metadata log."""
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
+    entries = [ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in set_.items()]
+    entries += [ConfigEntry(k, None, incremental_operation=AlterConfigOpType.DELETE) for k in delete]
+    resource = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=entries)
+    admin = kh._admin(bootstrap)  # held until the futures are done: its handle serves them
+    for future in admin.incremental_alter_configs([resource]).values():
+        future.result(timeout=30)
 
 
 def _segment_bases(pdir: Path) -> List[int]:
@@ -396,6 +426,10 @@ def env(request, tmp_path_factory):
         kh.create_topic(bs, T_RECOMPRESS, config={"compression.type": "zstd"})
         for codec, records in RECOMPRESS_SENDS:
             kh.produce(bs, T_RECOMPRESS, records, compression=codec, linger_ms=50)
+        for topic, config in T_CONFIGURED.items():
+            kh.create_topic(bs, topic, config={**config, "retention.ms": "86400000"})
+        _alter_topic_configs(bs, "logappendtime", set_={"segment.ms": "3600000"}, delete=["retention.ms"])
+        _alter_topic_configs(bs, "logcompacted", set_={"max.message.bytes": "3000000"}, delete=[])
         _produce_read_topic(state, bs, rng, ts_base)
 
         # deleteRecords into the middle of the 3rd segment (before any transaction): the broker's
@@ -426,6 +460,8 @@ def env(request, tmp_path_factory):
         assert broker.clean_shutdown_marker()
         clean = _copy_partition(broker.log_dir, T_READ, work / "clean")
         state["recompressed"] = _copy_partition(broker.log_dir, T_RECOMPRESS, work / "recompressed")
+        state["configured"] = _copy_topics(broker.log_dir, ["__cluster_metadata", *T_CONFIGURED],
+                                           work / "configured")
         state["clean"] = clean
         state["clean_snapshot"] = snapshot_files([clean.parent])
         make_read_only([clean.parent])
@@ -537,6 +573,44 @@ def test_write_recompresses_to_the_topic_compression_type(env, tmp_path):
     assert broker_records == [fields(r) for r in log.records()][:len(broker_records)]
     assert len(broker_records) == sum(len(records) for _, records in RECOMPRESS_SENDS)
     log.close()
+
+def test_writes_follow_the_topic_configs_in_the_brokers_metadata(env):
+    """Topic configs a broker keeps only in its __cluster_metadata log (set at creation, then
+    altered and deleted) are the topic's for kafkalog: `Topic.config` lists them, and a writable
+    `Log` or a `Producer` opened in the broker's data dir appends as the broker would under them
+    (LogAppendTime stamped, batches rewritten in lz4, keyless records refused on a compacted
+    topic, max.message.bytes raised), where before they wrote with Kafka's defaults."""
+    data = env["configured"]
+    expected = {
+        "logappendtime": {"message.timestamp.type": "LogAppendTime", "compression.type": "lz4",
+                          "segment.ms": "3600000"},
+        "logcompacted": {"cleanup.policy": "compact", "max.message.bytes": "3000000",
+                         "retention.ms": "86400000"},
+    }
+    dd = kafkalog.DataDir(data)
+    for topic, configs in expected.items():
+        assert dd.topic(topic).config == configs, topic
+    log = kafkalog.Log(data / "logappendtime-0", read_only=False)
+    log.append([{"key": b"k", "value": b"v", "timestamp": 1000}], compression="gzip")
+    [batch] = log.batches()
+    assert (batch.compression, batch.timestamp_type) == ("lz4", "log_append_time"), batch
+    assert batch.max_timestamp > 1_700_000_000_000
+    log.close()
+    log = kafkalog.Log(data / "logcompacted-0", read_only=False)
+    with pytest.raises(kafkalog.InvalidRecordError, match="Compacted topic cannot accept message without key"):
+        log.append([{"value": b"no key"}])
+    log.append([{"key": b"k", "value": b"x" * 2_500_000}])
+    assert log.log_end_offset == 1
+    log.close()
+    with pytest.raises(kafkalog.InvalidRecordError, match="without key"):
+        with kafkalog.Producer(dd.topic("logcompacted")) as producer:
+            producer.send(b"no key").get()
+    # An explicit config goes over the topic's.
+    log = kafkalog.Log(data / "logappendtime-0", read_only=False, config={"compression.type": "producer"})
+    log.append([{"key": b"k", "value": b"v"}], compression="gzip")
+    assert [b.compression for b in log.batches()] == ["lz4", "gzip"]
+    log.close()
+
 
 def test_read_scenario_shape(env):
     """The folder really has what the tests below claim to cover."""

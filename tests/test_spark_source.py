@@ -12,6 +12,7 @@ import json
 import math
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -1812,6 +1813,114 @@ def test_write_too_large_record_changes_nothing(spark, tmp_path):
     expect_error(lambda: writer(df, d).save(), "large", "max.message.bytes", "size")
     assert leos(d) == before, "a failed write job must not change or create any log"
     check_data_dir_clean(d, ["t-0", "t-1", "t-2"])
+
+
+def test_write_follows_the_topics_configs(spark, tmp_path):
+    """The commit appends as a broker would under each topic's configs (those Topic.create
+    stored): a topic compression.type rewrites the batches, LogAppendTime stamps them, a compacted
+    topic refuses keyless rows (the job fails, no log changes), and a max.message.bytes raised
+    to 8 MiB takes a 5 MiB record (a staged batch past 4 MiB once read as corrupt)."""
+    d = tmp_path / "w"
+    d.mkdir()
+    kafkalog.Topic.create(d, "z", partitions=1, config={"compression.type": "zstd"})
+    kafkalog.Topic.create(d, "lat", partitions=1, config={"message.timestamp.type": "LogAppendTime"})
+    kafkalog.Topic.create(d, "cmp", partitions=1, config={"cleanup.policy": "compact"})
+    kafkalog.Topic.create(d, "big", partitions=1, config={"max.message.bytes": str(8 << 20)})
+    keyed = spark.range(0, 20, 1, 2).selectExpr("cast(id as string) AS key", "cast(id as string) AS value",
+                                               "timestamp'2001-01-01 00:00:00' AS timestamp")
+    writer(keyed, d, topic="z", **{"kafka.compression.type": "gzip"}).save()
+    assert {b.compression for b in log_batches(d / "z-0")} == {"zstd"}
+    assert sorted(int(r.value) for r in log_records(d / "z-0")) == list(range(20))
+    writer(keyed, d, topic="lat").save()
+    stamped = log_records(d / "lat-0")
+    assert {r.timestamp_type for r in stamped} == {"log_append_time"}
+    assert all(r.timestamp > 1_700_000_000_000 for r in stamped), [r.timestamp for r in stamped]
+    keyless = spark.range(0, 5, 1, 1).selectExpr("cast(id as string) AS value")
+    expect_error(lambda: writer(keyless, d, topic="cmp").save(), "compacted topic")
+    assert Log(d / "cmp-0").log_end_offset == 0
+    writer(keyed, d, topic="cmp").save()
+    assert Log(d / "cmp-0").log_end_offset == 20
+    large = spark.range(0, 2, 1, 1).selectExpr("repeat('x', 5242880) AS value")
+    writer(large, d, topic="big", **{"kafka.batch.size": str(16 << 20)}).save()
+    assert [len(r.value) for r in log_records(d / "big-0")] == [5242880, 5242880]
+
+
+def test_write_batch_size_past_max_message_bytes_splits_batches(spark, tmp_path):
+    """kafka.batch.size above the topic's max.message.bytes closes each batch before it would go
+    past the limit (Kafka's producer splits a batch the broker refused as too large): the write
+    succeeds, uncompressed and compressed, every batch within the limit."""
+    d = tmp_path / "w"
+    d.mkdir()
+    df = spark.range(0, 3000, 1, 1).selectExpr("repeat('x', 1000) AS value")
+    for codec in ("none", "gzip"):
+        writer(df, d, topic=f"b{codec}", **{"kafka.batch.size": "2000000", "kafka.compression.type": codec}).save()
+        batches = log_batches(d / f"b{codec}-0")
+        assert sum(b.records_count for b in batches) == 3000
+        assert max(b.size_in_bytes for b in batches) <= 1048588, [b.size_in_bytes for b in batches]
+    assert len(log_batches(d / "bnone-0")) >= 3
+
+
+def test_write_failed_job_leaves_no_staged_files(spark, tmp_path):
+    """A row failing in one of four tasks fails the job: every log stays as it was, and neither
+    the failed task's nor the other tasks' staged batches stay behind beside the data dir. (The
+    tasks race the driver's clean-up, which this fixture rarely loses: the steps of that race
+    are played one by one in `test_a_failed_task_removes_its_staged_files`.)"""
+    from pyspark.sql.functions import col, udf
+
+    @udf("string")
+    def fail_on_777(x):
+        if x == "777":
+            raise RuntimeError("row 777 refused")
+        return x
+
+    d = tmp_path / "w"
+    d.mkdir()
+    _prepare_topic(d, "f", 3)
+    before = leos(d)
+    # Shuffled into 4 tasks, which then run as the failed one's job is aborted.
+    df = (spark.range(0, 1000, 1, 2).selectExpr("cast(id as string) AS key", "cast(id as string) AS v")
+          .repartition(4).withColumn("value", fail_on_777(col("v"))).drop("v"))
+    for _ in range(3):
+        expect_error(lambda: writer(df, d, topic="f").save(), "777")
+    assert leos(d) == before
+    staging = tmp_path / ".w.kafkalog-staging"
+    left = [str(p) for p in staging.rglob("*") if p.is_file()] if staging.exists() else []
+    assert left == [], left
+
+
+def test_a_failed_task_removes_its_staged_files(tmp_path):
+    """A task's rows that fail part way (the stream Spark hands it raises: a UDF's error) take
+    the task's staged files with them, and a task started after its job was aborted (the
+    staging folder gone) fails without making the folder again: the race a failed job's other
+    tasks run against the driver's clean-up, played step by step."""
+    import pyarrow as pa
+
+    d = tmp_path / "w"
+    d.mkdir()
+    _prepare_topic(d, "f", 3)
+    staging = tmp_path / "staging" / "job"
+    staging.mkdir(parents=True)
+    schema = pa.schema([("key", pa.binary()), ("value", pa.binary())])
+
+    def rows(fail_after):
+        for i in range(0, 3000, 100):
+            if i >= fail_after:
+                raise RuntimeError("row refused")
+            keys = [b"%d" % j for j in range(i, i + 100)]
+            yield pa.record_batch([pa.array(keys, pa.binary()), pa.array(keys, pa.binary())], schema=schema)
+
+    done = kafkalog._kafkalog.stage_arrow(pa.RecordBatchReader.from_batches(schema, rows(10**9)), d, staging,
+                                          "task0", topic="f", batch_bytes=1024)
+    assert sorted(p for _, p, _ in done) == [0, 1, 2] and all(os.path.exists(f) for _, _, f in done)
+    with pytest.raises(Exception, match="row refused"):
+        kafkalog._kafkalog.stage_arrow(pa.RecordBatchReader.from_batches(schema, rows(2000)), d, staging,
+                                       "task1", topic="f", batch_bytes=1024)
+    assert sorted(os.listdir(staging)) == sorted(os.path.basename(f) for _, _, f in done)
+    shutil.rmtree(staging.parent)
+    with pytest.raises(kafkalog.KafkaLogError, match="staging folder is gone"):
+        kafkalog._kafkalog.stage_arrow(pa.RecordBatchReader.from_batches(schema, rows(10**9)), d, staging,
+                                       "task2", topic="f")
+    assert not staging.parent.exists()
 
 
 def test_written_logs_are_valid_and_timestamp_searchable(spark, tmp_path):

@@ -335,7 +335,8 @@ class Log:
     `Log(path)` opens the partition folder `path` (`<topic>-<partition>`). `read_only=True` (the
     default) never changes a byte on disk; `read_only=False` makes this the log's one writer.
     `create=True` (with `read_only=False`) starts a new log in a missing or empty folder.
-    `config` takes Kafka topic configs (`segment.bytes`, `retention.ms`, ...). `single_replica`
+    `config` takes Kafka topic configs (`segment.bytes`, `retention.ms`, ...); a writable log
+    starts from its topic's (a broker's `__cluster_metadata`, or `Topic.create`'s). `single_replica`
     (the default) answers as a lone replica restarted: its high watermark is its log end.
     `on_corruption`: what to do with damage beyond a torn tail of the last segment: "error"
     (raise LogDamagedError, the default), "skip" (read-only: read every valid batch around it)

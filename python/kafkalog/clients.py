@@ -75,7 +75,8 @@ class Topic:
 
     @property
     def config(self) -> Dict[str, str]:
-        """The topic configs given at creation."""
+        """The topic's own configs (Kafka names): those a broker keeps for it in its data dir's
+        `__cluster_metadata` log, and those given to `Topic.create`."""
         return _kafkalog.topic_config(self.data_dir, self.name)
 
     def add_partitions(self, total: int) -> int:

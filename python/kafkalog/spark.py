@@ -1005,6 +1005,9 @@ class KafkaLogWriter(DataSourceArrowWriter):
         # Outside the data dir: a broker refuses to start beside folders not named <topic>-<n>.
         root = opts.get("stagingdir") or os.path.join(parent, f".{name}.kafkalog-staging")
         self.staging = os.path.join(os.path.abspath(root), uuid.uuid4().hex)
+        # Made here, on the driver, and removed by commit or abort: a task still running after
+        # the job aborted finds it gone and fails instead of leaving its files behind.
+        os.makedirs(self.staging)
 
     def write(self, iterator: Iterator[Any]) -> StagedCommit:
         import pyarrow as pa

@@ -1682,23 +1682,63 @@ impl PartitionRouter {
 
 /// Writes routed rows as v2 batches into one staging file per topic-partition under `dir`, so
 /// a task's output can be appended later by the log's one writer (`datadir::commit_staged`).
+/// A stager dropped before [`BatchStager::finish`] (its task failed) removes its files.
 pub struct BatchStager {
     dir: PathBuf,
     prefix: String,
     options: SinkBatchOptions,
+    /// Where the topics' configs are read from (their `max.message.bytes`).
+    data_dir: Option<PathBuf>,
+    max_message_bytes: BTreeMap<String, usize>,
     open: BTreeMap<(String, i32), (BatchBuilder, std::fs::File, PathBuf)>,
+    finished: bool,
 }
 
 impl BatchStager {
-    /// Files are named `<topic>-<partition>.<prefix>.batches` (the prefix tells tasks apart).
-    pub fn new(dir: &Path, prefix: &str, options: SinkBatchOptions) -> Result<Self> {
-        std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+    /// Files are named `<topic>-<partition>.<prefix>.batches` (the prefix tells tasks apart),
+    /// in `dir`, which must exist: the job's driver makes it, and removes it when the job
+    /// aborts, so a task still running then fails instead of leaving files behind. Batches
+    /// stay within their topic's `max.message.bytes` (its configs in `data_dir`).
+    pub fn new(
+        dir: &Path,
+        prefix: &str,
+        options: SinkBatchOptions,
+        data_dir: Option<&Path>,
+    ) -> Result<Self> {
+        if !dir.is_dir() {
+            return Err(Error::io(
+                dir,
+                std::io::Error::new(
+                    std::io::ErrorKind::NotFound,
+                    "the write's staging folder is gone (its job was aborted)",
+                ),
+            ));
+        }
         Ok(BatchStager {
             dir: dir.to_path_buf(),
             prefix: prefix.to_string(),
             options,
+            data_dir: data_dir.map(Path::to_path_buf),
+            max_message_bytes: BTreeMap::new(),
             open: BTreeMap::new(),
+            finished: false,
         })
+    }
+
+    /// The topic's `max.message.bytes` (its configs in the data dir; the default for a topic
+    /// the write creates).
+    fn max_message_bytes(&mut self, topic: &str) -> Result<usize> {
+        if let Some(&limit) = self.max_message_bytes.get(topic) {
+            return Ok(limit);
+        }
+        let limit = match &self.data_dir {
+            Some(data_dir) if data_dir.is_dir() => {
+                crate::datadir::topic_log_config(data_dir, topic)?.max_message_bytes
+            }
+            _ => crate::config::LogConfig::default().max_message_bytes,
+        };
+        self.max_message_bytes.insert(topic.to_owned(), limit);
+        Ok(limit)
     }
 
     fn new_builder(&self) -> BatchBuilder {
@@ -1715,6 +1755,7 @@ impl BatchStager {
         row: &SinkRow<'_>,
         now: i64,
     ) -> Result<()> {
+        let limit = self.max_message_bytes(&topic)?;
         let key = (topic, partition);
         if !self.open.contains_key(&key) {
             let path = self
@@ -1724,11 +1765,28 @@ impl BatchStager {
             let builder = self.new_builder();
             self.open.insert(key.clone(), (builder, file, path));
         }
-        let fresh = self.new_builder();
+        let compression = self.options.compression;
+        let fresh = || {
+            BatchBuilder::new(BatchOptions {
+                compression,
+                ..Default::default()
+            })
+        };
         let (builder, file, path) = self.open.get_mut(&key).expect("inserted above");
+        // A batch the topic's max.message.bytes would refuse is closed before the record that
+        // would take it there, as Kafka's producer splits a batch the broker refused as too
+        // large: a `kafka.batch.size` over the limit then still writes (a record too large on
+        // its own fails at the commit, as Kafka's producer fails it). The estimate is of
+        // uncompressed bytes, so compressed batches stay below the limit too.
+        let record_bytes = estimated_record_bytes(row.key, row.value, &row.headers);
+        if !builder.is_empty() && builder.estimated_size() + record_bytes + 64 > limit {
+            let full = std::mem::replace(builder, fresh());
+            file.write_all(&full.build()?)
+                .map_err(|e| Error::io(&*path, e))?;
+        }
         append_row(builder, row, now)?;
         if builder.estimated_size() >= self.options.batch_bytes {
-            let full = std::mem::replace(builder, fresh);
+            let full = std::mem::replace(builder, fresh());
             file.write_all(&full.build()?)
                 .map_err(|e| Error::io(&*path, e))?;
         }
@@ -1736,17 +1794,29 @@ impl BatchStager {
     }
 
     /// Writes what is left, syncs, and lists the staged files.
-    pub fn finish(self) -> Result<Vec<(String, i32, PathBuf)>> {
+    pub fn finish(mut self) -> Result<Vec<(String, i32, PathBuf)>> {
         let mut out = Vec::new();
-        for ((topic, partition), (builder, mut file, path)) in self.open {
+        for ((topic, partition), (builder, file, path)) in &mut self.open {
             if !builder.is_empty() {
-                file.write_all(&builder.build()?)
-                    .map_err(|e| Error::io(&path, e))?;
+                let last = std::mem::replace(builder, BatchBuilder::new(BatchOptions::default()));
+                file.write_all(&last.build()?)
+                    .map_err(|e| Error::io(&*path, e))?;
             }
-            file.sync_data().map_err(|e| Error::io(&path, e))?;
-            out.push((topic, partition, path));
+            file.sync_data().map_err(|e| Error::io(&*path, e))?;
+            out.push((topic.clone(), *partition, path.clone()));
         }
+        self.finished = true;
         Ok(out)
+    }
+}
+
+impl Drop for BatchStager {
+    fn drop(&mut self) {
+        if !self.finished {
+            for (_, _, path) in self.open.values() {
+                let _ = std::fs::remove_file(path);
+            }
+        }
     }
 }
 

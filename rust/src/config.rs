@@ -74,6 +74,9 @@ impl Default for LogConfig {
 /// The config key of [`LogConfig::max_decompressed_batch_bytes`].
 pub const MAX_DECOMPRESSED_BATCH_BYTES: &str = "kafkalog.max.decompressed.batch.bytes";
 
+/// The start of [`LogConfig::set`]'s error for a name it does not know.
+const UNKNOWN_CONFIG: &str = "unknown log config";
+
 impl LogConfig {
     /// Sets one property by its Kafka topic-config name (`segment.bytes`, ...) from a string.
     pub fn set(&mut self, name: &str, value: &str) -> Result<()> {
@@ -83,6 +86,15 @@ impl LogConfig {
         next.validate()?;
         *self = next;
         Ok(())
+    }
+
+    /// Whether `name` is a topic config kafkalog takes (those it models, and those of the
+    /// broker's other machinery it accepts and passes over).
+    pub fn is_known(name: &str) -> bool {
+        match LogConfig::default().apply(name, "") {
+            Err(Error::InvalidArgument(message)) => !message.starts_with(UNKNOWN_CONFIG),
+            _ => true,
+        }
     }
 
     fn apply(&mut self, name: &str, value: &str) -> Result<()> {
@@ -210,7 +222,7 @@ impl LogConfig {
             | "message.timestamp.difference.max.ms" => {}
             other => {
                 return Err(Error::InvalidArgument(format!(
-                    "unknown log config '{other}'"
+                    "{UNKNOWN_CONFIG} '{other}'"
                 )))
             }
         }

@@ -161,28 +161,53 @@ fn topic_config_path(data_dir: &Path, topic: &str) -> PathBuf {
         .join(format!("{topic}.json"))
 }
 
-/// The topic configs kafkalog stored for `topic` (empty when none).
+/// The configs set on `topic` (empty when none): in a broker's KRaft data dir those its
+/// metadata log holds (as `kafka-configs --describe` lists a topic's own), and those kafkalog
+/// stored when it created the topic.
 pub fn read_topic_config(data_dir: &Path, topic: &str) -> Result<BTreeMap<String, String>> {
+    let mut configs = crate::internal_topics::cluster_metadata::topic_configs(data_dir, topic)?
+        .unwrap_or_default();
     let path = topic_config_path(data_dir, topic);
-    match std::fs::read(&path) {
+    let stored: BTreeMap<String, String> = match std::fs::read(&path) {
         Ok(b) => serde_json::from_slice(&b).map_err(|e| {
             Error::corrupt(format!(
                 "{} is not a topic config file: {e}",
                 path.display()
             ))
-        }),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(BTreeMap::new()),
-        Err(e) => Err(Error::io(&path, e)),
-    }
+        })?,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => BTreeMap::new(),
+        Err(e) => return Err(Error::io(&path, e)),
+    };
+    configs.extend(stored);
+    Ok(configs)
 }
 
-/// The `LogConfig` of a topic: defaults overlaid with its stored configs.
+/// The `LogConfig` of a topic: defaults overlaid with its configs ([`read_topic_config`]), as
+/// Kafka's `LogManager` makes a log's config from the topic's overrides. Configs of Kafka's
+/// that change nothing kafkalog does (a newer broker's, tiered storage's) are passed over.
 pub fn topic_log_config(data_dir: &Path, topic: &str) -> Result<crate::config::LogConfig> {
     let mut config = crate::config::LogConfig::default();
     for (k, v) in read_topic_config(data_dir, topic)? {
-        config.set(&k, &v)?;
+        if crate::config::LogConfig::is_known(&k) {
+            config.set(&k, &v)?;
+        }
     }
     Ok(config)
+}
+
+/// The `LogConfig` of the partition folder `dir` (`<topic>-<partition>`): its topic's
+/// ([`topic_log_config`], from the data dir holding it); the defaults for a folder not so named.
+pub fn partition_log_config(dir: &Path) -> Result<crate::config::LogConfig> {
+    let abs = std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf());
+    let topic = abs
+        .file_name()
+        .and_then(|n| n.to_str())
+        .and_then(parse_topic_partition)
+        .map(|(topic, _)| topic);
+    match (topic, abs.parent()) {
+        (Some(topic), Some(data_dir)) => topic_log_config(data_dir, &topic),
+        _ => Ok(crate::config::LogConfig::default()),
+    }
 }
 
 /// Kafka's CreateTopics on a data dir: validates the name (and its collision with an existing
@@ -320,13 +345,15 @@ pub fn delete_topic_folders(data_dir: &Path, topic: &str) {
 }
 
 /// Appends staged files of whole v2 batches (offsets relative, as a producer sends them) to
-/// their partitions' logs in `data_dir`, as the leader. All or nothing: when any append fails,
-/// every log already appended to is truncated back to where it was, and the error is returned.
-/// Returns the records' (topic, partition, first offset, last offset) per partition written.
+/// their partitions' logs in `data_dir`, as the leader, each log with its topic's configs
+/// ([`topic_log_config`]: a topic `compression.type` rewrites the batches, LogAppendTime
+/// stamps them, a compacted topic refuses keyless records, as a broker does). All or nothing:
+/// when any append fails, every log already appended to is truncated back to where it was, and
+/// the error is returned. Returns the records' (topic, partition, first offset, last offset)
+/// per partition written.
 pub fn commit_staged(
     data_dir: &Path,
     staged: &[(String, i32, PathBuf)],
-    config: &crate::config::LogConfig,
 ) -> Result<Vec<(String, i32, i64, i64)>> {
     let mut by_partition: BTreeMap<(String, i32), Vec<&Path>> = BTreeMap::new();
     for (topic, partition, file) in staged {
@@ -339,8 +366,12 @@ pub fn commit_staged(
     let mut appended: Vec<(Log, i64)> = Vec::new();
     let mut written = Vec::new();
     let result = (|| -> Result<()> {
+        let mut configs: BTreeMap<&str, crate::config::LogConfig> = BTreeMap::new();
         for ((topic, partition), files) in &by_partition {
-            let log = open_partition(data_dir, topic, *partition, config)?;
+            if !configs.contains_key(topic.as_str()) {
+                configs.insert(topic, topic_log_config(data_dir, topic)?);
+            }
+            let log = open_partition(data_dir, topic, *partition, &configs[topic.as_str()])?;
             let before = log.log_end_offset();
             appended.push((log, before));
             let log = &appended.last().expect("just pushed").0;
@@ -348,8 +379,11 @@ pub fn commit_staged(
             let mut last = before - 1;
             for file in files {
                 let records = FileRecords::open(file, false)?;
+                // The stager's own file: a batch may be as large as the file (the append then
+                // holds it to the topic's max.message.bytes).
+                let size = records.size_in_bytes();
                 let mut reader =
-                    records.batches(0, records.size_in_bytes(), config.max_message_bytes * 4);
+                    records.batches(0, size, usize::try_from(size).unwrap_or(usize::MAX));
                 // Whole batches go in appends of at most a few MB, each within one segment.
                 let mut chunk = Vec::new();
                 loop {
@@ -581,17 +615,16 @@ mod tests {
         std::fs::write(&good, b.build().unwrap()).unwrap();
         let bad = dir.path().join("bad.batches");
         std::fs::write(&bad, b"not a batch at all, just bytes").unwrap();
-        let config = crate::config::LogConfig::default();
         let staged = vec![
             ("t".to_string(), 0, good.clone()),
             ("t".to_string(), 1, bad),
         ];
-        assert!(commit_staged(dir.path(), &staged, &config).is_err());
+        assert!(commit_staged(dir.path(), &staged).is_err());
         for p in 0..2 {
             let log = Log::open(dir.path().join(format!("t-{p}")), LogOptions::default()).unwrap();
             assert_eq!(log.log_end_offset(), 0, "partition {p} rolled back");
         }
-        let ok = commit_staged(dir.path(), &[("t".to_string(), 0, good)], &config).unwrap();
+        let ok = commit_staged(dir.path(), &[("t".to_string(), 0, good)]).unwrap();
         assert_eq!(ok, vec![("t".to_string(), 0, 0, 0)]);
     }
 }

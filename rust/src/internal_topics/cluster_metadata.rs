@@ -4,7 +4,7 @@
 //! (`payload: {"type":"TOPIC_RECORD","version":0,"data":{...}}`). Control records (leader
 //! changes, snapshot headers, voters) are the dump's own.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
 
 use serde_json::{json, Value};
@@ -121,6 +121,29 @@ pub const CLUSTER_METADATA_TOPIC: &str = "__cluster_metadata";
 pub fn topic_partitions(
     data_dir: &Path,
 ) -> crate::error::Result<Option<HashMap<String, BTreeSet<i32>>>> {
+    Ok(replay(data_dir)?.map(TopicReplay::by_name))
+}
+
+/// The configs set on `topic` in a KRaft data dir's metadata log (`kafka-configs --alter` or
+/// `CreateTopics`' configs: CONFIG_RECORDs of resource type TOPIC, a null value deleting one),
+/// replayed as [`topic_partitions`] replays topics. Empty when the dir has no metadata log or
+/// the topic has no configs of its own; `None` when the log's records before its start are gone.
+/// A broker's own defaults (its `server.properties`) are not in the data dir.
+pub fn topic_configs(
+    data_dir: &Path,
+    topic: &str,
+) -> crate::error::Result<Option<BTreeMap<String, String>>> {
+    if !data_dir
+        .join(format!("{CLUSTER_METADATA_TOPIC}-0"))
+        .is_dir()
+    {
+        return Ok(Some(BTreeMap::new()));
+    }
+    Ok(replay(data_dir)?.map(|mut replay| replay.configs.remove(topic).unwrap_or_default()))
+}
+
+/// The metadata log of `data_dir` replayed (see [`topic_partitions`]).
+fn replay(data_dir: &Path) -> crate::error::Result<Option<TopicReplay>> {
     let Some(folder) = partition_folders(data_dir)?
         .into_iter()
         .find(|f| f.topic == CLUSTER_METADATA_TOPIC && f.partition == 0)
@@ -162,7 +185,7 @@ pub fn topic_partitions(
         .any(|e| e.file_name().to_string_lossy().ends_with(".log"));
     if !has_segments {
         // A snapshot copied without its log: what it holds, up to its end offset.
-        return Ok(snapshot_found.then(|| replay.by_name()));
+        return Ok(snapshot_found.then_some(replay));
     }
     let log = Log::open(&folder.path, LogOptions::default())?;
     if log.log_start_offset() > applied_to {
@@ -189,16 +212,20 @@ pub fn topic_partitions(
     if let Some(e) = failure {
         return Err(e);
     }
-    Ok(Some(replay.by_name()))
+    Ok(Some(replay))
 }
 
-/// Topics by id, and their partitions, as TOPIC_RECORD, PARTITION_RECORD and REMOVE_TOPIC_RECORD
-/// leave them.
+/// Topics by id, their partitions and their configs by topic name, as TOPIC_RECORD,
+/// PARTITION_RECORD, CONFIG_RECORD and REMOVE_TOPIC_RECORD leave them.
 #[derive(Default)]
 struct TopicReplay {
     names: HashMap<String, String>,
     partitions: HashMap<String, BTreeSet<i32>>,
+    configs: HashMap<String, BTreeMap<String, String>>,
 }
+
+/// `ConfigResource.Type.TOPIC`'s id in a CONFIG_RECORD's `resourceType`.
+const TOPIC_RESOURCE_TYPE: i64 = 2;
 
 impl TopicReplay {
     fn apply(&mut self, value: Option<&[u8]>, from: &Path) -> crate::error::Result<()> {
@@ -221,8 +248,22 @@ impl TopicReplay {
                         .insert(p as i32);
                 }
             }
+            "CONFIG_RECORD" if field("resourceType").as_i64() == Some(TOPIC_RESOURCE_TYPE) => {
+                let text = |name: &str| record.data.get(name).and_then(Value::as_str);
+                let (Some(topic), Some(name)) = (text("resourceName"), text("name")) else {
+                    return Ok(());
+                };
+                let configs = self.configs.entry(topic.to_owned()).or_default();
+                match text("value") {
+                    Some(value) => configs.insert(name.to_owned(), value.to_owned()),
+                    None => configs.remove(name),
+                };
+            }
             "REMOVE_TOPIC_RECORD" => {
-                self.names.remove(&topic_id);
+                // A deleted topic's configs go with it (`ConfigurationsDelta.deleteTopicConfigs`).
+                if let Some(name) = self.names.remove(&topic_id) {
+                    self.configs.remove(&name);
+                }
                 self.partitions.remove(&topic_id);
             }
             _ => {}
@@ -241,6 +282,96 @@ impl TopicReplay {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A metadata record's value: frame version 1, `api_key`, version 0, then `body`.
+    fn frame(api_key: u8, body: &[u8]) -> Vec<u8> {
+        [&[1, api_key, 0][..], body, &[0]].concat()
+    }
+
+    fn compact_string(s: Option<&str>) -> Vec<u8> {
+        match s {
+            None => vec![0],
+            Some(s) => [&[s.len() as u8 + 1][..], s.as_bytes()].concat(),
+        }
+    }
+
+    fn topic_value(name: &str, id: u8) -> Vec<u8> {
+        let mut body = compact_string(Some(name));
+        body.extend_from_slice(&[id; 16]);
+        frame(2, &body)
+    }
+
+    fn config_value(resource_type: u8, resource: &str, name: &str, value: Option<&str>) -> Vec<u8> {
+        let body = [
+            vec![resource_type],
+            compact_string(Some(resource)),
+            compact_string(Some(name)),
+            compact_string(value),
+        ]
+        .concat();
+        frame(4, &body)
+    }
+
+    /// A topic's configs are what CONFIG_RECORDs of resource type TOPIC left set, a null value
+    /// deleting one; a broker's configs (type 4) are not a topic's; a deleted topic's configs go
+    /// with it, so a topic made again by that name starts without them. The log config of a
+    /// topic takes them, passing over the configs kafkalog does not model.
+    #[test]
+    fn topic_configs_replay_config_records() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = crate::testutil::create_log(&dir.path().join("__cluster_metadata-0"));
+        let values = [
+            topic_value("t", 1),
+            config_value(2, "t", "compression.type", Some("lz4")),
+            config_value(2, "t", "retention.ms", Some("5")),
+            config_value(2, "t", "min.insync.replicas", Some("2")),
+            config_value(2, "t", "compression.zstd.level", Some("9")),
+            config_value(2, "t", "retention.ms", None),
+            config_value(4, "", "message.timestamp.type", Some("LogAppendTime")),
+            topic_value("gone", 2),
+            config_value(2, "gone", "segment.ms", Some("7")),
+            frame(9, &[2; 16]), // REMOVE_TOPIC_RECORD of "gone"
+            topic_value("gone", 3),
+        ];
+        let mut builder = crate::record::builder::BatchBuilder::new(Default::default());
+        for value in &values {
+            builder.append(1, None, Some(value), &[]).unwrap();
+        }
+        log.append_as_leader(&builder.build().unwrap(), 0).unwrap();
+        log.close().unwrap();
+
+        let configs = |topic| topic_configs(dir.path(), topic).unwrap().unwrap();
+        let expected: BTreeMap<String, String> = [
+            ("compression.type", "lz4"),
+            ("compression.zstd.level", "9"),
+            ("min.insync.replicas", "2"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect();
+        assert_eq!(configs("t"), expected);
+        assert_eq!(configs("gone"), BTreeMap::new());
+        assert_eq!(configs("never"), BTreeMap::new());
+        assert_eq!(
+            crate::datadir::read_topic_config(dir.path(), "t").unwrap(),
+            expected
+        );
+        let config = crate::datadir::topic_log_config(dir.path(), "t").unwrap();
+        assert_eq!(
+            config.compression_type,
+            Some(crate::record::codec::Compression::Lz4)
+        );
+        assert_eq!(
+            config.message_timestamp_type,
+            crate::record::record::TimestampType::CreateTime
+        );
+        // A folder without a metadata log: no configs, nothing read.
+        let plain = tempfile::tempdir().unwrap();
+        assert_eq!(
+            topic_configs(plain.path(), "t").unwrap(),
+            Some(BTreeMap::new())
+        );
+    }
 
     #[test]
     fn topic_record() {

@@ -294,7 +294,7 @@ fn stage_arrow(
             Default::default()
         };
         let mut router = PartitionRouter::new(topic, counts, new_topic_partitions)?;
-        let mut stager = BatchStager::new(&staging_dir, &prefix, options)?;
+        let mut stager = BatchStager::new(&staging_dir, &prefix, options, Some(&data_dir))?;
         let mut row_index = 0usize;
         for batch in reader {
             let batch = batch.map_err(arrow_error)?;
@@ -336,7 +336,7 @@ fn commit_staged(
                     datadir::create_topic(&data_dir, topic, new_topic_partitions)?;
                 }
             }
-            datadir::commit_staged(&data_dir, &staged, &Default::default())
+            datadir::commit_staged(&data_dir, &staged)
         })();
         if result.is_err() {
             // All or nothing: topics this commit created go too (their logs were rolled back).

@@ -88,7 +88,7 @@ impl PyProducer {
         idempotent: bool,
         transactional_id: Option<String>,
     ) -> PyResult<Self> {
-        let config = datadir::topic_log_config(&data_dir, topic)?;
+        let config = py.release_gil(|| datadir::topic_log_config(&data_dir, topic))?;
         let options = ProducerOptions {
             compression: Compression::from_name(compression)?,
             batch_size: non_negative_size("batch_size", batch_size)?,
@@ -586,10 +586,15 @@ fn add_partitions(py: Python<'_>, data_dir: PathBuf, topic: &str, total: i32) ->
     Ok(py.release_gil(|| datadir::add_partitions(&data_dir, topic, total))?)
 }
 
-/// The topic configs kept for `topic` (Kafka names).
+/// The topic configs kept for `topic` (Kafka names): a broker's (its `__cluster_metadata` log)
+/// and those `Topic.create` stored.
 #[pyfunction]
-fn topic_config(data_dir: PathBuf, topic: &str) -> PyResult<BTreeMap<String, String>> {
-    Ok(datadir::read_topic_config(&data_dir, topic)?)
+fn topic_config(
+    py: Python<'_>,
+    data_dir: PathBuf,
+    topic: &str,
+) -> PyResult<BTreeMap<String, String>> {
+    Ok(py.release_gil(|| datadir::read_topic_config(&data_dir, topic))?)
 }
 
 /// {topic: partitions} of the data dir.

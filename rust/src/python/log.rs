@@ -6,6 +6,7 @@ use std::sync::Arc;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
+use crate::config::LogConfig;
 use crate::error::Result;
 use crate::log::{FetchIsolation, Log as RsLog, LogOptions, OnCorruption};
 use crate::python::errors::{kafka_field, non_negative_size, optional_kafka_field, positive_size};
@@ -13,7 +14,7 @@ use crate::python::records::{
     batches_to_py, build_v2, decode_batch, extract_records, now_ms, record_view_to_py, DecodedBatch,
 };
 use crate::python::results::{dict_of, IntoPyResult};
-use crate::python::segment::{aborted_to_py, config_from, fetch_info_to_py};
+use crate::python::segment::{aborted_to_py, config_onto, fetch_info_to_py};
 use crate::python::ReleaseGil;
 use crate::record::batch::{is_partial_batch, BatchIter};
 use crate::record::builder::{end_txn_marker_batch, BatchOptions};
@@ -34,7 +35,8 @@ fn isolation_of(name: &str) -> Result<FetchIsolation> {
 /// `Log(path)` opens the partition folder `path` (`<topic>-<partition>`). `read_only=True` (the
 /// default) never changes a byte on disk; `read_only=False` makes this the log's one writer.
 /// `create=True` (with `read_only=False`) starts a new log in a missing or empty folder.
-/// `config` takes Kafka topic configs (`segment.bytes`, `retention.ms`, ...). `single_replica`
+/// `config` takes Kafka topic configs (`segment.bytes`, `retention.ms`, ...); a writable log
+/// starts from its topic's (a broker's `__cluster_metadata`, or `Topic.create`'s). `single_replica`
 /// (the default) answers as a lone replica restarted: its high watermark is its log end.
 /// `on_corruption`: what to do with damage beyond a torn tail of the last segment: "error"
 /// (raise LogDamagedError, the default), "skip" (read-only: read every valid batch around it)
@@ -60,8 +62,16 @@ impl Log {
         single_replica: bool,
         on_corruption: &str,
     ) -> PyResult<Self> {
+        // A writer appends as its topic says (`compression.type`, `message.timestamp.type`,
+        // `cleanup.policy`, `max.message.bytes`, ...), as a broker's log takes its topic's
+        // configs; `config` goes over them.
+        let base = if read_only {
+            LogConfig::default()
+        } else {
+            py.release_gil(|| crate::datadir::partition_log_config(&path))?
+        };
         let options = LogOptions {
-            config: config_from(config)?,
+            config: config_onto(base, config)?,
             read_only,
             create,
             single_replica,

@@ -23,7 +23,12 @@ pub fn now_ms() -> i64 {
 
 /// Builds a `LogConfig` from Kafka topic-config names (`{"segment.bytes": 1048576, ...}`).
 pub fn config_from(config: Option<&Bound<'_, PyDict>>) -> PyResult<LogConfig> {
-    let mut c = LogConfig::default();
+    config_onto(LogConfig::default(), config)
+}
+
+/// `base` with the configs of `config` (Kafka names) set over it.
+pub fn config_onto(base: LogConfig, config: Option<&Bound<'_, PyDict>>) -> PyResult<LogConfig> {
+    let mut c = base;
     if let Some(d) = config {
         for (k, v) in d.iter() {
             let key: String = k.extract()?;

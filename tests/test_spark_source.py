@@ -842,6 +842,20 @@ def test_stream_options_checked_as_the_query_starts(spark, data):
         ks.KafkaLogDataSource({**ok, "endingTimestamp": "5"}).streamReader(ks.kafka_schema())
 
 
+def test_stream_refused_options_reach_the_user_as_their_own_error(spark, tmp_path):
+    """A running query with options wrong only in a stream fails with kafkalog's error, not with
+    the `UnboundLocalError` of PySpark's stream runner, which stops the reader in a `finally`
+    around making it (a reader refusing its options there never existed)."""
+    d, recs = tmp_path / "data", []
+    stream_records(d, "clicks", 0, [{"value": b"v", "timestamp": BASE_TS}], recs)
+    for option, value in [("endingOffsets", "latest"), ("startingOffsets", json.dumps({"clicks": {"7": 1}}))]:
+        with pytest.raises(Exception) as caught:
+            stream_batches(spark, d, tmp_path / f"cp-{option}", subscribe="clicks", **{option: value})
+        message = str(caught.value)
+        assert "UnboundLocalError" not in message, message[:2000]
+        assert "KafkaLogOptionError" in message or "KafkaLogError" in message, message[:2000]
+
+
 def test_stream_min_offsets_per_trigger_waits_up_to_max_trigger_delay(tmp_path):
     from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMinRows
 

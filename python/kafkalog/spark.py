@@ -963,6 +963,33 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         keeps its offsets."""
 
 
+class _RefusedStreamReader(DataSourceStreamReader):  # type: ignore[misc]
+    """A stream whose options were refused: the error is raised at the query's first call.
+    PySpark's stream runner stops the reader in a `finally` around making it, so an error
+    raised while making it reached the user as that block's `UnboundLocalError`."""
+
+    def __init__(self, error: KafkaLogError) -> None:
+        self.error = error
+
+    def initialOffset(self) -> dict:
+        raise self.error
+
+    def latestOffset(self, start: Optional[dict] = None, limit: Any = None) -> dict:
+        raise self.error
+
+    def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
+        raise self.error
+
+    def read(self, partition: InputPartition) -> Iterator[Any]:  # type: ignore[override]
+        raise self.error
+
+    def commit(self, end: dict) -> None:
+        """Nothing was read."""
+
+    def stop(self) -> None:
+        """Nothing to release."""
+
+
 @dataclass
 class StagedCommit(WriterCommitMessage):
     staged: List[Tuple[str, int, str]]
@@ -1093,8 +1120,11 @@ class KafkaLogDataSource(DataSource):
     def reader(self, schema: StructType) -> DataSourceReader:
         return KafkaLogReader(plan_read(self.options))
 
-    def streamReader(self, schema: StructType) -> KafkaLogStreamReader:
-        return KafkaLogStreamReader(self.options)
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        try:
+            return KafkaLogStreamReader(self.options)
+        except KafkaLogError as e:
+            return _RefusedStreamReader(e)
 
     def writer(self, schema: StructType, overwrite: bool) -> KafkaLogWriter:
         if overwrite:

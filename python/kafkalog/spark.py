@@ -543,31 +543,45 @@ def _resolve(limits: _Limits, log: Log, tp: Tuple[str, int], isolation: Isolatio
 
 
 def _split(ranges: List[OffsetRange], max_records: Optional[int], min_partitions: Optional[int]) -> List[OffsetRange]:
-    """Kafka's offset ranges cut as Spark's KafkaOffsetRangeCalculator cuts them."""
+    """Kafka's offset ranges cut as Spark's KafkaOffsetRangeCalculator cuts them: each range over
+    maxRecordsPerPartition into ceil(size / max) pieces; then, while minPartitions is more than
+    the non-empty ranges, the ranges that would get more than one piece (Java's Math.round of
+    their share of minPartitions) share what the others leave of it. Pieces are as Spark's: the
+    later ones take the remainder. Empty ranges stay, as one piece (Spark drops them; here they
+    still carry a partition's end to commitToGroup)."""
 
-    def cut(r: OffsetRange, parts: int) -> List[OffsetRange]:
-        parts = max(1, min(parts, r.size or 1))
-        step, extra = divmod(r.size, parts)
-        out, start = [], r.start
-        for i in range(parts):
-            end = start + step + (1 if i < extra else 0)
-            out.append(OffsetRange(r.path, r.topic, r.partition, start, end, r.whole))
-            start = end
-        return out
+    def divide(r: OffsetRange, parts: int) -> List[OffsetRange]:
+        out, start, remaining = [], r.start, r.size
+        for part in range(parts):
+            this = remaining // (parts - part)
+            remaining -= this
+            if this:
+                out.append(OffsetRange(r.path, r.topic, r.partition, start, start + this, r.whole))
+            start += this
+        return out or [r]
+
+    def part_count(size: int, total: int, parts: int) -> int:
+        return max(math.floor(size / total * parts + 0.5), 1)  # Java's Math.round
 
     if max_records is not None:
         if max_records < 1:
             raise KafkaLogOptionError("maxRecordsPerPartition must be positive")
-        ranges = [piece for r in ranges for piece in cut(r, -(-r.size // max_records))]
+        ranges = [piece for r in ranges for piece in divide(r, -(-r.size // max_records) or 1)]
     if min_partitions is not None:
         if min_partitions < 1:
             raise KafkaLogOptionError("minPartitions must be positive")
-        total = sum(r.size for r in ranges)
-        if min_partitions > len(ranges) and total > 0:
+        filled = [r for r in ranges if r.size > 0]
+        total = sum(r.size for r in filled)
+        if min_partitions > len(filled):
+            unsplit = [r for r in filled if part_count(r.size, total, min_partitions) == 1]
+            unsplit_partitions = {(r.topic, r.partition) for r in unsplit}
+            split_total = total - sum(r.size for r in unsplit)
+            split_min = max(min_partitions - len(unsplit), 1)
             ranges = [
                 piece
                 for r in ranges
-                for piece in (cut(r, max(1, round(r.size / total * min_partitions))) if r.size else [r])
+                for piece in ([r] if r.size == 0 or (r.topic, r.partition) in unsplit_partitions
+                              else divide(r, part_count(r.size, split_total, split_min)))
             ]
     return ranges
 

@@ -77,6 +77,20 @@ def test_a_corrupt_batch_stops_the_dump_with_one_line(tmp_path):
     assert proc.stdout.count("baseOffset:") == 1  # what came before the damage is printed
 
 
+def test_an_index_entry_at_the_end_of_an_empty_log_is_named_so(tmp_path):
+    """A broker killed just after rolling leaves an empty .log beside a preallocated, zero-filled
+    .index: dumping the index fails at its first entry (Kafka's tool throws
+    NoSuchElementException there), and the one line says the entry points at the log's end."""
+    d = tmp_path / "t-0"
+    d.mkdir()
+    (d / f"{0:020d}.log").write_bytes(b"")
+    (d / f"{0:020d}.index").write_bytes(bytes(8 * 1024))
+    proc = run("dump", "--files", d / f"{0:020d}.index")
+    msg = one_line_error(proc, 1)
+    assert "points at position 0, the end of" in msg and "(0 bytes)" in msg, msg
+    assert f"Dumping {d / f'{0:020d}.index'}" in proc.stdout
+
+
 def test_dump_of_a_folder_as_json_matches_the_log():
     proc = run("dump", DEMO, "--print-data-log", "--json")
     assert proc.returncode == 0, proc.stderr

@@ -386,21 +386,13 @@ pub fn read_default_record<'a>(
         // Equal to `p` here; taken from the size, known before the fields, so the next
         // record's decode does not wait on this one's.
         *pos = body_end;
-        let (timestamp, timestamp_type) = match log_append_time {
-            Some(t) => (t, TimestampType::LogAppendTime),
-            None => (
-                base_timestamp.wrapping_add(timestamp_delta),
-                TimestampType::CreateTime,
-            ),
-        };
-        return Ok(Record {
-            offset: base_offset.wrapping_add(i64::from(offset_delta)),
-            timestamp,
-            timestamp_type,
+        return Ok(record_in_batch(
+            (base_offset, base_timestamp, log_append_time),
+            (timestamp_delta, offset_delta),
             key,
             value,
             headers,
-        });
+        ));
     }
     let (record, end) =
         read_default_record_checked(buf, start, base_offset, base_timestamp, log_append_time);
@@ -491,6 +483,25 @@ fn read_record_fields<'a>(
         return Err(damaged(start, SizeMismatch(size_in_bytes, p - body_start)));
     }
     *pos = body_end;
+    Ok(record_in_batch(
+        (base_offset, base_timestamp, log_append_time),
+        (timestamp_delta, offset_delta),
+        key,
+        value,
+        headers,
+    ))
+}
+
+/// A record of a batch with base offset and timestamp (and LogAppendTime, when the batch is
+/// stamped so) `batch`, from its `(timestamp, offset)` deltas and fields.
+#[inline(always)]
+fn record_in_batch<'a>(
+    (base_offset, base_timestamp, log_append_time): (i64, i64, Option<i64>),
+    (timestamp_delta, offset_delta): (i64, i32),
+    key: Option<&'a [u8]>,
+    value: Option<&'a [u8]>,
+    headers: Vec<Header<'a>>,
+) -> Record<'a> {
     let (timestamp, timestamp_type) = match log_append_time {
         Some(t) => (t, TimestampType::LogAppendTime),
         None => (
@@ -498,14 +509,14 @@ fn read_record_fields<'a>(
             TimestampType::CreateTime,
         ),
     };
-    Ok(Record {
+    Record {
         offset: base_offset.wrapping_add(i64::from(offset_delta)),
         timestamp,
         timestamp_type,
         key,
         value,
         headers,
-    })
+    }
 }
 
 /// A record's `header_count` headers, which end at `body.len()`.

@@ -1315,6 +1315,14 @@ fn first_batch_last_offset(
         Some(bytes) => Ok(parse_batch(bytes)
             .map_err(|e| e.at(Some(log_path), position as u64))?
             .last_offset()),
+        // An index entry at the log's end (a zero-filled index beside an empty log, as a
+        // broker killed right after rolling leaves them): Kafka's tool fails there too (its
+        // iterator has no next batch).
+        None if position as u64 == log_size => Err(Error::corrupt(format!(
+            "an index entry points at position {position}, the end of {} ({log_size} bytes): \
+             no batch there",
+            log_path.display()
+        ))),
         None => Err(Error::corrupt(format!(
             "no whole batch within --max-message-size ({max_message_size}) bytes of position \
              {position} in {}",

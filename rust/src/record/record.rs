@@ -8,6 +8,7 @@ use crate::record::java_utf8::java_utf8_lossy;
 use crate::record::varint::{
     decode_varint_length, decode_varint_length_unchecked, decode_varint_unchecked,
     decode_varlong_unchecked, read_varint, read_varint_length, read_varlong,
+    UNCHECKED_VARINT_BYTES,
 };
 
 /// Eight bytes wide: a `Record` then has no padding, which moving one out of the decoder's
@@ -335,12 +336,13 @@ pub fn read_default_record<'a>(
             break 'well_formed;
         }
         p += 1;
-        // Every varint below starts at most FIELDS_READ_PAST_RECORD - MAX_VARLONG_BYTES bytes
-        // past `body_end` (p <= body_end here; the varints before a key or value take at most
-        // 20 bytes, each non-null key or value ends at or before `body_end`, and the varints
-        // after them at most 10), so it reads within `buf`. A record whose fields overrun
-        // `body_end` fails the last check and is read again by the checked reader.
-        // SAFETY: as above, each read's `p + MAX_VARLONG_BYTES <= buf.len()`.
+        // Each varint below starts at most 25 bytes past `body_end`: `p <= body_end` here, a
+        // varint takes at most 10 bytes (a varlong) or 5, and a non-null key or value ends at
+        // or before `body_end`; so timestamp +0, offset +10, key length +15, value length +20
+        // (after a null key), header count +25 (after a null value). Its two unchecked bytes
+        // are then within FIELDS_READ_PAST_RECORD of `body_end`, inside `buf`. A record whose
+        // fields overrun `body_end` fails the last check and is read again by the checked one.
+        // SAFETY: as above, each read's `p + UNCHECKED_VARINT_BYTES <= buf.len()`.
         let (timestamp_delta, offset_delta, key_length) = unsafe {
             (
                 decode_varlong_unchecked(buf, &mut p),
@@ -400,9 +402,15 @@ pub fn read_default_record<'a>(
     record
 }
 
-/// Bytes past a record's end [`read_default_record`]'s unchecked varint reads may reach: the
-/// four varints before a key or value at most 20 bytes, then up to 10 bytes of varint.
+/// Bytes past a record's end [`read_default_record`]'s unchecked varint reads may reach (27,
+/// for a damaged record whose varints run on past it), rounded up.
 const FIELDS_READ_PAST_RECORD: usize = 32;
+const _: () =
+    assert!(FARTHEST_VARINT_PAST_RECORD + UNCHECKED_VARINT_BYTES <= FIELDS_READ_PAST_RECORD);
+
+/// Where [`read_default_record`]'s last varint (the header count) may start past a record's
+/// end: timestamp 10 bytes, offset, key and value lengths 5 each (null key and value).
+const FARTHEST_VARINT_PAST_RECORD: usize = 10 + 5 + 5 + 5;
 
 /// The `length` bytes at `*p` (None for a negative length: null), when they end within the
 /// record; `None` otherwise.
@@ -641,6 +649,25 @@ mod tests {
             }
         }
         assert!(damaged > 5_000, "{damaged} damaged reads");
+        // The farthest the unchecked reads go: a record of its attributes byte alone, then the
+        // longest varints (a null key and value) running on into what follows.
+        let mut buf = vec![2, 0];
+        buf.extend([0xff; 9]);
+        buf.push(0x01);
+        for _ in 0..3 {
+            buf.extend([0xff; 4]);
+            buf.push(0x0f);
+        }
+        buf.resize(2 + FIELDS_READ_PAST_RECORD, 0xff);
+        let mut pos = 0;
+        let err = read_default_record(&buf, &mut pos, 0, 0, None).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            read_default_record_checked(&buf, 0, 0, 0, None)
+                .0
+                .unwrap_err()
+                .to_string()
+        );
     }
 
     /// An arena hands back every record as it was pushed: null and empty keys and values,

@@ -27,20 +27,20 @@ fn decode_unsigned<const MAX_BYTES: usize>(buf: &[u8], pos: &mut usize) -> Optio
 }
 
 /// [`decode_unsigned`] without bounds checks on its first two bytes, for a decoder that knows
-/// the buffer holds at least [`MAX_VARLONG_BYTES`] bytes from `*pos` (longer values go through
-/// the checked [`decode_unsigned_long`]). Saves a compare and branch per byte on the decode
-/// loop, where most varints are one or two bytes.
+/// the buffer holds them (longer values go through the checked [`decode_unsigned_long`]).
+/// Saves a compare and branch per byte on the decode loop, where most varints are one or two
+/// bytes.
 ///
 /// # Safety
-/// `*pos + MAX_VARLONG_BYTES <= buf.len()`.
+/// `*pos + UNCHECKED_VARINT_BYTES <= buf.len()`.
 #[inline(always)]
 unsafe fn decode_unsigned_unchecked<const MAX_BYTES: usize>(
     buf: &[u8],
     pos: &mut usize,
 ) -> Option<u64> {
     let p = *pos;
-    debug_assert!(p + MAX_VARLONG_BYTES <= buf.len());
-    // SAFETY: `p + 1 < p + MAX_VARLONG_BYTES <= buf.len()` (the caller's promise).
+    debug_assert!(p + UNCHECKED_VARINT_BYTES <= buf.len());
+    // SAFETY: `p + 1 < p + UNCHECKED_VARINT_BYTES <= buf.len()` (the caller's promise).
     let (b0, b1) = unsafe { (*buf.get_unchecked(p), *buf.get_unchecked(p + 1)) };
     if b0 < 0x80 {
         *pos = p + 1;
@@ -55,13 +55,13 @@ unsafe fn decode_unsigned_unchecked<const MAX_BYTES: usize>(
     Some(value)
 }
 
-/// The longest varint: a varlong's 10 bytes.
-pub(crate) const MAX_VARLONG_BYTES: usize = 10;
+/// Bytes the `*_unchecked` decoders read without a bounds check: a varint's first two.
+pub(crate) const UNCHECKED_VARINT_BYTES: usize = 2;
 
-/// [`decode_varint`] where `buf` holds [`MAX_VARLONG_BYTES`] bytes from `*pos`.
+/// [`decode_varint`] where `buf` holds [`UNCHECKED_VARINT_BYTES`] bytes from `*pos`.
 ///
 /// # Safety
-/// `*pos + MAX_VARLONG_BYTES <= buf.len()`.
+/// `*pos + UNCHECKED_VARINT_BYTES <= buf.len()`.
 #[inline(always)]
 pub(crate) unsafe fn decode_varint_unchecked(buf: &[u8], pos: &mut usize) -> Option<i32> {
     // SAFETY: the caller's promise, passed on.
@@ -69,10 +69,10 @@ pub(crate) unsafe fn decode_varint_unchecked(buf: &[u8], pos: &mut usize) -> Opt
     Some(((raw >> 1) as i32) ^ -((raw & 1) as i32))
 }
 
-/// [`decode_varint_length`] where `buf` holds [`MAX_VARLONG_BYTES`] bytes from `*pos`.
+/// [`decode_varint_length`] where `buf` holds [`UNCHECKED_VARINT_BYTES`] bytes from `*pos`.
 ///
 /// # Safety
-/// `*pos + MAX_VARLONG_BYTES <= buf.len()`.
+/// `*pos + UNCHECKED_VARINT_BYTES <= buf.len()`.
 #[inline(always)]
 pub(crate) unsafe fn decode_varint_length_unchecked(
     buf: &[u8],
@@ -87,10 +87,10 @@ pub(crate) unsafe fn decode_varint_length_unchecked(
     })
 }
 
-/// [`decode_varlong`] where `buf` holds [`MAX_VARLONG_BYTES`] bytes from `*pos`.
+/// [`decode_varlong`] where `buf` holds [`UNCHECKED_VARINT_BYTES`] bytes from `*pos`.
 ///
 /// # Safety
-/// `*pos + MAX_VARLONG_BYTES <= buf.len()`.
+/// `*pos + UNCHECKED_VARINT_BYTES <= buf.len()`.
 #[inline(always)]
 pub(crate) unsafe fn decode_varlong_unchecked(buf: &[u8], pos: &mut usize) -> Option<i64> {
     // SAFETY: the caller's promise, passed on.

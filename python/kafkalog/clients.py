@@ -45,7 +45,8 @@ class Topic:
         """Kafka's CreateTopics: the name is validated as Kafka's ``Topic.validate`` does, a name
         that collides with an existing topic once '.' and '_' are made equal is refused, and a
         name with '.' or '_' gets Kafka's warning. ``config`` takes topic configs by Kafka name
-        (``segment.bytes``, ``retention.ms``, ...), kept for the producers of the topic."""
+        (``segment.bytes``, ``retention.ms``, ...), kept for the topic's writers: its producers,
+        Spark writes, and ``Log(..., read_only=False)`` opens of its partitions."""
         data_dir = os.fspath(data_dir)
         _kafkalog.validate_topic_name(name)
         has_chars, _ = _kafkalog.topic_collision(data_dir, name)

@@ -1874,6 +1874,40 @@ def test_write_too_large_record_changes_nothing(spark, tmp_path):
     check_data_dir_clean(d, ["t-0", "t-1", "t-2"])
 
 
+def test_write_stream_appends_each_micro_batch(spark, tmp_path):
+    """writeStream.format("kafkalog"): a stream read from one data dir written into another, as
+    a job moving off Spark's Kafka sink writes it; a second run of the query (same checkpoint)
+    appends only what arrived since, and no staged file stays behind."""
+    src, dst, recs = tmp_path / "src", tmp_path / "dst", []
+    for i in range(0, 40, 10):
+        stream_records(src, "clicks", i % 20 // 10, [{"key": b"k%d" % (i + j), "value": b"v%d" % (i + j),
+                                                      "timestamp": BASE_TS + i + j} for j in range(10)], recs)
+
+    def run():
+        q = (spark.readStream.format("kafkalog").option("path", str(src)).option("subscribe", "clicks")
+             .option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", "15").load()
+             .selectExpr("key", "value", "partition")
+             .writeStream.format("kafkalog").option("path", str(dst)).option("topic", "copy").option("partitions", "2")
+             .option("checkpointLocation", str(tmp_path / "cp")).trigger(availableNow=True).start())
+        try:
+            assert q.awaitTermination(180), "stream did not finish"
+        finally:
+            q.stop()
+        assert q.exception() is None, q.exception()
+
+    def copied():
+        return sorted((r.key, r.value, p) for p in (0, 1) for r in log_records(dst / f"copy-{p}"))
+
+    run()
+    assert copied() == sorted((r[0], r[1], r[3]) for r in expected(recs))
+    more = []
+    stream_records(src, "clicks", 1, [{"key": b"late", "value": b"late", "timestamp": BASE_TS + 99}], more)
+    run()
+    assert copied() == sorted((r[0], r[1], r[3]) for r in expected(recs + more))
+    staging = tmp_path / ".dst.kafkalog-staging"
+    assert not staging.exists() or [p for p in staging.rglob("*") if p.is_file()] == []
+
+
 def test_write_follows_the_topics_configs(spark, tmp_path):
     """The commit appends as a broker would under each topic's configs (those Topic.create
     stored): a topic compression.type rewrites the batches, LogAppendTime stamps them, a compacted

@@ -53,6 +53,10 @@ except ImportError as e:  # pragma: no cover - exercised only without pyspark
     raise ImportError(
         "kafkalog.spark needs PySpark 4.0 or later: pip install 'kafkalog[spark]'"
     ) from e
+try:  # Arrow batches to a streaming Python sink came with PySpark 4.1.
+    from pyspark.sql.datasource import DataSourceStreamArrowWriter
+except ImportError:  # pragma: no cover - PySpark 4.0
+    DataSourceStreamArrowWriter = None  # type: ignore[assignment,misc]
 try:  # Read limits and Trigger.AvailableNow for Python sources came with PySpark 4.2.
     from pyspark.sql.streaming.datasource import (
         ReadAllAvailable,
@@ -1051,32 +1055,11 @@ class KafkaLogWriter(DataSourceArrowWriter):
         os.makedirs(self.staging)
 
     def write(self, iterator: Iterator[Any]) -> StagedCommit:
-        import pyarrow as pa
-        from pyspark import TaskContext
-
-        first = next(iterator, None)
-        if first is None:
-            return StagedCommit([])
-        ctx = TaskContext.get()
-        prefix = f"task{ctx.partitionId() if ctx else 0}-{uuid.uuid4().hex[:12]}"
-        stream = pa.RecordBatchReader.from_batches(first.schema, _chain(first, iterator))
-        staged = _kafkalog.stage_arrow(
-            stream,
-            self.data_dir,
-            self.staging,
-            prefix,
-            topic=self.topic,
-            new_topic_partitions=self.partitions,
-            compression=self.compression,
-            batch_bytes=self.batch_bytes,
-        )
-        return StagedCommit([(t, p, str(f)) for t, p, f in staged])
+        return _stage_task(self, iterator)
 
     def commit(self, messages: List[Optional[WriterCommitMessage]]) -> None:  # type: ignore[override]
         try:
-            staged = [s for m in messages if isinstance(m, StagedCommit) for s in m.staged]
-            if staged:
-                _kafkalog.commit_staged(self.data_dir, staged, new_topic_partitions=self.partitions)
+            _commit_staged(self, messages)
         finally:
             self._clean()
 
@@ -1089,6 +1072,81 @@ class KafkaLogWriter(DataSourceArrowWriter):
             os.rmdir(os.path.dirname(self.staging))
         except OSError:
             pass  # other jobs' staging, or already gone
+
+
+def _stage_task(writer: KafkaLogWriter, iterator: Iterator[Any]) -> StagedCommit:
+    """A write task: its rows routed, built into Kafka batches and staged (in Rust)."""
+    import pyarrow as pa
+    from pyspark import TaskContext
+
+    first = next(iterator, None)
+    if first is None:
+        return StagedCommit([])
+    ctx = TaskContext.get()
+    prefix = f"task{ctx.partitionId() if ctx else 0}-{uuid.uuid4().hex[:12]}"
+    stream = pa.RecordBatchReader.from_batches(first.schema, _chain(first, iterator))
+    staged = _kafkalog.stage_arrow(
+        stream,
+        writer.data_dir,
+        writer.staging,
+        prefix,
+        topic=writer.topic,
+        new_topic_partitions=writer.partitions,
+        compression=writer.compression,
+        batch_bytes=writer.batch_bytes,
+    )
+    return StagedCommit([(t, p, str(f)) for t, p, f in staged])
+
+
+def _commit_staged(writer: KafkaLogWriter, messages: List[Optional[WriterCommitMessage]]) -> None:
+    """The driver's commit: every task's staged batches appended, all or nothing."""
+    staged = [s for m in messages if isinstance(m, StagedCommit) for s in m.staged]
+    if staged:
+        _kafkalog.commit_staged(writer.data_dir, staged, new_topic_partitions=writer.partitions)
+
+
+def _remove_staged(messages: List[Optional[WriterCommitMessage]]) -> None:
+    for m in messages:
+        if isinstance(m, StagedCommit):
+            for _, _, path in m.staged:
+                try:
+                    os.remove(path)
+                except OSError:
+                    pass
+
+
+if DataSourceStreamArrowWriter is not None:
+
+    class KafkaLogStreamWriter(DataSourceStreamArrowWriter):  # type: ignore[misc,valid-type]
+        """``df.writeStream.format("kafkalog")``: each micro-batch's tasks stage Kafka batches and
+        the driver's commit appends them, all or nothing per micro-batch, with the options and
+        rules of a batch write. At least once, as Spark's Kafka sink: a micro-batch Spark runs
+        again after a failure (its commit not in the checkpoint yet) is appended again."""
+
+        def __init__(self, options: Mapping[str, str], schema: Optional[StructType] = None) -> None:
+            # The query's checkpoint is Spark's (it keeps which micro-batches committed).
+            self.batch = KafkaLogWriter({k: v for k, v in options.items() if k.lower() != "checkpointlocation"},
+                                        schema)
+
+        def write(self, iterator: Iterator[Any]) -> StagedCommit:
+            # Each micro-batch's tasks make the staging folder again: its commit or abort
+            # removes the files it lists, then the folder once empty.
+            os.makedirs(self.batch.staging, exist_ok=True)
+            return _stage_task(self.batch, iterator)
+
+        def commit(self, messages: List[Optional[WriterCommitMessage]], batchId: int) -> None:  # type: ignore[override]
+            try:
+                _commit_staged(self.batch, messages)
+            finally:
+                self.abort(messages, batchId)
+
+        def abort(self, messages: List[Optional[WriterCommitMessage]], batchId: int) -> None:  # type: ignore[override]
+            _remove_staged(messages)
+            for folder in (self.batch.staging, os.path.dirname(self.batch.staging)):
+                try:
+                    os.rmdir(folder)
+                except OSError:
+                    break  # a task's files still there, or another write's
 
 
 def _check_sink_schema(schema: StructType, topic: Optional[str], data_dir: str) -> None:
@@ -1119,8 +1177,8 @@ def _chain(first: Any, rest: Iterator[Any]) -> Iterator[Any]:
 
 
 class KafkaLogDataSource(DataSource):
-    """``spark.read.format("kafkalog")``, ``spark.readStream.format("kafkalog")`` and
-    ``df.write.format("kafkalog")``."""
+    """``spark.read.format("kafkalog")``, ``spark.readStream.format("kafkalog")``,
+    ``df.write.format("kafkalog")`` and ``df.writeStream.format("kafkalog")``."""
 
     @classmethod
     def name(cls) -> str:
@@ -1144,6 +1202,13 @@ class KafkaLogDataSource(DataSource):
         if overwrite:
             raise KafkaLogOptionError("Kafka logs are append-only: use mode('append')")
         return KafkaLogWriter(self.options, schema)
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> Any:
+        if DataSourceStreamArrowWriter is None:
+            raise KafkaLogOptionError("writeStream.format('kafkalog') needs PySpark 4.1 or later")
+        if overwrite:
+            raise KafkaLogOptionError("Kafka logs are append-only: use outputMode('append')")
+        return KafkaLogStreamWriter(self.options, schema)
 
 
 _IMPORTS_KAFKALOG: Dict[str, bool] = {}

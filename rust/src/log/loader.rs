@@ -441,6 +441,9 @@ pub(crate) fn load(dir: &Path, options: LogOptions) -> Result<Log> {
     }
     let (mut segments, needs_recovery) = load_segment_files(dir, &options, now)?;
     let mut producer_state = ProducerStateManager::new(dir, options.read_only)?;
+    // Recovery drops the snapshots past where it starts before it knows whether the log opens:
+    // their files go only once it does.
+    producer_state.defer_deletes();
     let epoch_cache = LeaderEpochFileCache::open(dir, options.read_only)?;
     let recovery = recover_log(
         dir,
@@ -463,6 +466,9 @@ pub(crate) fn load(dir: &Path, options: LogOptions) -> Result<Log> {
         recovery,
         now,
     )?;
+    if writable {
+        log.write_state()?.producer_state.delete_deferred()?;
+    }
     if writable && clean_shutdown {
         // As Kafka's LogManager once a log dir is loaded: the marker vouches for files this
         // writer is about to change, so a crash from here on must not read as a clean shutdown.

@@ -594,3 +594,54 @@ fn close_all_writes_every_logs_checkpoint_entries_at_once() {
         open(&root.path().join(format!("t-{p}"))).close().unwrap();
     }
 }
+
+/// A writable open refused for damage leaves the producer snapshots too: recovery drops those
+/// past where it starts before it finds the damage, and their files went then (a black-box
+/// tester: the snapshot a clean close wrote at the log end was gone after the refusal). Once
+/// an open succeeds, the dropped snapshots' files go.
+#[test]
+fn a_refused_writable_open_keeps_the_producer_snapshots() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("t-0");
+    let log = open(&dir);
+    // Segments of a few batches each, until the active one holds three.
+    let mut seq = 0;
+    while files(&dir, ".log").len() < 3
+        || offsets_of(&fs::read(files(&dir, ".log").pop().unwrap()).unwrap()).len() < 3
+    {
+        log.append_as_leader(&idempotent(seq), 0).unwrap();
+        seq += 2;
+    }
+    log.close().unwrap();
+    drop(log);
+    let snapshots = files(&dir, ".snapshot");
+    let logs = files(&dir, ".log");
+    assert!(logs.len() >= 3 && snapshots.len() >= 2, "{logs:?} {snapshots:?}");
+    // A byte of the last segment's first batch flipped (its next batch is whole: not a tail).
+    let last_log = logs.last().unwrap();
+    let mut bytes = fs::read(last_log).unwrap();
+    assert!(offsets_of(&bytes).len() >= 2);
+    bytes[40] ^= 0xff;
+    fs::write(last_log, &bytes).unwrap();
+    let before = tree(root.path());
+
+    let refused = Log::open(&dir, options(false)).err().unwrap();
+    assert!(
+        matches!(refused, crate::error::Error::LogDamaged { .. }),
+        "{refused}"
+    );
+    assert_eq!(tree(root.path()), before, "a failed open changes nothing");
+
+    let mut truncating = options(false);
+    truncating.on_corruption = crate::log::OnCorruption::Truncate;
+    let log = Log::open(&dir, truncating).unwrap();
+    let end = log.log_end_offset();
+    drop(log);
+    let last_base: i64 = last_log.file_stem().unwrap().to_str().unwrap().parse().unwrap();
+    assert_eq!(end, last_base, "the damaged segment's batches go");
+    let beyond: Vec<PathBuf> = files(&dir, ".snapshot")
+        .into_iter()
+        .filter(|p| p.file_stem().unwrap().to_str().unwrap().parse::<i64>().unwrap() > end)
+        .collect();
+    assert!(beyond.is_empty(), "snapshots past the recovered end: {beyond:?}");
+}

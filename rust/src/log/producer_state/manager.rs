@@ -76,6 +76,9 @@ pub struct ProducerStateManager {
     /// The offset up to which (exclusive) the state reflects the log.
     last_map_offset: i64,
     last_snap_offset: i64,
+    /// While a log loads ([`Self::defer_deletes`]), the snapshot files it removed: deleted once
+    /// the load succeeds ([`Self::delete_deferred`]), so an open that fails leaves them.
+    deferred_deletes: Option<Vec<PathBuf>>,
 }
 
 impl ProducerStateManager {
@@ -94,7 +97,28 @@ impl ProducerStateManager {
             snapshots,
             last_map_offset: 0,
             last_snap_offset: 0,
+            deferred_deletes: None,
         })
+    }
+
+    /// From here on, snapshots removed from the state keep their files until
+    /// [`Self::delete_deferred`]: a log's load removes those past its recovery point before it
+    /// has found whether the log opens at all.
+    pub fn defer_deletes(&mut self) {
+        self.deferred_deletes.get_or_insert_with(Vec::new);
+    }
+
+    /// Deletes the files of the snapshots removed since [`Self::defer_deletes`], and deletes
+    /// at once again from here on.
+    pub fn delete_deferred(&mut self) -> Result<()> {
+        for path in self.deferred_deletes.take().unwrap_or_default() {
+            match fs::remove_file(&path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == ErrorKind::NotFound => {}
+                Err(e) => return Err(Error::io(&path, e)),
+            }
+        }
+        Ok(())
     }
 
     /// `producer.id.expiration.ms`: producers idle this long without an open transaction expire.
@@ -454,6 +478,9 @@ impl ProducerStateManager {
         // Kafka writes in hash order; sorted output makes the files reproducible.
         entries.sort_by_key(|e| e.producer_id);
         write_snapshot(&path, entries)?;
+        if let Some(deferred) = &mut self.deferred_deletes {
+            deferred.retain(|p| p != &path); // written anew: the old file is replaced, not gone
+        }
         self.snapshots.insert(self.last_map_offset, path.clone());
         self.last_snap_offset = self.last_map_offset;
         Ok(Some(path))
@@ -506,10 +533,13 @@ impl ProducerStateManager {
         Ok(())
     }
 
-    /// Forgets a snapshot and deletes its file; read-only mode only forgets it.
+    /// Forgets a snapshot and deletes its file (later, while deletes are deferred); read-only
+    /// mode only forgets it.
     pub fn remove_and_delete_snapshot(&mut self, offset: i64) -> Result<()> {
         if let Some(path) = self.snapshots.remove(&offset) {
-            if !self.read_only {
+            if let (false, Some(deferred)) = (self.read_only, &mut self.deferred_deletes) {
+                deferred.push(path);
+            } else if !self.read_only {
                 match fs::remove_file(&path) {
                     Ok(()) => {}
                     Err(e) if e.kind() == ErrorKind::NotFound => {}

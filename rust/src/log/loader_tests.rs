@@ -616,7 +616,10 @@ fn a_refused_writable_open_keeps_the_producer_snapshots() {
     drop(log);
     let snapshots = files(&dir, ".snapshot");
     let logs = files(&dir, ".log");
-    assert!(logs.len() >= 3 && snapshots.len() >= 2, "{logs:?} {snapshots:?}");
+    assert!(
+        logs.len() >= 3 && snapshots.len() >= 2,
+        "{logs:?} {snapshots:?}"
+    );
     // A byte of the last segment's first batch flipped (its next batch is whole: not a tail).
     let last_log = logs.last().unwrap();
     let mut bytes = fs::read(last_log).unwrap();
@@ -637,11 +640,28 @@ fn a_refused_writable_open_keeps_the_producer_snapshots() {
     let log = Log::open(&dir, truncating).unwrap();
     let end = log.log_end_offset();
     drop(log);
-    let last_base: i64 = last_log.file_stem().unwrap().to_str().unwrap().parse().unwrap();
+    let last_base: i64 = last_log
+        .file_stem()
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
     assert_eq!(end, last_base, "the damaged segment's batches go");
     let beyond: Vec<PathBuf> = files(&dir, ".snapshot")
         .into_iter()
-        .filter(|p| p.file_stem().unwrap().to_str().unwrap().parse::<i64>().unwrap() > end)
+        .filter(|p| {
+            p.file_stem()
+                .unwrap()
+                .to_str()
+                .unwrap()
+                .parse::<i64>()
+                .unwrap()
+                > end
+        })
         .collect();
-    assert!(beyond.is_empty(), "snapshots past the recovered end: {beyond:?}");
+    assert!(
+        beyond.is_empty(),
+        "snapshots past the recovered end: {beyond:?}"
+    );
 }

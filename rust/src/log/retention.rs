@@ -16,22 +16,20 @@ pub enum DeletionReason {
 }
 
 impl Log {
-    /// Kafka's `deleteOldSegments`: applies `retention.ms` and `retention.bytes` (for
-    /// `cleanup.policy=delete` logs, as Kafka) and the log start offset (always); returns the
-    /// number of segments deleted.
+    /// Kafka's `deleteOldSegments`: applies the log start offset (always), then `retention.bytes`
+    /// and `retention.ms` (for `cleanup.policy=delete` logs), in Kafka 4's order, so one call
+    /// deletes what one of a broker's retention checks deletes (time first, as Kafka 3's Scala
+    /// log did, can leave segments a size pass then frees); returns the number of segments
+    /// deleted.
     pub fn delete_old_segments(&self) -> Result<usize> {
         let mut st = self.write_state()?;
         let now = self.now();
-        let retention_ms = self.config().retention_ms;
         let by_retention = self.config().cleanup_policy_delete;
-        let mut deleted = 0;
-        if by_retention && retention_ms >= 0 {
-            deleted += self.delete_segments_where(
-                &mut st,
-                DeletionReason::RetentionTime,
-                |seg, _next, _st| Ok(now - seg.largest_timestamp_ro()? > retention_ms),
-            )?;
-        }
+        let mut deleted = self.delete_segments_where(
+            &mut st,
+            DeletionReason::LogStartOffset,
+            |_seg, next, st| Ok(next.is_some_and(|n| n <= st.log_start_offset)),
+        )?;
         let retention_bytes = self.config().retention_bytes;
         if by_retention && retention_bytes >= 0 {
             let mut diff = st.segments.size_in_bytes() as i64 - retention_bytes;
@@ -48,11 +46,14 @@ impl Log {
                 },
             )?;
         }
-        deleted += self.delete_segments_where(
-            &mut st,
-            DeletionReason::LogStartOffset,
-            |_seg, next, st| Ok(next.is_some_and(|n| n <= st.log_start_offset)),
-        )?;
+        let retention_ms = self.config().retention_ms;
+        if by_retention && retention_ms >= 0 {
+            deleted += self.delete_segments_where(
+                &mut st,
+                DeletionReason::RetentionTime,
+                |seg, _next, _st| Ok(now - seg.largest_timestamp_ro()? > retention_ms),
+            )?;
+        }
         Ok(deleted)
     }
 

@@ -301,3 +301,31 @@ fn test_retention_deletes_producer_state_snapshots() {
         .collect();
     assert_eq!(on_disk, ["00000000000000000010.snapshot".to_string()]);
 }
+
+/// Kafka 4's order within one `deleteOldSegments`: the log start offset, then size, then time.
+/// Segments old, recent, old, recent: time first stops at the first recent segment and the size
+/// pass then takes one more; size first takes two, and the time pass the old one after them.
+#[test]
+fn size_retention_runs_before_time_retention() {
+    let old = NOW - 10 * 3_600_000;
+    let dir = tempfile::tempdir().unwrap();
+    let segment = 5 * set_size();
+    let log = create_log(
+        dir.path(),
+        &[
+            ("retention.ms", 3_600_000.to_string()),
+            // Five closed segments and an active one: over the limit by two segments.
+            ("retention.bytes", (4 * segment).to_string()),
+        ],
+        true,
+    );
+    for timestamp in [old, NOW, old, NOW, NOW, NOW] {
+        for _ in 0..5 {
+            log.append_as_leader(&singleton(timestamp), 0).unwrap();
+        }
+    }
+    assert_eq!(log.segment_base_offsets(), [0, 5, 10, 15, 20, 25]);
+    assert_eq!(log.delete_old_segments().unwrap(), 3);
+    assert_eq!(log.log_start_offset(), 15);
+    assert_eq!(log.delete_old_segments().unwrap(), 0);
+}

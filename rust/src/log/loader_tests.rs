@@ -67,6 +67,11 @@ fn crashed_copy(root: &Path) -> PathBuf {
     copy
 }
 
+/// The offset a segment file or snapshot is named after.
+fn base_offset_of(path: &Path) -> i64 {
+    path.file_stem().unwrap().to_str().unwrap().parse().unwrap()
+}
+
 fn files(dir: &Path, suffix: &str) -> Vec<PathBuf> {
     let mut out: Vec<PathBuf> = fs::read_dir(dir)
         .unwrap()
@@ -206,13 +211,7 @@ fn a_corrupt_batch_in_the_middle_is_refused_or_truncated_from_there_on_request()
     let dir = crashed_copy(root.path());
     let last_log = files(&dir, ".log").pop().unwrap();
     let mut bytes = fs::read(&last_log).unwrap();
-    let base: i64 = last_log
-        .file_stem()
-        .unwrap()
-        .to_str()
-        .unwrap()
-        .parse()
-        .unwrap();
+    let base = base_offset_of(&last_log);
     // Flip a byte in the records of the segment's first batch: its CRC no longer matches.
     let n = bytes.len();
     let first = crate::record::file_records::headers_in(&bytes)
@@ -640,25 +639,14 @@ fn a_refused_writable_open_keeps_the_producer_snapshots() {
     let log = Log::open(&dir, truncating).unwrap();
     let end = log.log_end_offset();
     drop(log);
-    let last_base: i64 = last_log
-        .file_stem()
-        .unwrap()
-        .to_str()
-        .unwrap()
-        .parse()
-        .unwrap();
-    assert_eq!(end, last_base, "the damaged segment's batches go");
+    assert_eq!(
+        end,
+        base_offset_of(last_log),
+        "the damaged segment's batches go"
+    );
     let beyond: Vec<PathBuf> = files(&dir, ".snapshot")
         .into_iter()
-        .filter(|p| {
-            p.file_stem()
-                .unwrap()
-                .to_str()
-                .unwrap()
-                .parse::<i64>()
-                .unwrap()
-                > end
-        })
+        .filter(|p| base_offset_of(p) > end)
         .collect();
     assert!(
         beyond.is_empty(),

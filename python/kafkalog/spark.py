@@ -10,6 +10,7 @@ Kafka sink columns. This module plans and parses options only: every Arrow batch
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -1017,7 +1018,8 @@ class KafkaLogWriter(DataSourceArrowWriter):
     """Tasks stage Kafka batches (routed and compressed in Rust) next to the data dir; the driver's
     commit appends them to each log as its one writer, all or nothing; abort leaves logs as they were."""
 
-    def __init__(self, options: Mapping[str, str], schema: Optional[StructType] = None) -> None:
+    def __init__(self, options: Mapping[str, str], schema: Optional[StructType] = None,
+                 make_staging: bool = True) -> None:
         opts = _lower(options)
         _check_names(opts, WRITE_OPTIONS)
         if "path" not in opts:
@@ -1052,7 +1054,8 @@ class KafkaLogWriter(DataSourceArrowWriter):
         self.staging = os.path.join(os.path.abspath(root), uuid.uuid4().hex)
         # Made here, on the driver, and removed by commit or abort: a task still running after
         # the job aborted finds it gone and fails instead of leaving its files behind.
-        os.makedirs(self.staging)
+        if make_staging:
+            os.makedirs(self.staging)
 
     def write(self, iterator: Iterator[Any]) -> StagedCommit:
         return _stage_task(self, iterator)
@@ -1105,32 +1108,29 @@ def _commit_staged(writer: KafkaLogWriter, messages: List[Optional[WriterCommitM
         _kafkalog.commit_staged(writer.data_dir, staged, new_topic_partitions=writer.partitions)
 
 
-def _remove_staged(messages: List[Optional[WriterCommitMessage]]) -> None:
-    for m in messages:
-        if isinstance(m, StagedCommit):
-            for _, _, path in m.staged:
-                try:
-                    os.remove(path)
-                except OSError:
-                    pass
-
-
 if DataSourceStreamArrowWriter is not None:
 
     class KafkaLogStreamWriter(DataSourceStreamArrowWriter):  # type: ignore[misc,valid-type]
         """``df.writeStream.format("kafkalog")``: each micro-batch's tasks stage Kafka batches and
         the driver's commit appends them, all or nothing per micro-batch, with the options and
         rules of a batch write. At least once, as Spark's Kafka sink: a micro-batch Spark runs
-        again after a failure (its commit not in the checkpoint yet) is appended again."""
+        again after a failure (its commit not in the checkpoint yet) is appended again.
+
+        The query stages in one folder named after its checkpoint, emptied and removed at each
+        micro-batch's commit or abort. Spark commits once every task of the micro-batch ended,
+        so what else is there then was left by a task of a failed micro-batch still running
+        when it was aborted: a later commit of the query removes it."""
 
         def __init__(self, options: Mapping[str, str], schema: Optional[StructType] = None) -> None:
             # The query's checkpoint is Spark's (it keeps which micro-batches committed).
+            checkpoint = next((v for k, v in options.items() if k.lower() == "checkpointlocation"), None)
             self.batch = KafkaLogWriter({k: v for k, v in options.items() if k.lower() != "checkpointlocation"},
-                                        schema)
+                                        schema, make_staging=False)
+            if checkpoint:
+                query = hashlib.sha256(os.path.abspath(checkpoint).encode()).hexdigest()[:32]
+                self.batch.staging = os.path.join(os.path.dirname(self.batch.staging), f"stream-{query}")
 
         def write(self, iterator: Iterator[Any]) -> StagedCommit:
-            # Each micro-batch's tasks make the staging folder again: its commit or abort
-            # removes the files it lists, then the folder once empty.
             os.makedirs(self.batch.staging, exist_ok=True)
             return _stage_task(self.batch, iterator)
 
@@ -1138,15 +1138,10 @@ if DataSourceStreamArrowWriter is not None:
             try:
                 _commit_staged(self.batch, messages)
             finally:
-                self.abort(messages, batchId)
+                self.batch._clean()
 
         def abort(self, messages: List[Optional[WriterCommitMessage]], batchId: int) -> None:  # type: ignore[override]
-            _remove_staged(messages)
-            for folder in (self.batch.staging, os.path.dirname(self.batch.staging)):
-                try:
-                    os.rmdir(folder)
-                except OSError:
-                    break  # a task's files still there, or another write's
+            self.batch._clean()
 
 
 def _check_sink_schema(schema: StructType, topic: Optional[str], data_dir: str) -> None:

@@ -900,10 +900,16 @@ impl LogArrowReader {
         let b = &self.builder;
         let mut file_access = self.file_access;
         if let FileAccess::Mapped {
-            check_crcs_ahead, ..
+            check_crcs_ahead,
+            windows_without_checker,
+            ..
         } = &mut file_access
         {
             *check_crcs_ahead = false;
+            // Chunks copy their values out of the map too: the pages other threads fault in
+            // while this one decodes cost less than a read's copy of the file (100 B values,
+            // 140,000 records on 2 threads: 0.8x the time through read windows).
+            *windows_without_checker = false;
         }
         LogArrowReader {
             log: self.log.clone(),

@@ -87,3 +87,31 @@ pub fn create_log(path: &std::path::Path) -> crate::log::Log {
     )
     .unwrap()
 }
+
+/// The resident bytes of this process's memory map of `path` (`/proc/self/smaps`), 0 when it
+/// is not mapped.
+#[cfg(target_os = "linux")]
+pub fn mapped_resident_bytes(path: &std::path::Path) -> u64 {
+    let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
+    let name = path.to_str().unwrap();
+    let mut lines = smaps.lines();
+    let mut resident = 0;
+    while let Some(line) = lines.next() {
+        if !line.ends_with(name) {
+            continue;
+        }
+        for field in lines.by_ref() {
+            if let Some(kb) = field.strip_prefix("Rss:") {
+                resident += kb
+                    .trim()
+                    .trim_end_matches(" kB")
+                    .trim()
+                    .parse::<u64>()
+                    .unwrap()
+                    * 1024;
+                break;
+            }
+        }
+    }
+    resident
+}

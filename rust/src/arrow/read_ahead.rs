@@ -531,6 +531,53 @@ mod tests {
         }
     }
 
+    /// A copying read on threads releases the map's pages behind its chunks, those its chunks
+    /// share at their boundaries once both are past them: none of the segment stays resident
+    /// after the read, as after a read on one thread.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_copying_read_leaves_no_page_of_the_map_resident() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("big-0");
+        let mut config = crate::config::LogConfig::default();
+        config.set("segment.bytes", &(1 << 30).to_string()).unwrap();
+        let options = LogOptions {
+            read_only: false,
+            create: true,
+            config,
+            ..LogOptions::default()
+        };
+        let log = Log::open(&path, options).unwrap();
+        // About 6 chunks of the map (4 MiB each) in one segment.
+        let value = [7u8; 100];
+        let batches = (6 * crate::record::file_records::POPULATE_CHUNK / 60_000) as i64;
+        for i in 0..batches {
+            let mut b = BatchBuilder::new(BatchOptions::default());
+            for r in 0..500 {
+                b.append(1_700_000_000_000 + i * 500 + r, None, Some(&value), &[])
+                    .unwrap();
+            }
+            log.append_as_leader(&b.build().unwrap(), 0).unwrap();
+        }
+        log.close().unwrap();
+        std::fs::write(
+            dir.path().join(".kafka_cleanshutdown"),
+            r#"{"version":0,"brokerEpoch":0}"#,
+        )
+        .unwrap();
+        let segment = path.join("00000000000000000000.log");
+        for threads in [2, 1] {
+            let log = open(&path, true);
+            let mut rows = 0;
+            for batch in whole_log(&log, threads) {
+                rows += batch.unwrap().num_rows();
+            }
+            assert_eq!(rows as i64, batches * 500, "{threads} threads");
+            let resident = crate::testutil::mapped_resident_bytes(&segment);
+            assert_eq!(resident, 0, "{threads} threads: {resident} bytes resident");
+        }
+    }
+
     #[test]
     fn chunks_span_a_mebibyte_to_four() {
         // 17 MB over 139,810 offsets (123 B each) on 2 threads: 8 chunks of 17,477 offsets.

@@ -184,10 +184,31 @@ impl Log {
                 .translate_offset(start, 0)?
                 .map_or(segment.size(), |p| p.position);
             let log = segment.log();
+            // Where the range ends in its last segment: after the batch holding `end - 1`. A
+            // read that gets there is done with the map's pages it is on, and releases them
+            // (`release_behind`) once no neighbouring read is on them; one stopped before
+            // (a full Arrow batch) goes on there at its next call. Damage in the search is
+            // left for the read to meet in order, after the rows before it.
+            let read_end = if end < ceiling
+                && matches!(
+                    access,
+                    FileAccess::Mapped {
+                        release_behind: true,
+                        ..
+                    }
+                ) {
+                segment
+                    .translate_offset(end - 1, position)
+                    .ok()
+                    .flatten()
+                    .map_or(log.size_in_bytes(), |last| last.position + last.size as u64)
+            } else {
+                log.size_in_bytes()
+            };
             let max_decompressed = segment.max_decompressed();
             log.for_each_batch_mapped(
                 position,
-                log.size_in_bytes(),
+                read_end,
                 segment.max_batch_size(),
                 access,
                 &mut |pos, batch, window| {

@@ -4,7 +4,7 @@
 //! (`skip_ranges`), and `find_next_valid_batch` finds where valid batches resume after damage.
 
 use std::ops::Range;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender};
 
 use arrow_buffer::Buffer;
@@ -461,10 +461,12 @@ impl FileRecords {
             Some(mapping) => self.mapped_batches(mapping, start, end, max_batch_size),
             None => self.batches(start, end, max_batch_size),
         };
-        let release_behind = map.filter(|_| release_behind);
-        // The first chunk of the mapping not released yet.
-        let mut kept_from = start / POPULATE_CHUNK;
+        // The chunks of the mapping this read is inside, left as it passes them.
+        let mut in_use = map
+            .filter(|_| release_behind)
+            .map(|mapping| ChunksInUse::starting_at(mapping, start));
         let mut ahead: Option<(u64, bool)> = None;
+        let mut stopped = false;
         loop {
             // With a checker, its CRCs fault the pages in ahead of this thread.
             if let (Some(mapping), None) = (map, checked) {
@@ -475,6 +477,9 @@ impl FileRecords {
             let Some((position, range)) = reader.next_batch_range()? else {
                 break;
             };
+            if let Some(in_use) = &mut in_use {
+                in_use.enter_through(reader.next);
+            }
             let window = reader.window();
             let batch =
                 Batch::parse(&window[range]).map_err(|e| e.at(Some(&self.path), position))?;
@@ -497,22 +502,26 @@ impl FileRecords {
             }
             let go_on =
                 visit(position, &batch, window).map_err(|e| e.at(Some(&self.path), position))?;
-            if let Some(mapping) = release_behind {
+            if let Some(in_use) = &mut in_use {
                 // Chunks wholly behind the next batch, and at the end of the file its last
                 // (partial) one: no slice of them is held any more.
-                let passed = if reader.next >= mapping.map.len() as u64 {
+                let passed = if reader.next >= in_use.mapping.map.len() as u64 {
                     reader.next.div_ceil(POPULATE_CHUNK)
                 } else {
                     reader.next / POPULATE_CHUNK
                 };
-                if passed > kept_from {
-                    mapping.release(kept_from..passed);
-                    kept_from = passed;
-                }
+                in_use.leave_before(passed, true);
             }
             if !go_on {
+                stopped = reader.next < reader.end;
                 break;
             }
+        }
+        // Read to the end of its range, the read is done with its last chunk, which a read of
+        // the next range may still be in; stopped before (an Arrow batch full), it goes on in
+        // that chunk at its next call, which releases it.
+        if let Some(mut in_use) = in_use {
+            in_use.leave_before(u64::MAX, !stopped);
         }
         Ok(())
     }
@@ -603,11 +612,14 @@ impl FileRecords {
                 // SAFETY: `ptr` and `len` describe the mapping, which the Arc keeps mapped
                 // for as long as any Buffer (or slice of it) lives.
                 let buffer = unsafe { Buffer::from_custom_allocation(ptr, len, map.clone()) };
-                let chunks = len.div_ceil(POPULATE_CHUNK as usize).div_ceil(64);
+                let chunks = len.div_ceil(POPULATE_CHUNK as usize);
                 Some(Mapping {
                     map,
                     buffer,
-                    populated: (0..chunks).map(|_| AtomicU64::new(0)).collect(),
+                    populated: (0..chunks.div_ceil(64))
+                        .map(|_| AtomicU64::new(0))
+                        .collect(),
+                    releasing_reads: (0..chunks).map(|_| AtomicU32::new(0)).collect(),
                 })
             })
             .as_ref()
@@ -833,10 +845,11 @@ pub enum FileAccess {
         /// cache keeps them), so a long read's resident memory stays flat instead of growing
         /// with the segment. Zero-copy readers, whose views point into the map, keep them.
         release_behind: bool,
-        /// Read windows instead whenever no checker thread runs: for Arrow's copying builder,
-        /// where one copy by the read cost less than faulting the pages in and releasing them
-        /// on the same thread (1 KiB values: 1.15x the time through the map). `Log.records()`
-        /// copies too but gained from the map (9% of its time at 100 B, 100,000 records).
+        /// Read windows instead whenever no checker thread runs: for Arrow's copying builder
+        /// on one thread, where one copy by the read cost less than faulting the pages in and
+        /// releasing them on the same thread (1 KiB values: 1.15x the time through the map).
+        /// `Log.records()` copies too but gained from the map (9% of its time at 100 B,
+        /// 100,000 records), and so do a threaded `to_arrow`'s chunks.
         windows_without_checker: bool,
     },
 }
@@ -900,6 +913,62 @@ struct Mapping {
     buffer: Buffer,
     /// One bit per `POPULATE_CHUNK` of the file.
     populated: Box<[AtomicU64]>,
+    /// Per `POPULATE_CHUNK`: the reads releasing pages behind them (`release_behind`) inside
+    /// it now. Reads of neighbouring ranges on several threads (a threaded `to_arrow`'s chunks)
+    /// share the chunk at their boundary; the last to leave it releases it, so no read has
+    /// the pages ahead of it dropped and faulted in again.
+    releasing_reads: Box<[AtomicU32]>,
+}
+
+/// The chunks `[from, to)` of a mapping that a read releasing pages behind it is inside,
+/// counted in [`Mapping::releasing_reads`]. Dropped on an error, it leaves them unreleased.
+struct ChunksInUse<'m> {
+    mapping: &'m Mapping,
+    from: u64,
+    to: u64,
+}
+
+impl<'m> ChunksInUse<'m> {
+    fn starting_at(mapping: &'m Mapping, position: u64) -> Self {
+        let first = position / POPULATE_CHUNK;
+        ChunksInUse {
+            mapping,
+            from: first,
+            to: first,
+        }
+    }
+
+    /// Enters the chunks up to the one holding the byte before `end`.
+    fn enter_through(&mut self, end: u64) {
+        let last = end.div_ceil(POPULATE_CHUNK);
+        while self.to < last {
+            if let Some(count) = self.mapping.releasing_reads.get(self.to as usize) {
+                count.fetch_add(1, Ordering::AcqRel);
+            }
+            self.to += 1;
+        }
+    }
+
+    /// Leaves the chunks before `chunk`; with `release`, one no other read is in is released.
+    fn leave_before(&mut self, chunk: u64, release: bool) {
+        while self.from < chunk.min(self.to) {
+            let last_out = self
+                .mapping
+                .releasing_reads
+                .get(self.from as usize)
+                .is_some_and(|count| count.fetch_sub(1, Ordering::AcqRel) == 1);
+            if last_out && release {
+                self.mapping.release(self.from..self.from + 1);
+            }
+            self.from += 1;
+        }
+    }
+}
+
+impl Drop for ChunksInUse<'_> {
+    fn drop(&mut self) {
+        self.leave_before(u64::MAX, false);
+    }
 }
 
 impl Mapping {

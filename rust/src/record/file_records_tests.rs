@@ -12,6 +12,8 @@ use crate::record::file_records::{
     BatchHeader, FileAccess, FileRecords, LogOffsetPosition, TimestampAndOffset,
     CHECK_AHEAD_MIN_BYTES, DEFAULT_MAX_BATCH_SIZE, POPULATE_CHUNK,
 };
+#[cfg(target_os = "linux")]
+use crate::testutil::mapped_resident_bytes;
 use crate::testutil::{batch_at, batch_with, values_of};
 
 const MAX: usize = DEFAULT_MAX_BATCH_SIZE;
@@ -710,34 +712,6 @@ fn crcs_checked_ahead_read_as_checked_in_line() {
     }
 }
 
-/// The resident bytes of this process's memory map of `path` (`/proc/self/smaps`), 0 when it
-/// is not mapped.
-#[cfg(target_os = "linux")]
-fn mapped_resident_bytes(path: &Path) -> u64 {
-    let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
-    let name = path.to_str().unwrap();
-    let mut lines = smaps.lines();
-    let mut resident = 0;
-    while let Some(line) = lines.next() {
-        if !line.ends_with(name) {
-            continue;
-        }
-        for field in lines.by_ref() {
-            if let Some(kb) = field.strip_prefix("Rss:") {
-                resident += kb
-                    .trim()
-                    .trim_end_matches(" kB")
-                    .trim()
-                    .parse::<u64>()
-                    .unwrap()
-                    * 1024;
-                break;
-            }
-        }
-    }
-    resident
-}
-
 /// A read through the map with `release_behind` hands back the pages it has passed, so a long
 /// copying read keeps only the chunks around it resident, and none once it reached the end;
 /// without it (zero-copy readers, whose views point into the map) the whole file stays mapped.
@@ -776,6 +750,58 @@ fn mapped_pages_are_released_behind_the_read() {
             );
         }
     }
+}
+
+/// Reads of neighbouring ranges (a threaded `to_arrow`'s chunks) share the chunk of the map at
+/// their boundary: the one that leaves it first keeps it for the other, so the pages ahead of
+/// a read are never dropped under it, and the last to leave releases it.
+#[cfg(target_os = "linux")]
+#[test]
+fn neighbouring_reads_release_their_shared_chunk_once_both_left() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("00000000000000000000.log");
+    let positions = write_batches_of_100_byte_values(&path, 3 * POPULATE_CHUNK);
+    let size = std::fs::metadata(&path).unwrap().len();
+    let records = FileRecords::open(&path, false).unwrap();
+    let access = FileAccess::Mapped {
+        check_crcs_ahead: false,
+        release_behind: true,
+        windows_without_checker: false,
+    };
+    // The first read ends and the second starts midway through the second chunk.
+    let boundary = *positions
+        .iter()
+        .find(|&&p| p >= POPULATE_CHUNK * 3 / 2)
+        .unwrap();
+    let mut second_read = false;
+    records
+        .for_each_batch_mapped(0, boundary, usize::MAX, access, &mut |position, _, _| {
+            if !second_read && position >= POPULATE_CHUNK * 5 / 4 {
+                second_read = true;
+                // The second read runs to the end of the file while the first is in the
+                // shared chunk, then leaves it.
+                records.for_each_batch_mapped(
+                    boundary,
+                    size,
+                    usize::MAX,
+                    access,
+                    &mut |_, _, _| Ok(true),
+                )?;
+                let resident = mapped_resident_bytes(&path);
+                assert!(
+                    resident >= POPULATE_CHUNK / 2,
+                    "the first read's chunk was released under it: {resident} bytes resident"
+                );
+            }
+            Ok(true)
+        })
+        .unwrap();
+    assert!(second_read);
+    assert_eq!(
+        mapped_resident_bytes(&path),
+        0,
+        "the last to leave releases"
+    );
 }
 
 /// A file cut short after it was mapped (another process opened it writable and truncated it):

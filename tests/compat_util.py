@@ -105,6 +105,24 @@ def garble_payload_keeping_crc(segment: Path, batch_index: int) -> None:
     segment.write_bytes(bytes(data))
 
 
+def garble_record_length_keeping_crc(segment: Path, batch_index: int) -> None:
+    """Lengthens by one byte the declared size of the first record of the segment's
+    `batch_index`-th (uncompressed) batch and recomputes its CRC-32C: a batch that passes every
+    check of framing and CRC but whose records do not decode."""
+    from kafka.record.util import calc_crc32c
+
+    data = bytearray(segment.read_bytes())
+    pos = 0
+    for _ in range(batch_index):
+        pos += 12 + struct.unpack_from(">i", data, pos + 8)[0]
+    end = pos + 12 + struct.unpack_from(">i", data, pos + 8)[0]
+    first_record = pos + 61  # past the v2 batch header
+    assert data[first_record] & 0x7F <= 0x7D, "a length whose first varint byte can take +2"
+    data[first_record] += 2  # zig-zag: the length plus one
+    struct.pack_into(">I", data, pos + CRC_OFFSET, calc_crc32c(bytes(data[pos + ATTRIBUTES_OFFSET:end])))
+    segment.write_bytes(bytes(data))
+
+
 def install_snappy_shim() -> bool:
     """Give kafka-python a ``snappy`` module (python-snappy API) backed by cramjam's raw
     snappy, unless python-snappy is installed. Returns True if kafka-python has snappy."""

@@ -105,6 +105,18 @@ impl GroupConsumer {
         for t in topics {
             crate::datadir::validate_topic_name(t)?;
         }
+        // A member heartbeats every sync interval; at or under it, members would drop one
+        // another between heartbeats and read the same partitions (Kafka's consumer refuses
+        // heartbeat.interval.ms at or above session.timeout.ms).
+        let interval_ms = i64::try_from(options.sync_interval.as_millis()).unwrap_or(i64::MAX);
+        if options.session_timeout_ms <= interval_ms {
+            return Err(Error::InvalidArgument(format!(
+                "session_timeout_ms ({}) must be above sync_interval_ms ({interval_ms}): a member \
+                 heartbeats every sync_interval_ms and is dropped when silent for \
+                 session_timeout_ms",
+                options.session_timeout_ms
+            )));
+        }
         let store = GroupStore::new(data_dir, group_id)?;
         let member_id = new_member_id();
         let generation = membership::join(
@@ -564,6 +576,44 @@ mod tests {
             log.append_as_leader(&b.build().unwrap(), 0).unwrap();
             log.close().unwrap();
         }
+    }
+
+    /// A session no longer than the heartbeat interval is refused: members would drop one
+    /// another between heartbeats and read the same partitions (a black-box tester's
+    /// `session_timeout_ms=0`: two members each held both partitions, every record read
+    /// several times).
+    #[test]
+    fn a_session_timeout_at_or_under_the_sync_interval_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        write(dir.path(), "t", 2, 10);
+        let topics = vec!["t".to_string()];
+        for (session, interval) in [(0, 0), (100, 100), (50, 100), (-1, 0)] {
+            let joined = GroupConsumer::join(
+                dir.path(),
+                "g",
+                &topics,
+                ConsumerOptions {
+                    session_timeout_ms: session,
+                    sync_interval: Duration::from_millis(interval),
+                    ..Default::default()
+                },
+            );
+            let Err(Error::InvalidArgument(message)) = joined else {
+                panic!("{session} ms over {interval} ms joined");
+            };
+            assert!(message.contains("session_timeout_ms"), "{message}");
+        }
+        let joined = GroupConsumer::join(
+            dir.path(),
+            "g",
+            &topics,
+            ConsumerOptions {
+                session_timeout_ms: 101,
+                sync_interval: Duration::from_millis(100),
+                ..Default::default()
+            },
+        );
+        assert!(joined.is_ok());
     }
 
     #[test]

@@ -49,9 +49,8 @@ impl AbortedTxn {
         b
     }
 
-    /// Decode one entry. A version newer than 0 is `CorruptIndex`. (Kafka reads only the version's
-    /// first byte, so it would accept some versions >= 256; only version 0 exists, so the whole i16
-    /// is checked here.)
+    /// Decode one entry. A version other than 0 is `CorruptIndex`, as in Kafka 4 (3.x read only
+    /// the version's first byte and refused it above 0).
     pub fn from_bytes(b: &[u8]) -> Result<Self> {
         if b.len() < Self::SIZE {
             return Err(Error::corrupt_index(format!(
@@ -61,9 +60,10 @@ impl AbortedTxn {
             )));
         }
         let version = i16::from_be_bytes([b[0], b[1]]);
-        if version > Self::CURRENT_VERSION {
+        if version != Self::CURRENT_VERSION {
             return Err(Error::corrupt_index(format!(
-                "unexpected aborted transaction version {version}, current version is {}",
+                "unexpected aborted transaction version {version}, supported version range is {0} \
+                 to {0}",
                 Self::CURRENT_VERSION
             )));
         }

@@ -1181,11 +1181,24 @@ impl FileDump<'_> {
         let bytes = std::fs::read(self.path).map_err(io_err(self.path))?;
         // Kafka's iterator stops before a partial entry at the end.
         for e in bytes.chunks_exact(ABORTED_TXN_ENTRY) {
-            let version = i16::from_be_bytes([e[0], e[1]]);
-            if version > 0 {
+            // Kafka 4 reads the version whole and takes 0 only; 3.x read its first byte and
+            // refused it above 0.
+            let (version, refused) = if self.opts.kafka_major >= 4 {
+                let version = i16::from_be_bytes([e[0], e[1]]);
+                (version, version != 0)
+            } else {
+                let version = i16::from(e[0] as i8);
+                (version, version > 0)
+            };
+            if refused {
+                let shown = java_absolute_path(self.shown);
+                let supported = if self.opts.kafka_major >= 4 {
+                    "supported version range is 0 to 0"
+                } else {
+                    "current version is 0"
+                };
                 return Err(Error::corrupt_index(format!(
-                    "Unexpected aborted transaction version {version} in transaction index {}, current version is 0",
-                    java_absolute_path(self.shown)
+                    "Unexpected aborted transaction version {version} in transaction index {shown}, {supported}"
                 )));
             }
             let at = |i: usize| i64::from_be_bytes(e[i..i + 8].try_into().unwrap());
@@ -1696,6 +1709,7 @@ fn json_line(out: &mut dyn Write, fields: &[(&str, J<'_>)]) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::index::txn::AbortedTxn;
     use crate::record::builder::{BatchBuilder, BatchOptions};
 
     #[test]
@@ -1825,6 +1839,52 @@ mod tests {
             String::from_utf8(err).unwrap(),
             s,
         )
+    }
+
+    /// Kafka 4 reads a `.txnindex` entry's version whole and refuses anything but 0 (a
+    /// negative one too); 3.x read its first byte and refused it above 0 (a black-box tester:
+    /// version -45 was printed, exit 0, where Kafka 4.4's tool fails).
+    #[test]
+    fn txn_index_versions_are_refused_as_each_release_refuses_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("00000000000000000000.txnindex");
+        let entry = |version: i16| {
+            let mut e = AbortedTxn {
+                producer_id: 7,
+                first_offset: 1,
+                last_offset: 3,
+                last_stable_offset: 4,
+            }
+            .to_bytes()
+            .to_vec();
+            e[..2].copy_from_slice(&version.to_be_bytes());
+            e
+        };
+        let files = [path.to_str().unwrap().to_string()];
+        for (version, major, refused) in [
+            (0, 4, None),
+            (-45, 4, Some("version -45 in transaction index")),
+            (1, 4, Some("supported version range is 0 to 0")),
+            (0x00ff, 3, None), // first byte 0
+            (-45, 3, None),    // first byte 0xff: -1, accepted by 3.x
+            (0x0100, 3, Some("version 1 in transaction index")),
+            (0x0100, 3, Some("current version is 0")),
+        ] {
+            std::fs::write(&path, entry(version)).unwrap();
+            let opts = DumpOptions {
+                kafka_major: major,
+                ..DumpOptions::default()
+            };
+            let (mut out, mut err) = (Vec::new(), Vec::new());
+            let dumped = dump_log_segments(&files, &opts, &mut out, &mut err);
+            match refused {
+                None => assert!(dumped.is_ok(), "{version} {major}: {dumped:?}"),
+                Some(what) => {
+                    let message = dumped.unwrap_err().to_string();
+                    assert!(message.contains(what), "{version} {major}: {message}");
+                }
+            }
+        }
     }
 
     #[test]

@@ -221,9 +221,15 @@ impl Log {
                         || batch.last_offset() < first
                         || batch.last_offset() >= ceiling
                     {
+                        // The first batch read has no batch before it to name.
+                        let after = if previous_last == i64::MIN {
+                            String::new()
+                        } else {
+                            format!("after offset {previous_last}, ")
+                        };
                         return Err(Error::corrupt(format!(
-                            "batch of offsets {first}..{} is out of place: after offset \
-                             {previous_last}, in the segment of offsets {floor}..{}",
+                            "batch of offsets {first}..{} is out of place: {after}in the segment \
+                             of offsets {floor}..{}",
                             batch.last_offset(),
                             ceiling.saturating_sub(1)
                         )));

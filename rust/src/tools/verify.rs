@@ -477,11 +477,14 @@ pub fn verify_partition(
                 ));
             }
         }
+        // A segment's indexes are trimmed to their entries when it rolls (and at a clean
+        // shutdown): zeros after the entries are only ever the active segment's room.
+        let active = files.logs.range(base + 1..).next().is_none();
         let mut found = Vec::new();
-        check_offset_index(&files, base, &batches, &mut found);
+        check_offset_index(&files, base, &batches, active, &mut found);
         push_capped(problems, found);
         let mut found = Vec::new();
-        check_time_index(&files, base, &batches, &mut found);
+        check_time_index(&files, base, &batches, active, &mut found);
         push_capped(problems, found);
         check_txn_index(&files, base, log_path, &expected, problems);
         progress(size)?;
@@ -583,6 +586,7 @@ fn index_entries<E: IndexEntry, I: Deref<Target = MmapIndex<E>>>(
     path: &Path,
     open: impl FnOnce(usize) -> Result<I>,
     is_zero: impl Fn(&E) -> bool,
+    active: bool,
     problems: &mut Vec<Problem>,
 ) -> Option<Vec<E>> {
     let size = E::SIZE as u64;
@@ -612,13 +616,34 @@ fn index_entries<E: IndexEntry, I: Deref<Target = MmapIndex<E>>>(
         .collect();
     // Down to the first entry: an index with no entry written yet is all zeros when its broker
     // has not trimmed it (Kafka's sanity check passes it). A real first entry that happens to be
-    // zero is dropped with them, losing only a check it would pass.
+    // zero is dropped with them, losing only a check it would pass. Only the active segment's
+    // index has such room: any other's was trimmed when its segment rolled, so zeros there are
+    // entries lost (a zero-filled file; Kafka's `--verify-index-only` reports them too).
     let zeros = entries.iter().rev().take_while(|e| is_zero(e)).count();
-    entries.truncate(entries.len() - zeros);
+    let kept = entries.len() - zeros;
+    if zeros > 0 && !active {
+        problems.push(problem(
+            path,
+            Some(kept as u64 * size),
+            format!(
+                "entries {kept}..{} are zeros, in the index of a segment that is not the last \
+                 (trimmed to its entries when the segment rolled): zero-filled, its entries \
+                 lost (a broker's recovery rebuilds it)",
+                entries.len()
+            ),
+        ));
+    }
+    entries.truncate(kept);
     Some(entries)
 }
 
-fn check_offset_index(files: &Files, base: i64, batches: &[BatchPos], problems: &mut Vec<Problem>) {
+fn check_offset_index(
+    files: &Files,
+    base: i64,
+    batches: &[BatchPos],
+    active: bool,
+    problems: &mut Vec<Problem>,
+) {
     let Some(path) = files.indexes.get(&base) else {
         return; // a broker rebuilds a missing index
     };
@@ -627,6 +652,7 @@ fn check_offset_index(files: &Files, base: i64, batches: &[BatchPos], problems: 
         path,
         open,
         |e| e.offset == base && e.position == 0,
+        active,
         problems,
     ) else {
         return;
@@ -670,7 +696,13 @@ fn check_offset_index(files: &Files, base: i64, batches: &[BatchPos], problems: 
     }
 }
 
-fn check_time_index(files: &Files, base: i64, batches: &[BatchPos], problems: &mut Vec<Problem>) {
+fn check_time_index(
+    files: &Files,
+    base: i64,
+    batches: &[BatchPos],
+    active: bool,
+    problems: &mut Vec<Problem>,
+) {
     let Some(path) = files.time_indexes.get(&base) else {
         return;
     };
@@ -679,6 +711,7 @@ fn check_time_index(files: &Files, base: i64, batches: &[BatchPos], problems: &m
         path,
         open,
         |e| e.timestamp == 0 && e.offset == base,
+        active,
         problems,
     ) else {
         return;
@@ -1001,6 +1034,44 @@ mod tests {
             .any(|p| p.file == time_index && p.position == Some(0)));
     }
 
+    /// A zero-filled index of a segment that is not the last is reported (its entries lost:
+    /// a broker trims an index when its segment rolls), where the active segment's zeros are
+    /// room not written yet (a black-box tester found the former called sound).
+    #[test]
+    fn zeros_in_the_index_of_a_rolled_segment_are_lost_entries() {
+        let (_data, dir) = sound_log();
+        let logs = segment_logs(&dir);
+        assert!(logs.len() >= 2, "the test needs a rolled segment");
+        let zero_fill = |path: &Path| {
+            let len = std::fs::metadata(path).unwrap().len() as usize;
+            assert!(len > 0, "{path:?} has entries");
+            std::fs::write(path, vec![0u8; len]).unwrap();
+        };
+        let (index, time_index) = (
+            logs[0].with_extension("index"),
+            logs[0].with_extension("timeindex"),
+        );
+        zero_fill(&index);
+        zero_fill(&time_index);
+        let r = verify(&dir);
+        for file in [&index, &time_index] {
+            assert!(
+                r.problems
+                    .iter()
+                    .any(|p| &p.file == file && p.message.contains("zero-filled")),
+                "{file:?}: {:?}",
+                r.problems
+            );
+        }
+        // The active segment's index with room after its entries is sound.
+        let (_data, dir) = sound_log();
+        let last = segment_logs(&dir).last().unwrap().with_extension("index");
+        let mut bytes = std::fs::read(&last).unwrap();
+        bytes.extend([0u8; 64]);
+        std::fs::write(&last, &bytes).unwrap();
+        assert_eq!(verify(&dir).problems, vec![]);
+    }
+
     #[test]
     fn an_index_that_disagrees_everywhere_is_listed_ten_entries_then_counted() {
         let (_data, dir) = sound_log();
@@ -1049,14 +1120,20 @@ mod tests {
         }
         let r = verify(&dir);
         assert!(r.problems.is_empty(), "{:?}", r.problems);
-        // Zeros after real entries are the same pre-allocation; a real entry that is wrong is not.
-        let first = segment_logs(&dir)[0].with_extension("timeindex");
-        let mut t = std::fs::read(&first).unwrap();
+        // Zeros after the active segment's real entries are the same pre-allocation; a real
+        // entry that is wrong is not.
+        let (_data, dir) = sound_log();
+        let active = segment_logs(&dir)
+            .pop()
+            .unwrap()
+            .with_extension("timeindex");
+        let mut t = std::fs::read(&active).unwrap();
+        assert!(!t.is_empty(), "the active segment has a time index entry");
         t.resize(t.len() + 1200, 0);
-        std::fs::write(&first, &t).unwrap();
+        std::fs::write(&active, &t).unwrap();
         assert!(verify(&dir).problems.is_empty());
         t[7] ^= 0x01;
-        std::fs::write(&first, &t).unwrap();
+        std::fs::write(&active, &t).unwrap();
         assert_eq!(verify(&dir).problems.len(), 1);
     }
 

@@ -40,6 +40,14 @@ def _all_offsets(t):
 def test_commits_merge_and_survive_a_new_handle(tmp_path):
     g = ConsumerGroup(tmp_path, "daily-job")
     assert not g.exists and g.committed() == {}
+    # A partition the data dir does not hold is refused, as Kafka's OffsetCommit answers
+    # UNKNOWN_TOPIC_OR_PARTITION (a black-box tester's commit to one was taken).
+    with pytest.raises(ValueError, match="UnknownTopicOrPartition"):
+        g.commit({("t", 0): 10})
+    Topic.create(tmp_path, "t", 2)
+    with pytest.raises(ValueError, match="UnknownTopicOrPartition"):
+        g.commit({("t", 0): 10, ("t", 7): 1})
+    assert g.committed() == {}
     g.commit({("t", 0): 10, ("t", 1): (20, "meta")})
     g.commit({("t", 0): 11})
     again = ConsumerGroup(tmp_path, "daily-job")
@@ -69,6 +77,7 @@ COMMITTER = textwrap.dedent(
 
 
 def test_a_commit_killed_midway_leaves_the_previous_one(tmp_path):
+    Topic.create(tmp_path, "t", 50)
     for round_ in range(3):
         child = subprocess.Popen([sys.executable, "-c", COMMITTER, str(tmp_path)], stdout=subprocess.PIPE, text=True)
         acknowledged = 0

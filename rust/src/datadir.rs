@@ -104,9 +104,21 @@ pub(crate) fn refuse_new_partitions_beside_a_broker(data_dir: &Path, topic: &str
     )))
 }
 
+/// Kafka's controller refuses to create the cluster's own metadata log as a topic.
+fn refuse_the_metadata_topic(topic: &str) -> Result<()> {
+    if topic == crate::internal_topics::cluster_metadata::CLUSTER_METADATA_TOPIC {
+        return Err(Error::InvalidArgument(format!(
+            "InvalidRequest: creation of internal topic {topic} is prohibited (the cluster's \
+             metadata log, which Kafka's controller alone writes)"
+        )));
+    }
+    Ok(())
+}
+
 /// Creates the folders of a new topic's partitions (an empty log each).
 pub fn create_topic(data_dir: &Path, topic: &str, partitions: i32) -> Result<()> {
     validate_topic_name(topic)?;
+    refuse_the_metadata_topic(topic)?;
     refuse_new_partitions_beside_a_broker(data_dir, topic)?;
     if partitions < 1 {
         return Err(Error::InvalidArgument(format!(
@@ -219,6 +231,7 @@ pub fn create_topic_with_config(
     configs: &BTreeMap<String, String>,
 ) -> Result<()> {
     validate_topic_name(topic)?;
+    refuse_the_metadata_topic(topic)?;
     if data_dir.is_dir() {
         refuse_new_partitions_beside_a_broker(data_dir, topic)?;
         if topic_partition_counts(data_dir)?.contains_key(topic) {
@@ -506,6 +519,22 @@ const WRITER_LOCK_PATIENCE: std::time::Duration = std::time::Duration::from_mill
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Kafka's controller refuses to create `__cluster_metadata` (a black-box tester found it
+    /// created); the other internal topics a broker creates itself, as a user may.
+    #[test]
+    fn the_cluster_metadata_topic_is_not_created() {
+        let dir = tempfile::tempdir().unwrap();
+        for created in [
+            create_topic(dir.path(), "__cluster_metadata", 1),
+            create_topic_with_config(dir.path(), "__cluster_metadata", 1, &BTreeMap::new()),
+        ] {
+            let message = created.unwrap_err().to_string();
+            assert!(message.contains("prohibited"), "{message}");
+        }
+        assert!(!dir.path().join("__cluster_metadata-0").exists());
+        create_topic(dir.path(), "__consumer_offsets", 1).unwrap();
+    }
 
     #[test]
     fn one_writer_per_partition_folder() {

@@ -241,8 +241,25 @@ impl GroupStore {
             .collect())
     }
 
-    /// Commits offsets (merged over the committed ones) atomically, under the group lock.
+    /// Commits offsets (merged over the committed ones) atomically, under the group lock. A
+    /// partition the data dir does not hold is refused, as Kafka's OffsetCommit answers
+    /// UNKNOWN_TOPIC_OR_PARTITION.
     pub fn commit(&self, offsets: &[(TopicPartition, i64, String)]) -> Result<()> {
+        if !offsets.is_empty() {
+            let counts = crate::datadir::topic_partition_counts(&self.data_dir)?;
+            for ((topic, partition), _, _) in offsets {
+                if !counts
+                    .get(topic)
+                    .is_some_and(|&n| (0..n).contains(partition))
+                {
+                    return Err(Error::InvalidArgument(format!(
+                        "UnknownTopicOrPartition: {topic}-{partition} is not in {}: no offset \
+                         of it is committed",
+                        self.data_dir.display()
+                    )));
+                }
+            }
+        }
         let lock = self.lock()?;
         self.commit_locked(&lock, offsets)
     }
@@ -374,6 +391,7 @@ mod tests {
             "ü".repeat(150),
             format!("{}/x", "a".repeat(181)),
         ];
+        crate::datadir::create_topic(dir.path(), "t", 2).unwrap();
         for (i, id) in ids.iter().enumerate() {
             let folder = group_folder_name(id).unwrap();
             assert!(folder.len() <= MAX_FOLDER_NAME, "{}", folder.len());
@@ -395,6 +413,15 @@ mod tests {
     fn commits_merge_and_survive_reopen() {
         let dir = tempfile::tempdir().unwrap();
         let g = GroupStore::new(dir.path(), "g").unwrap();
+        assert!(g.committed().unwrap().is_empty());
+        // A partition the data dir does not hold (Kafka's UNKNOWN_TOPIC_OR_PARTITION).
+        let unknown = g.commit(&[(("t".into(), 0), 5, String::new())]);
+        assert!(
+            unknown.is_err_and(|e| e.to_string().contains("UnknownTopicOrPartition")),
+            "a black-box tester's commit to a partition that is not there was taken"
+        );
+        crate::datadir::create_topic(dir.path(), "t", 2).unwrap();
+        assert!(g.commit(&[(("t".into(), 2), 5, String::new())]).is_err());
         assert!(g.committed().unwrap().is_empty());
         g.commit(&[(("t".into(), 0), 5, "m".into())]).unwrap();
         g.commit(&[(("t".into(), 1), 7, String::new())]).unwrap();

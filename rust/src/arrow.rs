@@ -615,9 +615,9 @@ impl KafkaRecordBatchBuilder {
     /// The rows added so far as one batch; the builder starts empty again, its columns
     /// unallocated until the next batch reserves room for its rows ([`Self::reserve_columns`],
     /// so they are written once, not regrown). Made here, that room would be taken while the
-    /// caller still holds the batch before this one: a reader consuming batch by batch would
-    /// keep three batches' memory in use instead of two (a 192 MiB log in batches of 65 MB:
-    /// 216 MiB at the peak).
+    /// caller still holds the batch before this one (a 192 MiB log of 1,000 B values read on
+    /// one thread peaked 262 MiB above the open in 65 MB batches, 248 MiB with the room made
+    /// later; in 16 MB batches 103 and 91 MiB).
     pub fn finish(&mut self) -> RecordBatch {
         let rows = self.len();
         // The same topic and partition on every row: built once per Arrow batch, in buffers

@@ -1587,3 +1587,22 @@ def test_records_compare_by_value_and_pickle(tmp_path):
         hash(first[0])
     with pytest.raises(TypeError):
         first[0] < first[1]
+
+
+def test_legacy_batches_refuse_headers_and_help_shows_every_default():
+    """Magic 0 and 1 have no headers: Kafka's MemoryRecordsBuilder refuses them instead of
+    dropping them, and so does encode_batch. `help()` shows each default as a value a caller can
+    pass (pyo3 showed an expression as `...`). Both found by a black-box tester."""
+    import inspect
+
+    for magic in (0, 1):
+        with pytest.raises(kafkalog.InvalidArgumentError, match=f"Magic v{magic} does not support record headers"):
+            kafkalog.encode_batch([{"value": b"v", "headers": [("h", b"1")]}], magic=magic)
+        assert kafkalog.decode_batches(kafkalog.encode_batch([{"value": b"v"}], magic=magic))
+    for function in (kafkalog.Log.to_arrow, kafkalog.Log.append, kafkalog.Log.append_arrow,
+                     kafkalog.records_to_arrow, kafkalog.encode_batch):
+        signature = inspect.signature(function)
+        assert all(p.default is not Ellipsis for p in signature.parameters.values()), (function, signature)
+    defaults = inspect.signature(kafkalog.Log.to_arrow).parameters
+    assert (defaults["batch_rows"].default, defaults["batch_bytes"].default) == (65536, 64 << 20)
+    assert inspect.signature(kafkalog.Log.append).parameters["producer_id"].default == -1

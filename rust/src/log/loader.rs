@@ -1047,16 +1047,31 @@ fn complete_load(
     // Read before anything is written: an open that fails here changes nothing.
     let log_end = match segments.active() {
         Some(active) => active.read_next_offset().map_err(|e| match e {
-            // Only beside the marker is a damaged tail left unchecked until here.
+            // Only beside the marker is a damaged tail left unchecked until here: refused as
+            // any damage an open refuses (`LogDamaged`, with its range).
             Error::CorruptRecord { message, location } if checkpoints.clean_shutdown => {
-                Error::CorruptRecord {
+                let file = location
+                    .file
+                    .clone()
+                    .unwrap_or_else(|| active.log().path().to_path_buf());
+                let position = location.position.unwrap_or(0);
+                let range = DamagedRange {
+                    file,
+                    position,
+                    bytes: active.size().saturating_sub(position),
+                    offsets: None,
+                    reason: message,
+                    action: DamageAction::Refused,
+                };
+                Error::LogDamaged {
                     message: format!(
-                        "{message}; the log dir's clean-shutdown marker says the log needs no \
-                         recovery, so the damage is not recovered: open it with \
-                         on_corruption='truncate' to recover it as Kafka's recovery would, or \
-                         read-only with on_corruption='skip' to read every valid batch"
+                        "log {} is damaged: {range}; the log dir's clean-shutdown marker says \
+                         the log needs no recovery, so the damage is not recovered: open it \
+                         with on_corruption='truncate' to recover it as Kafka's recovery would, \
+                         or read-only with on_corruption='skip' to read every valid batch",
+                        dir.display()
                     ),
-                    location,
+                    damage: vec![range],
                 }
             }
             e => e,

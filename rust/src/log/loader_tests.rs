@@ -417,7 +417,14 @@ fn a_torn_tail_beside_the_clean_shutdown_marker_is_damage_and_a_failed_open_chan
 
     // The default writable open refuses (the marker says nothing needs recovery), changing nothing:
     // not the marker, not the active segment's indexes (resized for appends once loaded).
-    let refused = Log::open(&dir, options(false)).err().unwrap().to_string();
+    let refused = Log::open(&dir, options(false)).err().unwrap();
+    // Refused as other damage is (a black-box tester's `except LogDamagedError` missed it).
+    let crate::error::Error::LogDamaged { damage, .. } = &refused else {
+        panic!("{refused:?}");
+    };
+    assert_eq!(damage.len(), 1);
+    assert_eq!(damage[0].file, last_log);
+    let refused = refused.to_string();
     assert!(
         refused.contains("clean-shutdown marker") && refused.contains("on_corruption='truncate'"),
         "{refused}"

@@ -278,12 +278,15 @@ impl Log {
                      recovery leaves them)"
                 ),
             };
+            let missing = match recovery_point - log_end {
+                1 => "1 offset is".to_string(),
+                n => format!("{n} offsets are"),
+            };
             format!(
                 "the log ends at offset {log_end}, but its log dir's \
                  recovery-point-offset-checkpoint says offsets up to {} were flushed to disk: \
-                 {} offsets are missing from the end of the last segment {why}",
+                 {missing} missing from the end of the last segment {why}",
                 recovery_point - 1,
-                recovery_point - log_end
             )
         })
     }

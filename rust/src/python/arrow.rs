@@ -20,7 +20,6 @@ use crate::error::{Error, Result};
 use crate::log::Log as RsLog;
 use crate::python::records::now_ms;
 use crate::python::{park_on_thread_exit, ReleaseGil};
-use crate::record::batch::DEFAULT_MAX_DECOMPRESSED_BYTES;
 use crate::record::codec::Compression;
 
 fn arrow_error(e: arrow_schema::ArrowError) -> Error {
@@ -158,6 +157,15 @@ fn arrow_buffer_of(data: &Bound<'_, PyAny>) -> PyResult<Buffer> {
     Ok(unsafe { Buffer::from_custom_allocation(ptr, len, owner) })
 }
 
+// The Python signatures spell their defaults out as literals, so `help()` shows them (pyo3
+// shows an expression as `...`): these are the crate's.
+const _: () = assert!(
+    crate::arrow::DEFAULT_BATCH_ROWS == 65536
+        && crate::arrow::DEFAULT_BATCH_BYTES == 67108864
+        && crate::arrow::DEFAULT_SINK_BATCH_BYTES == 524288
+        && crate::record::batch::DEFAULT_MAX_DECOMPRESSED_BYTES == 268435456
+);
+
 /// Kafka record batches held in memory, back to back (a `.log` file's bytes, a segment copied
 /// from tiered storage, the records of a fetch), as a `pyarrow.Table` with Spark's Kafka source
 /// schema, as a read_uncommitted consumer sees them: each batch's CRC checked, control batches
@@ -168,7 +176,7 @@ fn arrow_buffer_of(data: &Bound<'_, PyAny>) -> PyResult<Buffer> {
 /// `CorruptRecordError` naming its byte position.
 #[pyfunction]
 #[pyo3(signature = (data, *, topic = None, partition = None, include_headers = false, zero_copy = false,
-    batch_rows = crate::arrow::DEFAULT_BATCH_ROWS, max_decompressed_bytes = DEFAULT_MAX_DECOMPRESSED_BYTES))]
+    batch_rows = 65536, max_decompressed_bytes = 268435456))]
 #[allow(clippy::too_many_arguments)]
 fn records_to_arrow(
     py: Python<'_>,
@@ -268,7 +276,7 @@ fn check_sink_schema(
 /// changes). Returns [(topic, partition, staged file)] for `commit_staged`.
 #[pyfunction]
 #[pyo3(signature = (data, data_dir, staging_dir, prefix, *, topic = None, new_topic_partitions = 1,
-    compression = "none", batch_bytes = crate::arrow::DEFAULT_SINK_BATCH_BYTES as i64))]
+    compression = "none", batch_bytes = 524288))]
 #[allow(clippy::too_many_arguments)]
 fn stage_arrow(
     py: Python<'_>,

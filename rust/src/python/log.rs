@@ -214,7 +214,9 @@ impl Log {
     /// without one), as a broker's leader never appends below it. Returns (first offset, last
     /// offset).
     #[pyo3(signature = (records, *, compression = "none", producer_id = -1, producer_epoch = -1, base_sequence = -1,
-        transactional = false, leader_epoch = None))]
+        transactional = false, leader_epoch = None),
+        text_signature = "($self, records, *, compression=\"none\", producer_id=-1, producer_epoch=-1, \
+            base_sequence=-1, transactional=False, leader_epoch=None)")]
     #[allow(clippy::too_many_arguments)]
     fn append(
         &self,
@@ -479,8 +481,8 @@ impl Log {
     /// so memory stays bounded.
     /// `threads=1` decodes on the calling thread (with the CRC checker above).
     #[pyo3(signature = (start = None, end = None, isolation = "read_uncommitted", include_headers = false,
-        batch_rows = crate::arrow::DEFAULT_BATCH_ROWS as i64, zero_copy = false,
-        batch_bytes = crate::arrow::DEFAULT_BATCH_BYTES as i64, check_crcs_ahead = true, threads = None))]
+        batch_rows = 65536, zero_copy = false, batch_bytes = 67108864, check_crcs_ahead = true,
+        threads = None))]
     #[allow(clippy::too_many_arguments)]
     fn to_arrow(
         &self,
@@ -517,7 +519,7 @@ impl Log {
     /// optional `key`, `headers` (list<struct<key: string, value: binary>>) and `timestamp`
     /// (timestamp or int64 ms; now when absent). `topic`/`partition` columns are ignored here.
     /// Each Arrow batch is one all-or-nothing append. Returns (first, last) offsets or None.
-    #[pyo3(signature = (data, *, compression = "none", batch_bytes = crate::arrow::DEFAULT_SINK_BATCH_BYTES as i64))]
+    #[pyo3(signature = (data, *, compression = "none", batch_bytes = 524288))]
     fn append_arrow(
         &self,
         py: Python<'_>,

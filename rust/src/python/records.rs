@@ -653,7 +653,10 @@ pub fn build_v2(records: &[InputRecord], options: BatchOptions) -> Result<Vec<u8
 #[pyfunction]
 #[pyo3(signature = (records, *, base_offset = 0, compression = "none", producer_id = -1, producer_epoch = -1,
     base_sequence = -1, transactional = false, timestamp_type = "create_time", partition_leader_epoch = -1,
-    log_append_time = None, magic = 2))]
+    log_append_time = None, magic = 2),
+    text_signature = "(records, *, base_offset=0, compression=\"none\", producer_id=-1, producer_epoch=-1, \
+        base_sequence=-1, transactional=False, timestamp_type=\"create_time\", partition_leader_epoch=-1, \
+        log_append_time=None, magic=2)")]
 #[allow(clippy::too_many_arguments)]
 fn encode_batch(
     py: Python<'_>,
@@ -700,6 +703,12 @@ fn encode_batch(
                 )
             }
             0 | 1 => {
+                // Kafka's MemoryRecordsBuilder refuses them rather than drop them.
+                if input.iter().any(|r| !r.headers.is_empty()) {
+                    return Err(Error::InvalidArgument(format!(
+                        "Magic v{magic} does not support record headers"
+                    )));
+                }
                 let now = now_ms();
                 let recs: Vec<legacy::RecordFields<'_>> = input
                     .iter()

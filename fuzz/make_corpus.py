@@ -20,10 +20,11 @@ CODEC_IDS = {"gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 KINDS = {".log": 0x80, ".index": 1, ".timeindex": 2, ".txnindex": 3, ".snapshot": 4}
 
 
-def records(n, seed=0):
+def records(n, seed=0, magic=2):
+    """`n` records; headers on every other one where the magic has them (2)."""
     return [
         {"key": b"k%d" % i if i % 3 else None, "value": b"value-%d-" % (seed + i) * (1 + i % 4),
-         "timestamp": 1_700_000_000_000 + i, "headers": [("h", b"x%d" % i)] if i % 2 else []}
+         "timestamp": 1_700_000_000_000 + i, "headers": [("h", b"x%d" % i)] if i % 2 and magic == 2 else []}
         for i in range(n)
     ]
 
@@ -100,7 +101,7 @@ def kafkalog_folders(tmp):
         for codec in CODECS:
             if codec == "zstd":
                 continue  # zstd needs magic 2
-            data += kafkalog.encode_batch(records(5, base), base_offset=base, compression=codec, magic=magic)
+            data += kafkalog.encode_batch(records(5, base, magic), base_offset=base, compression=codec, magic=magic)
             base += 5
     (path / "00000000000000000000.log").write_bytes(data)
     kafkalog.Log(path, read_only=False).close()
@@ -129,7 +130,7 @@ def main():
                     continue
                 for tx in ([False, True] if magic == 2 else [False]):
                     encoded.append(kafkalog.encode_batch(
-                        records(8), base_offset=42, compression=codec, magic=magic,
+                        records(8, magic=magic), base_offset=42, compression=codec, magic=magic,
                         transactional=tx, producer_id=5 if tx else -1, producer_epoch=0 if tx else -1,
                         base_sequence=0 if tx else -1))
         for folder in folders:

@@ -42,10 +42,10 @@ def test_commits_merge_and_survive_a_new_handle(tmp_path):
     assert not g.exists and g.committed() == {}
     # A partition the data dir does not hold is refused, as Kafka's OffsetCommit answers
     # UNKNOWN_TOPIC_OR_PARTITION (a black-box tester's commit to one was taken).
-    with pytest.raises(ValueError, match="UnknownTopicOrPartition"):
+    with pytest.raises(kafkalog.UnknownTopicOrPartitionError, match="UnknownTopicOrPartition"):
         g.commit({("t", 0): 10})
     Topic.create(tmp_path, "t", 2)
-    with pytest.raises(ValueError, match="UnknownTopicOrPartition"):
+    with pytest.raises(ValueError, match="UnknownTopicOrPartition"):  # also a ValueError
         g.commit({("t", 0): 10, ("t", 7): 1})
     assert g.committed() == {}
     g.commit({("t", 0): 10, ("t", 1): (20, "meta")})
@@ -238,7 +238,7 @@ def test_records_seek_and_arrow(tmp_path):
     ConsumerGroup(tmp_path, "strict").commit({("t", 0): 2})
     with Consumer(tmp_path, "strict", ["t"], auto_offset_reset="none") as c:
         assert c.position("t", 0) == 2
-        with pytest.raises(kafkalog.KafkaLogError, match="NoOffsetForPartition: .* t-1"):
+        with pytest.raises(kafkalog.NoOffsetForPartitionError, match="NoOffsetForPartition: .* t-1"):
             c.poll()
 
 

@@ -10,12 +10,13 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 import warnings
 
 import pytest
 
 import kafkalog
-from kafkalog import DataDir, Log, Producer, Topic
+from kafkalog import Consumer, DataDir, Log, Producer, Topic
 
 import jvm_referee
 from kafka_harness import KAFKA_VERSIONS
@@ -33,9 +34,9 @@ def test_topic_names_are_validated_as_kafka_does(tmp_path):
     # Kafka warns about '.' and '_' (metric names), and refuses a name that collides with one.
     with pytest.warns(UserWarning, match="could collide"):
         Topic.create(tmp_path, "orders.eu", 2)
-    with pytest.raises(ValueError, match="collides with existing topic: orders.eu"):
+    with pytest.raises(kafkalog.InvalidTopicError, match="collides with existing topic: orders.eu"):
         Topic.create(tmp_path, "orders_eu", 1)
-    with pytest.raises(ValueError, match="TopicExists"):
+    with pytest.raises(kafkalog.TopicExistsError, match="TopicExists"):
         Topic.create(tmp_path, "orders.eu", 1)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -86,7 +87,7 @@ def test_data_dir_lists_topics_and_leaves_internal_ones_out(tmp_path):
     assert d.partitions("__consumer_offsets") == [("__consumer_offsets", 0)]
     assert sorted(os.listdir(tmp_path)) == before, "listing changes nothing"
     assert d.topic("b").config == {"segment.bytes": "100000"}
-    with pytest.raises(kafkalog.KafkaLogError, match="UnknownTopicOrPartition"):
+    with pytest.raises(kafkalog.UnknownTopicOrPartitionError, match="UnknownTopicOrPartition"):
         d.topic("nope")
     with pytest.raises(ValueError, match="segment.bytes"):
         Topic.create(tmp_path, "c", 1, config={"segment.bytes": "-5"})
@@ -114,7 +115,7 @@ def test_add_partitions_grows_and_never_shrinks(tmp_path):
     assert t.partitions == 5
     assert t.end_offsets() == {0: 0, 1: 1, 2: 0, 3: 0, 4: 0}
     for bad in (5, 3):
-        with pytest.raises(ValueError, match="InvalidPartitions"):
+        with pytest.raises(kafkalog.InvalidPartitionsError, match="InvalidPartitions"):
             t.add_partitions(bad)
     assert t.partitions == 5
     with Producer(t, partitioner="round_robin") as p:
@@ -457,3 +458,42 @@ def test_argument_mistakes_are_kafkalog_errors(tmp_path):
             p.send(b"v", headers=[(b"k", b"1")])
         with pytest.raises(TypeError, match=r"\(key, value\) pairs"):
             p.send(b"v", headers=[b"k"])
+
+
+def test_kafka_errors_have_classes_of_kafkas_names(tmp_path):
+    """A caller catches Kafka's errors by class, not by matching messages: those about an
+    argument stay ValueErrors, as they were before they had classes of their own."""
+    assert issubclass(kafkalog.UnknownTopicOrPartitionError, kafkalog.InvalidArgumentError)
+    assert issubclass(kafkalog.InvalidPartitionsError, ValueError)
+    Topic.create(tmp_path, "t", 2)
+    with pytest.raises(kafkalog.InvalidPartitionsError, match="at least one partition"):
+        Topic.create(tmp_path, "u", 0)
+    with pytest.raises(kafkalog.InvalidTopicError, match="topic name"):
+        Topic.create(tmp_path, "a b", 1)
+    with pytest.raises(kafkalog.UnknownTopicOrPartitionError):
+        Producer(Topic(tmp_path, "nope"))
+    with pytest.raises(kafkalog.UnknownTopicOrPartitionError):
+        Topic.open(tmp_path, "nope")
+
+    # One writer per log: a second writable open, in this process or another.
+    with kafkalog.Log(tmp_path / "t-0", read_only=False):
+        with pytest.raises(kafkalog.ConcurrentWriterError, match="already opened for writing"):
+            kafkalog.Log(tmp_path / "t-0", read_only=False)
+    # One live producer per transactional id.
+    with Producer(Topic(tmp_path, "t"), transactional_id="tx"):
+        with pytest.raises(kafkalog.ConcurrentWriterError, match="transactional id 'tx' is in use"):
+            Producer(Topic(tmp_path, "t"), transactional_id="tx")
+
+    # A member's commit of a partition the group gave to another member.
+    with Consumer(tmp_path, "g", ["t"]) as c:
+        c.poll()
+        assert sorted(c.assignment()) == [("t", 0), ("t", 1)]
+        with Consumer(tmp_path, "g", ["t"], sync_interval_ms=1) as d:
+            deadline = time.monotonic() + 10
+            while not d.assignment() and time.monotonic() < deadline:
+                time.sleep(0.01)
+                c.poll()  # heartbeats, and releases what the rebalance moved
+                d.poll()
+            assert len(d.assignment()) == 1, d.assignment()
+            with pytest.raises(kafkalog.CommitFailedError, match="CommitFailed: .* not assigned"):
+                c.commit({d.assignment()[0]: 0})

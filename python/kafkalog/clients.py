@@ -66,7 +66,9 @@ class Topic:
         data_dir = os.fspath(data_dir)
         _kafkalog.validate_topic_name(name)
         if name not in _kafkalog.topic_partition_counts(data_dir):
-            raise _kafkalog.KafkaLogError(f"UnknownTopicOrPartition: topic '{name}' is not in {data_dir}")
+            raise _kafkalog.UnknownTopicOrPartitionError(
+                f"UnknownTopicOrPartition: topic '{name}' is not in {data_dir}"
+            )
         return cls(data_dir, name)
 
     @property

@@ -45,7 +45,7 @@ pub fn validate_topic_name(name: &str) -> Result<()> {
             })
     };
     match problem {
-        Some(p) => Err(Error::InvalidArgument(format!("topic name '{name}' {p}"))),
+        Some(p) => Err(Error::InvalidTopic(format!("topic name '{name}' {p}"))),
         None => Ok(()),
     }
 }
@@ -121,7 +121,7 @@ pub fn create_topic(data_dir: &Path, topic: &str, partitions: i32) -> Result<()>
     refuse_the_metadata_topic(topic)?;
     refuse_new_partitions_beside_a_broker(data_dir, topic)?;
     if partitions < 1 {
-        return Err(Error::InvalidArgument(format!(
+        return Err(Error::InvalidPartitions(format!(
             "a topic needs at least one partition, not {partitions}"
         )));
     }
@@ -235,14 +235,14 @@ pub fn create_topic_with_config(
     if data_dir.is_dir() {
         refuse_new_partitions_beside_a_broker(data_dir, topic)?;
         if topic_partition_counts(data_dir)?.contains_key(topic) {
-            return Err(Error::InvalidArgument(format!(
-                "TopicExists: topic '{topic}' already exists in {}",
+            return Err(Error::TopicExists(format!(
+                "topic '{topic}' already exists in {}",
                 data_dir.display()
             )));
         }
         if let Some(other) = colliding_topic(data_dir, topic)? {
-            return Err(Error::InvalidArgument(format!(
-                "InvalidTopic: topic '{topic}' collides with existing topic: {other}"
+            return Err(Error::InvalidTopic(format!(
+                "topic '{topic}' collides with existing topic: {other}"
             )));
         }
     }
@@ -252,7 +252,7 @@ pub fn create_topic_with_config(
     }
     config.validate()?;
     if partitions < 1 {
-        return Err(Error::InvalidArgument(format!(
+        return Err(Error::InvalidPartitions(format!(
             "a topic needs at least one partition, not {partitions}"
         )));
     }
@@ -330,14 +330,14 @@ fn open_partition(
 pub fn add_partitions(data_dir: &Path, topic: &str, total: i32) -> Result<i32> {
     validate_topic_name(topic)?;
     let Some(&current) = topic_partition_counts(data_dir)?.get(topic) else {
-        return Err(Error::InvalidArgument(format!(
-            "UnknownTopicOrPartition: topic '{topic}' is not in {}",
+        return Err(Error::UnknownTopicOrPartition(format!(
+            "topic '{topic}' is not in {}",
             data_dir.display()
         )));
     };
     if total <= current {
-        return Err(Error::InvalidArgument(format!(
-            "InvalidPartitions: topic '{topic}' has {current} partitions; the new count must be \
+        return Err(Error::InvalidPartitions(format!(
+            "topic '{topic}' has {current} partitions; the new count must be \
              larger, not {total} (Kafka never removes partitions)"
         )));
     }
@@ -501,7 +501,7 @@ pub fn lock_partition_dir(dir: &Path) -> Result<std::fs::File> {
                 std::thread::sleep(std::time::Duration::from_millis(1));
             }
             Err(std::fs::TryLockError::WouldBlock) => {
-                return Err(Error::IllegalState(format!(
+                return Err(Error::ConcurrentWriter(format!(
                     "{} is already opened for writing (by another Log in this or another \
                      process); a Kafka log has one writer",
                     dir.display()

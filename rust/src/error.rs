@@ -79,6 +79,28 @@ pub enum Error {
     TransactionCoordinatorFenced(String),
     #[error("{0}")]
     IllegalState(String),
+    /// Kafka's `UnknownTopicOrPartitionException`: a topic or partition the data dir lacks.
+    #[error("UnknownTopicOrPartition: {0}")]
+    UnknownTopicOrPartition(String),
+    /// Kafka's `TopicExistsException`.
+    #[error("TopicExists: {0}")]
+    TopicExists(String),
+    /// Kafka's `InvalidTopicException`: a name Kafka refuses, or one colliding with a topic's.
+    #[error("InvalidTopic: {0}")]
+    InvalidTopic(String),
+    /// Kafka's `InvalidPartitionsException`: a partition count that cannot be.
+    #[error("InvalidPartitions: {0}")]
+    InvalidPartitions(String),
+    /// Kafka's `CommitFailedException`: a commit from a member that no longer owns the partition.
+    #[error("CommitFailed: {0}")]
+    CommitFailed(String),
+    /// Kafka's `NoOffsetForPartitionException`: no committed offset and no reset policy.
+    #[error("NoOffsetForPartition: {0}")]
+    NoOffsetForPartition(String),
+    /// A second writer: of a log folder (Kafka's log dir lock), or a second live producer of a
+    /// transactional id.
+    #[error("{0}")]
+    ConcurrentWriter(String),
 }
 
 /// A copy of the error for each caller that learns it (every future of a failed producer
@@ -121,6 +143,13 @@ impl Clone for Error {
                 Error::TransactionCoordinatorFenced(m.clone())
             }
             Error::IllegalState(m) => Error::IllegalState(m.clone()),
+            Error::UnknownTopicOrPartition(m) => Error::UnknownTopicOrPartition(m.clone()),
+            Error::TopicExists(m) => Error::TopicExists(m.clone()),
+            Error::InvalidTopic(m) => Error::InvalidTopic(m.clone()),
+            Error::InvalidPartitions(m) => Error::InvalidPartitions(m.clone()),
+            Error::CommitFailed(m) => Error::CommitFailed(m.clone()),
+            Error::NoOffsetForPartition(m) => Error::NoOffsetForPartition(m.clone()),
+            Error::ConcurrentWriter(m) => Error::ConcurrentWriter(m.clone()),
         }
     }
 }

@@ -239,8 +239,8 @@ impl GroupConsumer {
         match self.options.auto_offset_reset {
             OffsetReset::Earliest => Ok(log.log_start_offset()),
             OffsetReset::Latest => Ok(log.fetch_upper_bound(self.options.isolation)),
-            OffsetReset::None => Err(Error::IllegalState(format!(
-                "NoOffsetForPartition: group '{}' has no committed offset for {}-{} and \
+            OffsetReset::None => Err(Error::NoOffsetForPartition(format!(
+                "group '{}' has no committed offset for {}-{} and \
                  auto_offset_reset is 'none'",
                 self.store.group_id(),
                 tp.0,
@@ -500,8 +500,17 @@ impl GroupConsumer {
         self.check_open()?;
         let list: Vec<(TopicPartition, i64, String)> = match offsets {
             Some(o) => {
+                // Kafka's coordinator refuses such a commit as one from a stale generation.
                 for (tp, _) in o {
-                    self.owned_mut(tp)?;
+                    if !self.owned.contains_key(tp) {
+                        return Err(Error::CommitFailed(format!(
+                            "{}-{} is not assigned to this member of group '{}' (a rebalance \
+                             moved it, or it never was)",
+                            tp.0,
+                            tp.1,
+                            self.store.group_id()
+                        )));
+                    }
                 }
                 o.iter()
                     .map(|(tp, off)| (tp.clone(), *off, String::new()))

@@ -207,8 +207,8 @@ pub fn commit(
     let state = GroupState::load(store)?;
     let group = store.group_id();
     if !state.members.contains_key(member_id) {
-        return Err(Error::IllegalState(format!(
-            "CommitFailed: '{member_id}' is no longer a member of group '{group}' (its session \
+        return Err(Error::CommitFailed(format!(
+            "'{member_id}' is no longer a member of group '{group}' (its session \
              expired and its partitions went to other members); poll to rejoin"
         )));
     }
@@ -218,8 +218,8 @@ pub fn commit(
             .iter()
             .any(|(t, p, m)| t == topic && p == partition && m == member_id);
         if !owned {
-            return Err(Error::IllegalState(format!(
-                "CommitFailed: {topic}-{partition} is not assigned to '{member_id}' in group \
+            return Err(Error::CommitFailed(format!(
+                "{topic}-{partition} is not assigned to '{member_id}' in group \
                  '{group}' now (a rebalance moved it)"
             )));
         }

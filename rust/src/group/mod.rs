@@ -252,8 +252,8 @@ impl GroupStore {
                     .get(topic)
                     .is_some_and(|&n| (0..n).contains(partition))
                 {
-                    return Err(Error::InvalidArgument(format!(
-                        "UnknownTopicOrPartition: {topic}-{partition} is not in {}: no offset \
+                    return Err(Error::UnknownTopicOrPartition(format!(
+                        "{topic}-{partition} is not in {}: no offset \
                          of it is committed",
                         self.data_dir.display()
                     )));

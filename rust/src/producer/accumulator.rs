@@ -303,8 +303,8 @@ impl TopicProducer {
             .get(topic)
             .copied()
             .ok_or_else(|| {
-                Error::InvalidArgument(format!(
-                    "UnknownTopicOrPartition: topic '{topic}' is not in {}; create it first",
+                Error::UnknownTopicOrPartition(format!(
+                    "topic '{topic}' is not in {}; create it first",
                     data_dir.display()
                 ))
             })?;
@@ -383,7 +383,7 @@ impl TopicProducer {
         match lock.try_lock() {
             Ok(()) => {}
             Err(std::fs::TryLockError::WouldBlock) => {
-                return Err(Error::IllegalState(format!(
+                return Err(Error::ConcurrentWriter(format!(
                     "transactional id '{id}' is in use by a live producer (in this or another \
                      process); close it first"
                 )))

@@ -95,24 +95,51 @@ create_exception!(
     "Kafka's TransactionCoordinatorFencedException: a marker from an older coordinator epoch."
 );
 
+create_exception!(
+    kafkalog,
+    CommitFailedError,
+    KafkaLogError,
+    "Kafka's CommitFailedException: a group member's commit of a partition it no longer owns \
+     (its session expired, or a rebalance moved the partition); poll to rejoin."
+);
+create_exception!(
+    kafkalog,
+    NoOffsetForPartitionError,
+    KafkaLogError,
+    "Kafka's NoOffsetForPartitionException: a group with no committed offset for a partition, \
+     read with auto_offset_reset='none'."
+);
+create_exception!(
+    kafkalog,
+    ConcurrentWriterError,
+    KafkaLogError,
+    "A second writer: a log folder already opened for writing (in this or another process), \
+     or a transactional id held by a live producer."
+);
+
 /// Errors that are also Python's own kinds, so `except ValueError` / `except OSError` still
 /// catch them: classes with two bases, which `create_exception!` cannot make.
 static INVALID_ARGUMENT: GILOnceCell<Py<PyType>> = GILOnceCell::new();
 static KAFKA_STORAGE: GILOnceCell<Py<PyType>> = GILOnceCell::new();
 static PATH_NOT_FOUND: GILOnceCell<Py<PyType>> = GILOnceCell::new();
+/// Kafka's request errors about an argument: `InvalidArgumentError`s, so also `ValueError`s.
+static UNKNOWN_TOPIC_OR_PARTITION: GILOnceCell<Py<PyType>> = GILOnceCell::new();
+static TOPIC_EXISTS: GILOnceCell<Py<PyType>> = GILOnceCell::new();
+static INVALID_TOPIC: GILOnceCell<Py<PyType>> = GILOnceCell::new();
+static INVALID_PARTITIONS: GILOnceCell<Py<PyType>> = GILOnceCell::new();
 
 fn new_error_type(
     py: Python<'_>,
     name: &str,
-    bases: (&Bound<'_, PyType>, &Bound<'_, PyType>),
+    bases: &[&Bound<'_, PyType>],
     doc: &str,
 ) -> PyResult<Py<PyType>> {
     let namespace = PyDict::new(py);
     namespace.set_item("__module__", "kafkalog")?;
     namespace.set_item("__doc__", doc)?;
-    let class =
-        py.get_type::<PyType>()
-            .call1((name, PyTuple::new(py, [bases.0, bases.1])?, namespace))?;
+    let class = py
+        .get_type::<PyType>()
+        .call1((name, PyTuple::new(py, bases)?, namespace))?;
     Ok(class.downcast_into::<PyType>()?.unbind())
 }
 
@@ -162,7 +189,7 @@ pub fn non_negative_size(name: &str, value: i64) -> PyResult<usize> {
     Ok(non_negative(name, value)? as usize)
 }
 
-/// An instance of one of the two-base classes, or of its Python base before the module made it.
+/// An instance of one of the classes `register` makes, or of its Python base before it made it.
 fn two_base_error(
     cell: &GILOnceCell<Py<PyType>>,
     fallback: fn(String) -> PyErr,
@@ -180,24 +207,57 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let invalid_argument = new_error_type(
         py,
         "InvalidArgumentError",
-        (&base, &py.get_type::<PyValueError>()),
+        &[&base, &py.get_type::<PyValueError>()],
         "An argument kafkalog cannot use (a bad option, a folder that is not a partition \
          folder, ...); also a ValueError.",
     )?;
     let storage = new_error_type(
         py,
         "KafkaStorageError",
-        (&base, &py.get_type::<PyOSError>()),
+        &[&base, &py.get_type::<PyOSError>()],
         "Kafka's KafkaStorageException: a file or folder that cannot be read or written; also an \
          OSError.",
     )?;
     let not_found = new_error_type(
         py,
         "PathNotFoundError",
-        (storage.bind(py), &py.get_type::<PyFileNotFoundError>()),
+        &[storage.bind(py), &py.get_type::<PyFileNotFoundError>()],
         "A file or folder that does not exist; also a FileNotFoundError.",
     )?;
+    let argument_error =
+        |name: &str, doc: &str| new_error_type(py, name, &[invalid_argument.bind(py)], doc);
+    let unknown_topic_or_partition = argument_error(
+        "UnknownTopicOrPartitionError",
+        "Kafka's UnknownTopicOrPartitionException: a topic or partition the data dir does not \
+         hold.",
+    )?;
+    let topic_exists = argument_error(
+        "TopicExistsError",
+        "Kafka's TopicExistsException: a topic created twice.",
+    )?;
+    let invalid_topic = argument_error(
+        "InvalidTopicError",
+        "Kafka's InvalidTopicException: a topic name Kafka refuses, or one that collides with an \
+         existing topic's ('.' and '_' are the same in metric names).",
+    )?;
+    let invalid_partitions = argument_error(
+        "InvalidPartitionsError",
+        "Kafka's InvalidPartitionsException: a partition count under 1, or not above the \
+         topic's current count.",
+    )?;
     for (name, class, cell) in [
+        (
+            "UnknownTopicOrPartitionError",
+            unknown_topic_or_partition,
+            &UNKNOWN_TOPIC_OR_PARTITION,
+        ),
+        ("TopicExistsError", topic_exists, &TOPIC_EXISTS),
+        ("InvalidTopicError", invalid_topic, &INVALID_TOPIC),
+        (
+            "InvalidPartitionsError",
+            invalid_partitions,
+            &INVALID_PARTITIONS,
+        ),
         ("InvalidArgumentError", invalid_argument, &INVALID_ARGUMENT),
         ("KafkaStorageError", storage, &KAFKA_STORAGE),
         ("PathNotFoundError", not_found, &PATH_NOT_FOUND),
@@ -234,6 +294,15 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
         "TransactionCoordinatorFencedError",
         py.get_type::<TransactionCoordinatorFencedError>(),
     )?;
+    m.add("CommitFailedError", py.get_type::<CommitFailedError>())?;
+    m.add(
+        "NoOffsetForPartitionError",
+        py.get_type::<NoOffsetForPartitionError>(),
+    )?;
+    m.add(
+        "ConcurrentWriterError",
+        py.get_type::<ConcurrentWriterError>(),
+    )?;
     Ok(())
 }
 
@@ -262,6 +331,17 @@ impl From<Error> for PyErr {
                 two_base_error(&PATH_NOT_FOUND, PyFileNotFoundError::new_err, msg)
             }
             Error::Io { .. } => two_base_error(&KAFKA_STORAGE, PyOSError::new_err, msg),
+            Error::UnknownTopicOrPartition(_) => {
+                two_base_error(&UNKNOWN_TOPIC_OR_PARTITION, PyValueError::new_err, msg)
+            }
+            Error::TopicExists(_) => two_base_error(&TOPIC_EXISTS, PyValueError::new_err, msg),
+            Error::InvalidTopic(_) => two_base_error(&INVALID_TOPIC, PyValueError::new_err, msg),
+            Error::InvalidPartitions(_) => {
+                two_base_error(&INVALID_PARTITIONS, PyValueError::new_err, msg)
+            }
+            Error::CommitFailed(_) => CommitFailedError::new_err(msg),
+            Error::NoOffsetForPartition(_) => NoOffsetForPartitionError::new_err(msg),
+            Error::ConcurrentWriter(_) => ConcurrentWriterError::new_err(msg),
             Error::Unsupported(_) | Error::IllegalState(_) => KafkaLogError::new_err(msg),
         }
     }

@@ -561,6 +561,8 @@ struct Checked {
     /// The offset the previous segment ended at (what this one's lost offsets start from).
     expected_at_start: Option<i64>,
     aborted: Vec<AbortedTxn>,
+    /// Its last invalid range is a torn tail, let go silently as Kafka's recovery does.
+    torn_tail: bool,
 }
 
 /// Kafka's `recoverLog`: after an unclean shutdown, the segments from the recovery point on are
@@ -709,6 +711,12 @@ fn recover_log(
             });
         }
         let last_with_data = next_data_base.is_none();
+        // A segment wholly below the log dir's recovery point was flushed before the crash:
+        // Kafka's recovery does not even read it, and a crash cannot have torn it.
+        let flushed = checkpoints
+            .recovery_point
+            .is_some_and(|point| bases.get(i + 1).is_some_and(|next| *next <= point));
+        let mut torn_tail = false;
         for (k, range) in scan.invalid.iter().enumerate() {
             let runs_to_end = range.end == segment.size();
             // A whole valid batch refused (offsets going backwards) is not what a crash leaves.
@@ -716,7 +724,8 @@ fn recover_log(
                 && last_with_data
                 && k == scan.invalid.len() - 1
                 && !range.whole_batch_refused;
-            if tail && !checkpoints.clean_shutdown {
+            if tail && !checkpoints.clean_shutdown && !flushed {
+                torn_tail = true;
                 break; // a torn tail, what a crash leaves: Kafka's recovery, silently
             }
             let first = range
@@ -739,7 +748,14 @@ fn recover_log(
                 position: range.start,
                 bytes: range.end - range.start,
                 offsets,
-                reason: if tail {
+                reason: if tail && flushed {
+                    format!(
+                        "{} (in a segment the log dir's recovery point says was flushed before \
+                         any crash, so not the torn tail a crash leaves: bytes were lost or \
+                         damaged since)",
+                        range.reason
+                    )
+                } else if tail {
                     format!(
                         "{} (at the end of the log, beside the log dir's clean-shutdown marker: \
                          a broker that stopped cleanly leaves no torn tail, so bytes were lost \
@@ -778,6 +794,7 @@ fn recover_log(
             scan,
             expected_at_start,
             aborted,
+            torn_tail,
         });
     }
     if !compacted {
@@ -791,6 +808,9 @@ fn recover_log(
     }
     let mut bytes_truncated = 0u64;
     if mode == OnCorruption::Skip {
+        // The empty segments after a torn tail go, as Kafka's recovery deletes them, so the log
+        // ends where a default open's does.
+        let torn_at = checked.iter().find(|c| c.torn_tail).map(|c| c.base);
         for c in checked {
             let segment = segments.get_mut(c.base).expect("listed segment");
             let size = segment.size();
@@ -809,6 +829,11 @@ fn recover_log(
             }
             for txn in c.aborted {
                 segment.add_in_memory_aborted_txn(txn)?;
+            }
+        }
+        if let Some(torn_at) = torn_at {
+            for base in bases.iter().copied().filter(|b| *b > torn_at) {
+                segments.remove(base);
             }
         }
         for d in &mut damage {

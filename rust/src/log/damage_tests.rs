@@ -424,7 +424,11 @@ fn damage_below_the_recovery_point_is_not_a_torn_tail() {
     assert_eq!(damage.len(), 1, "{damage:?}");
     assert_eq!(damage[0].offsets, Some((156, 159)));
     assert_eq!(damage[0].action, DamageAction::Skipped);
-    assert!(damage[0].reason.contains("recovery point"), "{}", damage[0].reason);
+    assert!(
+        damage[0].reason.contains("recovery point"),
+        "{}",
+        damage[0].reason
+    );
     assert_eq!(offsets(&log), (0..156).collect::<Vec<_>>());
 }
 

@@ -1212,15 +1212,17 @@ impl Log {
                     {
                         continue;
                     }
-                    if s.max_timestamp_so_far_ro() < ts {
+                    // Kafka searches the first segment whose `largestTimestamp` reaches the
+                    // target, and only it: an empty segment (one the cleaner emptied) stands for
+                    // its file's mtime, and answers nothing even when later segments would.
+                    if s.largest_timestamp_ro()? < ts {
                         continue;
                     }
-                    if let Some(t) = s.find_offset_by_timestamp(ts, st.log_start_offset)? {
-                        return Ok(Some(TimestampAndOffset {
-                            leader_epoch: t.leader_epoch.or_else(|| epoch_at(t.offset)),
-                            ..t
-                        }));
-                    }
+                    let found = s.find_offset_by_timestamp(ts, st.log_start_offset)?;
+                    return Ok(found.map(|t| TimestampAndOffset {
+                        leader_epoch: t.leader_epoch.or_else(|| epoch_at(t.offset)),
+                        ..t
+                    }));
                 }
                 Ok(None)
             }

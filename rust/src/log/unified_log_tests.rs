@@ -359,6 +359,51 @@ fn offset_for_timestamp_answers_list_offsets() {
     );
 }
 
+/// A compacted log whose first segment the cleaner emptied: Kafka searches the first segment
+/// whose `largestTimestamp` reaches the target, an empty one standing for its file's mtime, and
+/// only that one, so a target up to the mtime finds nothing (Kafka 4.4 and 3.9 answer -1; a
+/// black-box tester saw offset 151 here).
+#[test]
+fn offset_for_timestamp_stops_at_an_emptied_segment_as_kafka_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = open(dir.path(), &[("segment.bytes", "300")]);
+    for i in 0..6 {
+        let stamps = [NOW + i * 10, NOW + i * 10 + 1];
+        log.append_as_leader(&batch_at(0, &stamps), 0).unwrap();
+    }
+    let bases = log.segment_base_offsets();
+    log.close().unwrap();
+    drop(log);
+    let folder = dir.path().join("t-0");
+    for ext in ["log", "index", "timeindex"] {
+        std::fs::write(folder.join(format!("{:020}.{ext}", bases[0])), b"").unwrap();
+    }
+    let mtime = std::time::UNIX_EPOCH + std::time::Duration::from_millis((NOW + 25) as u64);
+    std::fs::File::options()
+        .write(true)
+        .open(folder.join(format!("{:020}.log", bases[0])))
+        .unwrap()
+        .set_modified(mtime)
+        .unwrap();
+    let mut read_only = options(
+        &[("cleanup.policy", "compact")],
+        true,
+        Arc::new(AtomicI64::new(NOW)),
+    );
+    read_only.read_only = true;
+    let log = Log::open(&folder, read_only).unwrap();
+    let at = |ts| {
+        log.offset_for_timestamp(ts)
+            .unwrap()
+            .map(|t| (t.timestamp, t.offset))
+    };
+    assert_eq!(at(NOW), None);
+    assert_eq!(at(NOW + 25), None);
+    let after = log.segment_base_offsets()[1];
+    let found = at(NOW + 26).unwrap();
+    assert!(found.1 >= after && found.0 >= NOW + 26, "{found:?}");
+}
+
 #[test]
 fn delete_records_and_retention_remove_whole_segments() {
     let dir = tempfile::tempdir().unwrap();

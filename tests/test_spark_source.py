@@ -2306,6 +2306,20 @@ def test_a_topic_with_partitions_missing_under_the_path_is_refused(tmp_path):
         assert _planned(plan.ranges) == [("jbod", 1), ("jbod", 3), ("jbod", 5)]
     # assign names its partitions: nothing is missing that was not asked for.
     assert _planned(ks.plan_read({"path": str(d1), "assign": '{"jbod":[1,3]}'}).ranges) == [("jbod", 1), ("jbod", 3)]
+    # An assigned partition the topic has (below its highest folder) with no folder is missing
+    # data, as for subscribe (it was dropped with a warning, a black-box tester); one past the
+    # topic's partitions is read as empty, as Spark's source reads it.
+    with pytest.raises(ks.KafkaLogOptionError, match=r"assigned topic \(jbod: partitions \[2\] are missing"):
+        ks.plan_read({"path": str(d1), "assign": '{"jbod":[1,2,3]}'})
+    with pytest.warns(UserWarning, match=r"\[2\] are missing"):
+        plan = ks.plan_read({"path": str(d1), "assign": '{"jbod":[1,2,3]}', "failOnDataLoss": "false"})
+    assert _planned(plan.ranges) == [("jbod", 1), ("jbod", 3)]
+    with pytest.warns(UserWarning, match=r"\('jbod', 9\)"):
+        plan = ks.plan_read({"path": str(d1), "assign": '{"jbod":[5,9]}'})
+    assert _planned(plan.ranges) == [("jbod", 5)]
+    # Partition folders named one by one are read as asked.
+    named = f"{d1 / 'jbod-1'},{d1 / 'jbod-5'}"
+    assert _planned(ks.plan_read({"path": named, "subscribe": "jbod"}).ranges) == [("jbod", 1), ("jbod", 5)]
 
 
 def test_options_spark_takes_that_were_refused(data):
@@ -2348,3 +2362,13 @@ def test_a_metadata_log_that_cannot_be_read_does_not_stop_the_read(tmp_path):
     with pytest.warns(UserWarning, match="__cluster_metadata log could not be read"):
         plan = ks.plan_read({"path": str(tmp_path), "subscribe": "t"})
     assert _planned(plan.ranges) == [("t", 0), ("t", 1)]
+
+
+def test_paths_given_by_hand_split_as_path_does(data):
+    """Spark sets `paths` to a JSON list for load([...]); set by hand as a comma-separated string,
+    it was taken as one path that did not exist (a black-box tester)."""
+    d, _, _ = data
+    folders = [str(d / "other-0"), str(d / "orders-0")]
+    for paths in (",".join(folders), json.dumps(folders)):
+        assert sorted(_planned(ks.plan_read({"paths": paths, "subscribe": "other,orders"}).ranges)) == [
+            ("orders", 0), ("other", 0)]

@@ -298,11 +298,14 @@ def _paths(options: Mapping[str, str]) -> List[str]:
     paths: List[str] = []
     if "paths" in options:
         raw = options["paths"]
+        # Spark sets it to a JSON list for load([...]); given by hand, it reads as `path` does.
         try:
             listed = json.loads(raw)
         except json.JSONDecodeError:
-            listed = [raw]
-        paths.extend(str(p) for p in listed)
+            listed = raw.split(",")
+        if not isinstance(listed, list):
+            listed = [listed]
+        paths.extend(str(p).strip() for p in listed if str(p).strip())
     if "path" in options:
         paths.extend(p.strip() for p in options["path"].split(",") if p.strip())
     if not paths:
@@ -382,38 +385,52 @@ def _refuse_metadata_log(topics: Collection[str]) -> None:
                                   "(Spark's Kafka source fails on it too); see its records with kafkalog dump")
 
 
-def _whole_topics(folders: List[TopicPartitionFolder], options: Mapping[str, str]) -> List[TopicPartitionFolder]:
-    """The folders of subscribed topics, refused when partitions of a topic are not under the path:
-    those a KRaft data dir's metadata log lists, and holes in the numbers (a topic's partitions are
-    0..N-1). Another log dir of a JBOD broker, or another broker, holds them, and reading on would
-    leave their records out unsaid."""
+def _known_partitions(folders: List[TopicPartitionFolder]) -> Dict[str, Set[int]]:
+    """The partitions each topic of ``folders`` has, as far as the path tells: 0 up to the highest
+    folder's number (a topic's partitions are 0..N-1), and those a KRaft data dir's metadata log
+    lists. Topics whose partition folders were named one by one count as asked: only those."""
     found: Dict[str, Set[int]] = {}
-    chosen = {f.topic for f in folders if f.named}  # partition folders named one by one: as asked
     for f in folders:
-        if f.topic not in chosen:
-            found.setdefault(f.topic, set()).add(f.partition)
-    expected = {t: set(range(max(ps) + 1)) for t, ps in found.items()}
+        found.setdefault(f.topic, set()).add(f.partition)
+    chosen = {f.topic for f in folders if f.named}
+    known = {t: (set(ps) if t in chosen else set(range(max(ps) + 1))) for t, ps in found.items()}
     for data_dir in sorted({os.path.dirname(f.path) for f in folders if not f.named}):
         try:
             listed_by_topic = _kafkalog.metadata_topic_partitions(data_dir) or {}
         except KafkaLogError as e:
             # A check on top of the read: a metadata log it cannot read does not stop the read.
             warnings.warn(f"{data_dir}: its __cluster_metadata log could not be read ({e}); partitions "
-                          "are checked by their numbers only", stacklevel=3)
+                          "are checked by their numbers only", stacklevel=4)
             listed_by_topic = {}
         for topic, listed in listed_by_topic.items():
-            if topic in expected:
-                expected[topic].update(listed)
-    missing = {t: sorted(expected[t] - ps) for t, ps in found.items() if expected[t] - ps}
+            if topic in known and topic not in chosen:
+                known[topic].update(listed)
+    return known
+
+
+def _refuse_missing(missing: Dict[str, List[int]], options: Mapping[str, str], what: str) -> None:
+    """Partitions the path should hold and does not: another log dir of a JBOD broker, or another
+    broker, holds them, and reading on would leave their records out unsaid."""
     if not missing:
-        return folders
+        return
     gaps = "; ".join(f"{t}: partitions {m} are missing" for t, m in sorted(missing.items()))
-    message = (f"the path holds only some partitions of a subscribed topic ({gaps}); a broker with "
+    message = (f"the path holds only some partitions of {what} ({gaps}); a broker with "
                "several log.dirs spreads partitions over them, a cluster over its brokers: pass every "
                "dir that holds them, comma-separated (path=/data/d1,/data/d2)")
     if _bool(options, "failondataloss", True):
         raise KafkaLogOptionError(message + ", or set failOnDataLoss=false to read the partitions found")
-    warnings.warn(message + "; failOnDataLoss=false: reading the partitions found", stacklevel=3)
+    warnings.warn(message + "; failOnDataLoss=false: reading the partitions found", stacklevel=4)
+
+
+def _whole_topics(folders: List[TopicPartitionFolder], options: Mapping[str, str]) -> List[TopicPartitionFolder]:
+    """The folders of subscribed topics, refused when partitions of a topic are not under the path
+    (see ``_known_partitions``)."""
+    known = _known_partitions(folders)
+    have: Dict[str, Set[int]] = {}
+    for f in folders:
+        have.setdefault(f.topic, set()).add(f.partition)
+    _refuse_missing({t: sorted(known[t] - ps) for t, ps in have.items() if known[t] - ps}, options,
+                    "a subscribed topic")
     return folders
 
 
@@ -441,9 +458,18 @@ def _select(folders: List[TopicPartitionFolder], options: Mapping[str, str], req
     if missing_topics:
         raise KafkaLogOptionError(f"assigned topics {missing_topics} have no partition folders under the path")
     missing_partitions = sorted(wanted - set(have))
-    if missing_partitions:
+    # A partition the topic has (below its highest folder's number, or listed by the metadata log)
+    # with no folder is data the path lacks, as for a subscribed topic.
+    known = _known_partitions([f for f in folders if f.topic in assigned])
+    lost: Dict[str, List[int]] = {}
+    for t, p in missing_partitions:
+        if p in known.get(t, set()):
+            lost.setdefault(t, []).append(p)
+    _refuse_missing(lost, options, "an assigned topic")
+    beyond = [tp for tp in missing_partitions if tp[1] not in lost.get(tp[0], [])]
+    if beyond:
         # As Spark's Kafka source: partitions a topic does not have are read as empty.
-        warnings.warn(f"assigned partitions {missing_partitions} have no folders under the path: nothing read "
+        warnings.warn(f"assigned partitions {beyond} have no folders under the path: nothing read "
                       "from them",
                       stacklevel=2)
     return [have[k] for k in sorted(wanted) if k in have]

@@ -144,8 +144,11 @@ def test_not_a_partition_folder(tmp_path, copy):
     copy("data")
     with pytest.raises(ValueError, match=r"data dir holding 1 partition folders \(demo-0\)"):
         kafkalog.Log(tmp_path / "data", read_only=False, create=True)
-    with pytest.raises(OSError, match="a segment file.*open its folder"):
+    with pytest.raises(ValueError, match="a segment file.*open its folder"):
         kafkalog.Log(seg(DEMO, 0))
+    # A file that is no segment: the same kind of error, not an I/O error (nothing failed to read).
+    with pytest.raises(kafkalog.InvalidArgumentError, match="is a file, not a Kafka partition folder"):
+        kafkalog.Log(DEMO / "partition.metadata")
 
 
 def run_cli(*args):

@@ -364,10 +364,9 @@ fn check_partition_folder(dir: &Path, options: &LogOptions) -> Result<()> {
         } else {
             "a file, not a Kafka partition folder (<topic>-<partition>)".to_string()
         };
-        return Err(Error::io(
-            dir,
-            std::io::Error::new(std::io::ErrorKind::NotADirectory, what),
-        ));
+        // Nothing failed to read: a path that is not a folder is a bad argument, as a folder of
+        // partition folders is.
+        return Err(Error::InvalidArgument(format!("{} is {what}", dir.display())));
     }
     if !dir.is_dir() {
         if options.create && writable {

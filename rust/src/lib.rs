@@ -6,6 +6,7 @@ pub mod checksum;
 pub mod config;
 pub mod datadir;
 pub mod error;
+pub mod files;
 pub mod group;
 pub mod index;
 pub mod internal_topics;

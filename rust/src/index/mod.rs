@@ -128,11 +128,20 @@ impl Mapping {
 
 /// Reads an index file into memory for a read-only view. A pre-allocated index (a broker's
 /// active segment: 10 MB, mostly a hole) costs only its written part: the buffer starts as
-/// zero pages the allocator never touches, and the file is read up to its first hole.
+/// zero pages the allocator never touches, and the file is read up to its first hole. Memory
+/// that cannot be had is an error, not an abort.
 fn snapshot(f: &File, path: &Path, len: usize) -> Result<Vec<u8>> {
     use std::os::fd::AsRawFd;
     use std::os::unix::fs::FileExt;
-    let mut buf = vec![0u8; len];
+    let mut buf = zeroed(len).ok_or_else(|| {
+        Error::io(
+            path,
+            std::io::Error::new(
+                ErrorKind::OutOfMemory,
+                format!("no memory for a {len}-byte copy of the index"),
+            ),
+        )
+    })?;
     // SAFETY: lseek on a valid fd; SEEK_HOLE only reports where the file's first hole starts.
     let hole = unsafe { libc::lseek(f.as_raw_fd(), 0, libc::SEEK_HOLE) };
     let data = if hole < 0 {
@@ -152,6 +161,20 @@ fn snapshot(f: &File, path: &Path, len: usize) -> Result<Vec<u8>> {
         }
     }
     Ok(buf)
+}
+
+/// `len` zero bytes, or `None` when the allocator has no room (where `vec![0; len]` aborts).
+fn zeroed(len: usize) -> Option<Vec<u8>> {
+    if len == 0 {
+        return Some(Vec::new());
+    }
+    let layout = std::alloc::Layout::array::<u8>(len).ok()?;
+    // SAFETY: the layout's size is non-zero; a non-null pointer holds `len` zeroed bytes from
+    // the global allocator, which the Vec frees with this same layout (u8, capacity `len`).
+    unsafe {
+        let ptr = std::alloc::alloc_zeroed(layout);
+        (!ptr.is_null()).then(|| Vec::from_raw_parts(ptr, len, len))
+    }
 }
 
 /// Kafka's `AbstractIndex`: a file of fixed-size entries, memory-mapped, pre-allocated when created
@@ -227,25 +250,26 @@ impl<E: IndexEntry> MmapIndex<E> {
             )));
         }
         let (f, newly_created) = if writable {
-            match OpenOptions::new()
-                .read(true)
-                .write(true)
-                .create_new(true)
-                .open(&path)
-            {
+            match crate::files::open_regular_with(
+                OpenOptions::new().read(true).write(true).create_new(true),
+                &path,
+            ) {
                 Ok(f) => (f, true),
                 Err(e) if e.kind() == ErrorKind::AlreadyExists => {
-                    let f = OpenOptions::new()
-                        .read(true)
-                        .write(true)
-                        .open(&path)
-                        .map_err(|e| Error::io(&path, e))?;
+                    let f = crate::files::open_regular_with(
+                        OpenOptions::new().read(true).write(true),
+                        &path,
+                    )
+                    .map_err(|e| Error::io(&path, e))?;
                     (f, false)
                 }
                 Err(e) => return Err(Error::io(&path, e)),
             }
         } else {
-            (File::open(&path).map_err(|e| Error::io(&path, e))?, false)
+            (
+                crate::files::open_regular(&path).map_err(|e| Error::io(&path, e))?,
+                false,
+            )
         };
 
         if newly_created {
@@ -265,6 +289,15 @@ impl<E: IndexEntry> MmapIndex<E> {
         }
 
         let length = f.metadata().map_err(|e| Error::io(&path, e))?.len();
+        if length > i32::MAX as u64 {
+            // Kafka's index sizes are Java ints: no broker writes a larger one, and reading it
+            // whole would ask for that much memory.
+            return Err(Error::corrupt_index(format!(
+                "an index file of {length} bytes, larger than any Kafka writes ({} bytes at most)",
+                i32::MAX
+            ))
+            .in_file(&path));
+        }
         // An existing file's bytes are taken as allocated (they may hold entries).
         let allocated = if newly_created {
             length.min(RESERVE_STEP)

@@ -148,13 +148,12 @@ impl TransactionIndex {
 
     fn open_handle(&self, create: bool) -> Result<File> {
         let f = if self.writable {
-            OpenOptions::new()
-                .read(true)
-                .append(true)
-                .create(create)
-                .open(&self.path)
+            crate::files::open_regular_with(
+                OpenOptions::new().read(true).append(true).create(create),
+                &self.path,
+            )
         } else {
-            File::open(&self.path)
+            crate::files::open_regular(&self.path)
         };
         f.map_err(|e| Error::io(&self.path, e))
     }
@@ -215,7 +214,7 @@ impl TransactionIndex {
         let temp;
         let f = match &self.file {
             Some(f) => f,
-            None => match File::open(&self.path) {
+            None => match crate::files::open_regular(&self.path) {
                 Ok(f) => {
                     temp = f;
                     &temp

@@ -550,3 +550,80 @@ fn a_batch_out_of_place_first_names_no_batch_before_it() {
     assert!(message.contains("out of place"), "{message}");
     assert!(!message.contains(&i64::MIN.to_string()), "{message}");
 }
+
+/// A FIFO, a device or a folder under a name Kafka keeps a regular file by: the open refuses it,
+/// naming it, where a FIFO's open waited for a writer forever and `/dev/zero` read as a
+/// segment with no batches (a black-box tester).
+#[test]
+fn files_that_are_not_regular_are_refused_without_blocking() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = four_segments(tmp.path());
+    let names = [
+        format!("{:020}.log", 120),
+        format!("{:020}.index", 40),
+        format!("{:020}.timeindex", 80),
+        crate::log::epoch::LEADER_EPOCH_CHECKPOINT_FILE.to_string(),
+    ];
+    for name in names {
+        let path = dir.join(&name);
+        let saved = tmp.path().join("saved");
+        std::fs::rename(&path, &saved).unwrap();
+        for kind in ["fifo", "device", "folder"] {
+            match kind {
+                "fifo" => {
+                    let c = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
+                    // SAFETY: a valid NUL-terminated path.
+                    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+                }
+                "device" => std::os::unix::fs::symlink("/dev/zero", &path).unwrap(),
+                _ => std::fs::create_dir(&path).unwrap(),
+            }
+            let (tx, rx) = std::sync::mpsc::channel();
+            let d = dir.clone();
+            std::thread::spawn(move || {
+                let r = Log::open(&d, options(true, OnCorruption::Error)).map(|_| ());
+                let _ = tx.send(r.map_err(|e| e.to_string()));
+            });
+            let r = rx
+                .recv_timeout(std::time::Duration::from_secs(20))
+                .unwrap_or_else(|_| panic!("the open of a log with a {kind} as {name} hangs"));
+            let e = r.expect_err(&format!("a {kind} as {name} was read"));
+            assert!(
+                e.contains(&name) && e.contains("where Kafka keeps a regular file"),
+                "{kind} {name}: {e}"
+            );
+            if kind == "folder" {
+                std::fs::remove_dir(&path).unwrap();
+            } else {
+                std::fs::remove_file(&path).unwrap();
+            }
+        }
+        std::fs::rename(&saved, &path).unwrap();
+    }
+    assert_eq!(
+        open_ro(&dir, OnCorruption::Error).unwrap().log_end_offset(),
+        160
+    );
+}
+
+/// An index file larger than any Kafka writes (its sizes are Java ints) is corrupt, not read
+/// into memory whole: a sparse 100 GiB index asked the allocator for 100 GiB and aborted the
+/// process under a memory limit (a black-box tester).
+#[test]
+fn an_index_larger_than_kafka_writes_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = four_segments(tmp.path());
+    let index = dir.join(format!("{:020}.index", 40));
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&index)
+        .unwrap()
+        .set_len(100 << 30)
+        .unwrap();
+    let e = Log::open(&dir, options(true, OnCorruption::Error)).unwrap_err();
+    assert!(matches!(e, Error::CorruptIndex { .. }), "{e}");
+    assert!(
+        e.to_string().contains("larger than any Kafka writes"),
+        "{e}"
+    );
+}

@@ -366,7 +366,10 @@ fn check_partition_folder(dir: &Path, options: &LogOptions) -> Result<()> {
         };
         // Nothing failed to read: a path that is not a folder is a bad argument, as a folder of
         // partition folders is.
-        return Err(Error::InvalidArgument(format!("{} is {what}", dir.display())));
+        return Err(Error::InvalidArgument(format!(
+            "{} is {what}",
+            dir.display()
+        )));
     }
     if !dir.is_dir() {
         if options.create && writable {

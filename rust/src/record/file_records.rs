@@ -70,14 +70,16 @@ impl FileRecords {
     /// Opens (and, when writable, creates) a log file. A read-only open never writes.
     pub fn open(path: &Path, writable: bool) -> Result<Self> {
         let file = if writable {
-            OpenOptions::new()
-                .read(true)
-                .write(true)
-                .create(true)
-                .truncate(false)
-                .open(path)
+            crate::files::open_regular_with(
+                OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .create(true)
+                    .truncate(false),
+                path,
+            )
         } else {
-            File::open(path)
+            crate::files::open_regular(path)
         }
         .map_err(|e| Error::io(path, e))?;
         let size = file.metadata().map_err(|e| Error::io(path, e))?.len();

@@ -466,6 +466,12 @@ fn base_offset_of(path: &Path, name: &str) -> Result<i64> {
     })
 }
 
+/// An index file read whole: Kafka's are at most `i32::MAX` bytes (its sizes are Java ints), so
+/// a larger one is refused rather than read into memory.
+fn read_index_file(path: &Path) -> std::io::Result<Vec<u8>> {
+    crate::files::read_regular(path, i32::MAX as u64)
+}
+
 fn io_err(path: &Path) -> impl Fn(std::io::Error) -> Error + '_ {
     move |e| Error::io(path, e)
 }
@@ -686,7 +692,7 @@ struct FileDump<'a> {
 
 impl FileDump<'_> {
     fn open(&self, path: &Path) -> Result<File> {
-        File::open(path).map_err(io_err(path))
+        crate::files::open_regular(path).map_err(io_err(path))
     }
 
     fn dump_log(&mut self) -> Result<()> {
@@ -1043,7 +1049,7 @@ impl FileDump<'_> {
         let base = base_offset_of(self.path, self.name)?;
         let log_path = sibling(self.path, self.name, ".log");
         let log = self.open(&log_path)?;
-        let bytes = std::fs::read(self.path).map_err(io_err(self.path))?;
+        let bytes = read_index_file(self.path).map_err(io_err(self.path))?;
         let index = RawOffsetIndex::new(base, &bytes);
         if index.entries() == 0 {
             if opts.json {
@@ -1100,9 +1106,9 @@ impl FileDump<'_> {
         let log_path = sibling(self.path, self.name, ".log");
         let index_path = sibling(self.path, self.name, ".index");
         let log = self.open(&log_path)?;
-        let index_bytes = std::fs::read(&index_path).map_err(io_err(&index_path))?;
+        let index_bytes = read_index_file(&index_path).map_err(io_err(&index_path))?;
         let index = RawOffsetIndex::new(base, &index_bytes);
-        let bytes = std::fs::read(self.path).map_err(io_err(self.path))?;
+        let bytes = read_index_file(self.path).map_err(io_err(self.path))?;
         let time_index = RawTimeIndex::new(base, &bytes);
         if opts.index_sanity_check {
             return self.passed_sanity_check(time_index.sanity_check(self.path, bytes.len()));
@@ -1178,7 +1184,7 @@ impl FileDump<'_> {
     }
 
     fn dump_txn_index(&mut self) -> Result<()> {
-        let bytes = std::fs::read(self.path).map_err(io_err(self.path))?;
+        let bytes = read_index_file(self.path).map_err(io_err(self.path))?;
         // Kafka's iterator stops before a partial entry at the end.
         for e in bytes.chunks_exact(ABORTED_TXN_ENTRY) {
             // Kafka 4 reads the version whole and takes 0 only; 3.x read its first byte and

@@ -100,9 +100,12 @@ impl LogDirLock {
     }
 }
 
+/// A checkpoint line per partition of a log dir: a million partitions take some 50 MB.
+const MAX_CHECKPOINT_BYTES: u64 = 256 << 20;
+
 /// Reads a file as UTF-8, `None` when it does not exist.
 fn read_text(path: &Path) -> Result<Option<String>> {
-    match fs::read(path) {
+    match crate::files::read_regular(path, MAX_CHECKPOINT_BYTES) {
         Ok(bytes) => String::from_utf8(bytes).map(Some).map_err(|_| {
             Error::corrupt(format!("{} is not valid UTF-8", path.display())).in_file(path)
         }),

@@ -165,7 +165,8 @@ pub fn decode_snapshot(bytes: &[u8]) -> Result<Vec<ProducerStateEntry>> {
 
 /// Reads a snapshot file; corruption errors name the file.
 pub fn read_snapshot(path: &Path) -> Result<Vec<ProducerStateEntry>> {
-    let bytes = fs::read(path).map_err(|e| Error::io(path, e))?;
+    // Entries of 70-odd bytes, one per producer id the partition keeps.
+    let bytes = crate::files::read_regular(path, 1 << 30).map_err(|e| Error::io(path, e))?;
     decode_snapshot(&bytes).map_err(|e| e.in_file(path))
 }
 

@@ -307,8 +307,9 @@ def test_aborted_transactions_in_a_closed_log_are_found_without_its_txnindex(tmp
 def test_a_batch_with_offsets_its_segment_cannot_hold(tmp_path, base_offset):
     """A CRC-valid batch whose offsets lie outside its segment (the base offset is outside the
     CRC): between valid batches it is damage naming the .log and its position; as the last
-    batch, the read-only open reads the log as Kafka's recovery leaves it, as a writable open
-    does, where it once failed naming the private index rebuilt in a temp folder."""
+    batch too (a whole batch whose CRC holds is not what a torn write leaves), and
+    on_corruption='truncate' reads the log as Kafka's recovery leaves it, where it once failed
+    naming the private index rebuilt in a temp folder."""
     import struct
 
     folder = tmp_path / "t-0"
@@ -323,7 +324,9 @@ def test_a_batch_with_offsets_its_segment_cannot_hold(tmp_path, base_offset):
     with pytest.raises(kafkalog.LogDamagedError, match=rf"00000000000000000000\.log at position {len(good)} .*does not belong in the segment"):
         kafkalog.Log(folder)
     segment.write_bytes(good + bytes(bad))
-    log = kafkalog.Log(folder)
+    with pytest.raises(kafkalog.LogDamagedError, match="a whole batch whose CRC holds"):
+        kafkalog.Log(folder)
+    log = kafkalog.Log(folder, on_corruption="truncate")
     assert log.log_end_offset == 1 and log.recovered_bytes_truncated == len(bad)
     assert [r.value for r in log.records()] == [b"a"]
     assert segment.read_bytes() == good + bytes(bad), "a read-only open changes nothing"

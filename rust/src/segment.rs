@@ -777,7 +777,10 @@ impl LogSegment {
                 Ok(None) => break,
                 Ok(Some((pos, bytes))) => {
                     let len = bytes.len() as u64;
-                    let checked = Batch::parse(bytes).and_then(|b| {
+                    let parsed = Batch::parse(bytes);
+                    // A whole batch whose CRC holds is not what a torn write leaves.
+                    let crc_holds = matches!(&parsed, Ok(Batch::V2(b)) if b.is_valid());
+                    let checked = parsed.and_then(|b| {
                         b.ensure_valid()?;
                         match offset_out_of_segment(self.base_offset, b.last_offset()) {
                             Some(reason) => Err(Error::corrupt(reason)),
@@ -795,7 +798,7 @@ impl LogSegment {
                             }
                             BatchVerdict::Reject(reason) => (pos, reason, true),
                         },
-                        Err(Error::CorruptRecord { message, .. }) => (pos, message, false),
+                        Err(Error::CorruptRecord { message, .. }) => (pos, message, crc_holds),
                         Err(e) => return Err(e),
                     }
                 }

@@ -281,10 +281,28 @@ fn remove_temp_files_and_complete_swaps(
 fn list_log_bases(dir: &Path) -> Result<Vec<i64>> {
     let mut out = BTreeSet::new();
     for entry in std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))? {
-        let name = file_name(&entry.map_err(|e| Error::io(dir, e))?.path());
-        if name.ends_with(LOG_FILE_SUFFIX) && name.len() == 20 + LOG_FILE_SUFFIX.len() {
-            if let Some(base) = offset_from_file_name(&name) {
+        let path = entry.map_err(|e| Error::io(dir, e))?.path();
+        let name = file_name(&path);
+        if !name.ends_with(LOG_FILE_SUFFIX) {
+            continue;
+        }
+        match offset_from_file_name(&name).filter(|_| name.len() == 20 + LOG_FILE_SUFFIX.len()) {
+            Some(base) => {
                 out.insert(base);
+            }
+            // Kafka's loader parses any `*.log` name as a base offset: it loads a short number
+            // at that offset and fails on the rest. Left out here, its records would be
+            // missing with nothing said.
+            None => {
+                return Err(Error::LogDamaged {
+                    message: format!(
+                        "{} ends in .log but is not named as a segment is (<20-digit base \
+                         offset>.log): a broker would not load this log as it is (or load the \
+                         file at another offset); rename it to its base offset or move it out",
+                        path.display()
+                    ),
+                    damage: Vec::new(),
+                })
             }
         }
     }

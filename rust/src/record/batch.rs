@@ -264,11 +264,24 @@ impl<'a> DefaultBatch<'a> {
         self.crc() == self.compute_crc()
     }
 
-    /// Kafka's `ensureValid`: size and CRC32C.
+    /// Kafka's `ensureValid`: size and CRC32C; and the offset range and record count that
+    /// Kafka's `LogValidator` holds every appended batch to, since a batch breaking them (a
+    /// CRC over a writer's mistake, or over crafted bytes) would lend its records offsets
+    /// that go back or that other batches hold. The log cleaner leaves fewer records than
+    /// offsets, never more.
     pub fn ensure_valid(&self) -> Result<()> {
         if self.records_count() < 0 {
             return Err(Error::corrupt(format!(
                 "batch at offset {} has invalid record count {}",
+                self.base_offset(),
+                self.records_count()
+            )));
+        }
+        let delta = self.last_offset_delta();
+        if delta < 0 || i64::from(self.records_count()) > i64::from(delta) + 1 {
+            return Err(Error::corrupt(format!(
+                "batch at offset {} has an invalid offset range for its {} records: last offset \
+                 delta {delta}",
                 self.base_offset(),
                 self.records_count()
             )));
@@ -882,7 +895,9 @@ mod tests {
     fn fuzz_negative_last_offset_delta_wraps_the_sequence_like_java() {
         let bytes = include_bytes!("../../testdata/fuzz/batch_v2-last-sequence-overflow.bin");
         let batch = Batch::parse(bytes).unwrap();
-        batch.ensure_valid().unwrap();
+        // Its CRC holds, but no record can take an offset below its base: refused.
+        let e = batch.ensure_valid().unwrap_err().to_string();
+        assert!(e.contains("invalid offset range"), "{e}");
         let Batch::V2(b) = &batch else {
             panic!("a v2 batch")
         };

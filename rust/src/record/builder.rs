@@ -377,6 +377,9 @@ mod tests {
         // a record count larger than what is there fails when decoding, never allocates
         let mut count = bytes.clone();
         count[57..61].copy_from_slice(&1_000_000_000i32.to_be_bytes());
+        // offsets for as many, or the batch is refused before any record is read
+        let delta_at = crate::record::batch::LAST_OFFSET_DELTA_OFFSET;
+        count[delta_at..delta_at + 4].copy_from_slice(&999_999_999i32.to_be_bytes());
         let crc = crate::checksum::crc32c(&count[ATTRIBUTES_OFFSET..]);
         count[CRC_OFFSET..CRC_OFFSET + 4].copy_from_slice(&crc.to_be_bytes());
         let b = Batch::parse(&count).unwrap();

@@ -126,12 +126,14 @@ class DataDir:
             raise _kafkalog.KafkaStorageError(f"{self.path}: a file, not a data dir")
 
     def topics(self, include_internal: bool = False) -> Dict[str, int]:
-        """{topic: partition count}"""
+        """{topic: partition count}; Kafka's internal topics (``__consumer_offsets``, ...) only
+        with ``include_internal=True``."""
         counts = _kafkalog.topic_partition_counts(self.path)
         return {t: n for t, n in counts.items() if include_internal or not _internal(t)}
 
     def partitions(self, topic: Optional[str] = None, include_internal: bool = False) -> List[TopicPartition]:
-        """The (topic, partition) folders present, of one topic or all."""
+        """The (topic, partition) folders present, of one topic or all (internal topics with
+        ``include_internal=True``, or when ``topic`` names one)."""
         return [
             (t, p)
             for t, p, _ in _kafkalog.partition_folders(self.path)

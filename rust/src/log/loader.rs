@@ -710,7 +710,11 @@ fn recover_log(
             next = Some(last + 1);
             prev_end_position = position + batch.size_in_bytes() as u64;
             if replaying && (mode == OnCorruption::Skip || !after_damage) {
-                if let Some((done, lso)) = producer_state.replay_batch(batch)? {
+                // A marker that does not parse is named where it is.
+                let replayed = producer_state
+                    .replay_batch(batch)
+                    .map_err(|e| e.at(Some(&log_path(base)), position))?;
+                if let Some((done, lso)) = replayed {
                     aborted.extend(done.to_aborted_txn(lso));
                 }
             }
@@ -1295,15 +1299,16 @@ fn replay(
             .map_or(segment.size(), |p| p.position);
         let log = segment.log();
         let mut reader = log.batches(start, log.size_in_bytes(), segment.max_batch_size());
-        while let Some((_, bytes)) = reader.next_batch()? {
-            let batch = Batch::parse(bytes)?;
+        while let Some((position, bytes)) = reader.next_batch()? {
+            let at = |e: Error| e.at(Some(log.path()), position);
+            let batch = Batch::parse(bytes).map_err(at)?;
             if batch.last_offset() < from {
                 continue;
             }
             if batch.last_offset() >= to {
                 return Ok(());
             }
-            producer_state.replay_batch(&batch)?;
+            producer_state.replay_batch(&batch).map_err(at)?;
         }
     }
     Ok(())

@@ -196,9 +196,24 @@ fn checkpoint_offsets(
         if !file.path().exists() {
             continue;
         }
-        match file.read() {
-            Ok(map) => {
-                if let Some(&offset) = map.get(&(topic.to_string(), partition)) {
+        match file.read_lines() {
+            Ok(lines) => {
+                let key = (topic.to_string(), partition);
+                let mine: Vec<i64> = lines
+                    .iter()
+                    .filter(|(k, _)| *k == key)
+                    .map(|(_, o)| *o)
+                    .collect();
+                if mine.len() > 1 {
+                    problems.push(problem(file.path(), None, format!(
+                        "{} lines for {topic}-{partition} (offsets {mine:?}): a broker takes the last",
+                        mine.len())));
+                }
+                if let Some(&offset) = mine.last() {
+                    if offset < 0 {
+                        problems.push(problem(file.path(), None, format!(
+                            "offset {offset} for {topic}-{partition}: no log has a negative offset")));
+                    }
                     out.push((name, offset));
                     compacted |= name == CLEANER_OFFSET_CHECKPOINT_FILE;
                 }
@@ -981,6 +996,21 @@ mod tests {
             "{p}"
         );
         assert!(p.to_string().contains(&format!("at byte {first}")));
+    }
+
+    /// A checkpoint with two lines for the partition (a broker takes the last: 50 records
+    /// hidden behind a log start of 50) or a negative offset: reported, where verify said sound
+    /// (a black-box tester).
+    #[test]
+    fn contradicting_or_negative_checkpoint_lines_are_reported() {
+        let (data, dir) = sound_log();
+        let write = |name: &str, text: &str| std::fs::write(data.path().join(name), text).unwrap();
+        write(LOG_START_OFFSET_CHECKPOINT_FILE, "0\n2\nt 0 0\nt 0 3\n");
+        write(RECOVERY_POINT_CHECKPOINT_FILE, "0\n1\nt 0 -5\n");
+        let r = verify(&dir);
+        let said = |what: &str| r.problems.iter().any(|p| p.message.contains(what));
+        assert!(said("2 lines for t-0 (offsets [0, 3])"), "{:?}", r.problems);
+        assert!(said("offset -5 for t-0"), "{:?}", r.problems);
     }
 
     /// Records whose offset deltas go back inside a batch whose header and CRC hold: readers

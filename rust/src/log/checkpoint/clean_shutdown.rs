@@ -53,8 +53,13 @@ impl CleanShutdownFile {
 
     /// `None` when there is no marker (an unclean shutdown, or a fresh directory).
     pub fn read(&self) -> Result<Option<CleanShutdown>> {
-        let Some(text) = read_text(&self.path)? else {
-            return Ok(None);
+        // Kafka goes by the marker being there: one that is not UTF-8 still means a clean
+        // shutdown, epoch unknown (it made every read of the log dir fail).
+        let text = match read_text(&self.path) {
+            Ok(None) => return Ok(None),
+            Ok(Some(text)) => text,
+            Err(Error::CorruptRecord { .. }) => String::new(),
+            Err(e) => return Err(e),
         };
         // Either marker form: the epoch is a JSON number (current) or a string (the 3.5-era map);
         // a marker that is not a JSON object still means a clean shutdown, epoch unknown.

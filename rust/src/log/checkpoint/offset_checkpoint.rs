@@ -56,6 +56,16 @@ impl OffsetCheckpointFile {
         self.file.path()
     }
 
+    /// Every line, in the file's order (a partition may repeat, as only a damaged file has it).
+    pub fn read_lines(&self) -> Result<Vec<((String, i32), i64)>> {
+        Ok(self
+            .file
+            .read::<TopicPartitionOffset>()?
+            .into_iter()
+            .map(|e| ((e.topic, e.partition), e.offset))
+            .collect())
+    }
+
     /// Later lines win on a repeated partition, as with Kafka's `HashMap.put`.
     pub fn read(&self) -> Result<OffsetMap> {
         Ok(self

@@ -196,6 +196,13 @@ fn clean_shutdown_marker() {
             broker_epoch: Some(9)
         })
     );
+    // Kafka goes by the marker being there: bytes that are not UTF-8 are a clean shutdown,
+    // epoch unknown, not an error failing every read of the log dir (a black-box tester).
+    fs::write(f.path(), b"\xff\xfe{").unwrap();
+    assert_eq!(
+        f.read().unwrap(),
+        Some(CleanShutdown { broker_epoch: None })
+    );
     // Pre-3.5 brokers leave an empty marker: still a clean shutdown, epoch unknown.
     fs::write(f.path(), "").unwrap();
     assert_eq!(

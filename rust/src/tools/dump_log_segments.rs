@@ -230,8 +230,17 @@ impl PerFile {
     /// Kafka's tool keeps these in a `java.util.HashMap` keyed by path and prints them in its
     /// iteration order; reproduced so that reports line up with Kafka's, file for file.
     fn sort_as_java_hash_map(&mut self) {
+        self.sort_by(java_hash_map_order);
+    }
+
+    /// Kafka 3.x's Scala tool keeps them in a `scala.collection.mutable.HashMap` instead.
+    fn sort_as_scala_hash_map(&mut self) {
+        self.sort_by(scala_hash_map_order);
+    }
+
+    fn sort_by(&mut self, order_of: fn(&[&str]) -> Vec<usize>) {
         let keys: Vec<&str> = self.0.iter().map(|(f, _)| f.as_str()).collect();
-        let order = java_hash_map_order(&keys);
+        let order = order_of(&keys);
         let mut entries: Vec<Option<FileReports>> =
             std::mem::take(&mut self.0).into_iter().map(Some).collect();
         self.0 = order
@@ -282,6 +291,29 @@ fn java_hash_map_order(keys: &[&str]) -> Vec<usize> {
     buckets.into_iter().flatten().collect()
 }
 
+/// The iteration order of a Scala 2.13 `mutable.HashMap` after `put` of `keys` (distinct) in
+/// order: buckets by `hash ^ hash >>> 16` masked by the table size (16, doubled before an
+/// insert that would bring it to 3/4 full); within a bucket, by that hash as a signed int, then
+/// oldest first (a new node goes after those whose hash is not larger). Growing keeps both.
+fn scala_hash_map_order(keys: &[&str]) -> Vec<usize> {
+    let hashes: Vec<i32> = keys
+        .iter()
+        .map(|k| {
+            let h = java_string_hash(k);
+            h ^ ((h as u32) >> 16) as i32
+        })
+        .collect();
+    let mut capacity = 16usize;
+    for size in 0..keys.len() {
+        if size + 1 >= capacity * 3 / 4 {
+            capacity *= 2;
+        }
+    }
+    let mut order: Vec<usize> = (0..keys.len()).collect();
+    order.sort_by_key(|&i| (hashes[i] as u32 as usize & (capacity - 1), hashes[i], i));
+    order
+}
+
 /// Java's `String.hashCode` (over UTF-16 code units, wrapping).
 fn java_string_hash(s: &str) -> i32 {
     s.encode_utf16().fold(0i32, |h, unit| {
@@ -307,7 +339,11 @@ impl Reports {
             &mut self.time_not_found,
             &mut self.non_consecutive,
         ] {
-            reports.sort_as_java_hash_map();
+            if kafka_major >= 4 {
+                reports.sort_as_java_hash_map();
+            } else {
+                reports.sort_as_scala_hash_map();
+            }
         }
         // Kafka keeps these in a TreeMap per file: index mismatches by index offset, largest
         // first, non-consecutive pairs by the earlier offset (4.x); a later pair for the same
@@ -1717,6 +1753,41 @@ mod tests {
     use super::*;
     use crate::index::txn::AbortedTxn;
     use crate::record::builder::{BatchBuilder, BatchOptions};
+
+    /// The order each Kafka's own tool printed its reports in, whatever the order of the files
+    /// on the command line (a black-box tester's runs): Kafka 3.9.2's Scala `mutable.HashMap`,
+    /// Kafka 4.4's `java.util.HashMap`.
+    #[test]
+    fn report_order_follows_each_kafka_versions_hash_map() {
+        let in_order = |keys: &[&'static str], order: Vec<usize>| -> Vec<&'static str> {
+            order.into_iter().map(|i| keys[i]).collect()
+        };
+        let data = |v: &str, file: &str| format!("/tmp/s17/tB/b{v}/data/{file}.log");
+        let name = |p: &str| -> &'static str { Box::leak(p.to_string().into_boxed_str()) };
+        let (comp, compdel) = (
+            name(&data("39", "comp-0/00000000000000000120")),
+            name(&data("39", "compdel-0/00000000000000000000")),
+        );
+        for keys in [[comp, compdel], [compdel, comp]] {
+            assert_eq!(
+                in_order(&keys, scala_hash_map_order(&keys)),
+                [comp, compdel]
+            );
+        }
+        let printed: Vec<&'static str> = [
+            "compdel-0/00000000000000000000",
+            "compdel-0/00000000000000000165",
+            "comp-0/00000000000000000177",
+            "comp-0/00000000000000000120",
+        ]
+        .iter()
+        .map(|f| name(&data("44", f)))
+        .collect();
+        let given = [printed[3], printed[2], printed[0], printed[1]];
+        assert_eq!(in_order(&given, java_hash_map_order(&given)), printed);
+        let given = [printed[0], printed[1], printed[3], printed[2]];
+        assert_eq!(in_order(&given, java_hash_map_order(&given)), printed);
+    }
 
     #[test]
     fn java_paths() {

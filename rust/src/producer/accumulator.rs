@@ -464,7 +464,11 @@ impl TopicProducer {
                 coordinator_epoch: 0,
             },
         )?;
-        let offset = log.append_txn_marker(&batch, 0)?.first_offset;
+        // Stamped with the log's epoch, as its other appends are: a lower one would cut the
+        // epoch history back (Kafka's cache drops every entry at or above an epoch assigned).
+        let offset = log
+            .append_txn_marker(&batch, log.current_leader_epoch())?
+            .first_offset;
         if self.options.acks == Acks::Synced {
             log.flush()?;
         }
@@ -1066,5 +1070,59 @@ mod tests {
             "one live producer per transactional id"
         );
         t.close().unwrap();
+    }
+
+    /// A transaction's marker takes the log's latest leader epoch, as its records do: stamped 0
+    /// on a log at epoch 5, it cut the epoch history to `0 <offset>` and later batches followed,
+    /// which a broker then truncated away (a black-box tester).
+    #[test]
+    fn transaction_markers_keep_the_logs_leader_epoch() {
+        let dir = tempfile::tempdir().unwrap();
+        crate::datadir::create_topic(dir.path(), "t", 1).unwrap();
+        let path = dir.path().join("t-0");
+        let log = Log::open(
+            &path,
+            LogOptions {
+                read_only: false,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let mut b = crate::record::builder::BatchBuilder::new(Default::default());
+        b.append(1_000, None, Some(b"a"), &[]).unwrap();
+        log.append_as_leader(&b.build().unwrap(), 5).unwrap();
+        log.close().unwrap();
+        drop(log);
+        let mut t = TopicProducer::new(
+            dir.path(),
+            "t",
+            ProducerOptions {
+                transactional_id: Some("tx".into()),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        for commit in [true, false] {
+            t.begin_transaction().unwrap();
+            t.send(None, Some(b"v"), &[], Some(0), None).unwrap();
+            if commit {
+                t.commit_transaction().unwrap();
+            } else {
+                t.abort_transaction().unwrap();
+            }
+        }
+        t.close().unwrap();
+        let log = Log::open(&path, LogOptions::default()).unwrap();
+        let mut epochs = Vec::new();
+        log.for_each_batch(None, None, FetchIsolation::LogEnd, true, &mut |_, b, _, _| {
+            epochs.push((b.is_control(), b.partition_leader_epoch()));
+            Ok(true)
+        })
+        .unwrap();
+        // The aborted transaction's record was never appended (an abort drops unsent batches).
+        assert_eq!(epochs, [(false, 5), (false, 5), (true, 5), (true, 5)]);
+        assert_eq!(log.latest_epoch(), Some(5));
+        let checkpoint = path.join(crate::log::epoch::LEADER_EPOCH_CHECKPOINT_FILE);
+        assert_eq!(std::fs::read_to_string(checkpoint).unwrap(), "0\n1\n5 0\n");
     }
 }

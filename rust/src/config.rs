@@ -7,8 +7,11 @@ use crate::record::record::TimestampType;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct LogConfig {
-    /// segment.bytes
+    /// segment.bytes, or internal.segment.bytes when set (Kafka 4's `segmentSize()`)
     pub segment_bytes: u64,
+    /// internal.segment.bytes: Kafka 4's way past segment.bytes' 1 MiB floor (tests, small
+    /// segments); set, it is the segment size whatever segment.bytes says.
+    pub internal_segment_bytes: Option<u64>,
     /// segment.ms
     pub segment_ms: i64,
     /// segment.jitter.ms
@@ -50,6 +53,7 @@ impl Default for LogConfig {
     fn default() -> Self {
         LogConfig {
             segment_bytes: 1024 * 1024 * 1024,
+            internal_segment_bytes: None,
             segment_ms: 7 * 24 * 60 * 60 * 1000,
             segment_jitter_ms: 0,
             max_index_size: 10 * 1024 * 1024,
@@ -126,7 +130,15 @@ impl LogConfig {
             })
         }
         match name {
-            "segment.bytes" => self.segment_bytes = int(name, value)?,
+            "segment.bytes" => {
+                let bytes = int(name, value)?;
+                self.segment_bytes = self.internal_segment_bytes.unwrap_or(bytes);
+            }
+            "internal.segment.bytes" => {
+                let bytes = int(name, value)?;
+                self.internal_segment_bytes = Some(bytes);
+                self.segment_bytes = bytes;
+            }
             "segment.ms" => self.segment_ms = num(name, value)?,
             "segment.jitter.ms" => self.segment_jitter_ms = at_least(name, value, 0)?,
             "segment.index.bytes" => self.max_index_size = int(name, value)?,

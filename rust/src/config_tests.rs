@@ -300,3 +300,27 @@ fn test_from_props_out_of_bounds_and_refused_values_change_nothing() {
     c.set("flush.messages", "1").unwrap();
     assert_eq!(c.flush_messages, 1);
 }
+
+/// Kafka 4's `internal.segment.bytes` (how its topics get segments under segment.bytes' 1 MiB
+/// floor) is the segment size whenever it is set, in either order; it was refused as unknown
+/// and a broker's topic config naming it was passed over (a black-box tester).
+#[test]
+fn internal_segment_bytes_wins_over_segment_bytes() {
+    for order in [
+        [
+            ("internal.segment.bytes", "1024"),
+            ("segment.bytes", "1048576"),
+        ],
+        [
+            ("segment.bytes", "1048576"),
+            ("internal.segment.bytes", "1024"),
+        ],
+    ] {
+        let mut c = LogConfig::default();
+        for (name, value) in order {
+            c.set(name, value).unwrap();
+        }
+        assert_eq!(c.segment_bytes, 1024, "{order:?}");
+    }
+    assert!(LogConfig::is_known("internal.segment.bytes"));
+}

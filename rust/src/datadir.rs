@@ -201,7 +201,14 @@ pub fn topic_log_config(data_dir: &Path, topic: &str) -> Result<crate::config::L
     let mut config = crate::config::LogConfig::default();
     for (k, v) in read_topic_config(data_dir, topic)? {
         if crate::config::LogConfig::is_known(&k) {
-            config.set(&k, &v)?;
+            // Said where it came from: the caller passed no such value.
+            config.set(&k, &v).map_err(|e| {
+                Error::InvalidArgument(format!(
+                    "topic '{topic}' has a config its data dir {} stores (its broker's \
+                     __cluster_metadata log, or Topic.create's) that kafkalog cannot take: {e}",
+                    data_dir.display()
+                ))
+            })?;
         }
     }
     Ok(config)

@@ -710,3 +710,27 @@ fn a_marker_that_does_not_parse_is_named_where_it_is() {
         "{e}"
     );
 }
+
+/// A writable `create=True` open of a new partition folder in a broker's log dir is refused as
+/// `Topic.create` there is: the broker would take the folder for a stray and delete it with
+/// what was written (a black-box tester's records were never served). An existing partition
+/// folder there opens for writing as before.
+#[test]
+fn a_new_partition_folder_beside_a_broker_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = four_segments(tmp.path());
+    std::fs::write(tmp.path().join("meta.properties"), "version=1\n").unwrap();
+    let stray = tmp.path().join("t-1");
+    let e = Log::open(
+        &stray,
+        LogOptions {
+            create: true,
+            ..options(false, OnCorruption::Error)
+        },
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("a Kafka broker's log dir"), "{e}");
+    assert!(!stray.exists(), "nothing was created");
+    let log = Log::open(&dir, options(false, OnCorruption::Error)).unwrap();
+    assert_eq!(log.log_end_offset(), 160);
+}

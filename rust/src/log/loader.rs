@@ -391,6 +391,16 @@ fn check_partition_folder(dir: &Path, options: &LogOptions) -> Result<()> {
     }
     if !dir.is_dir() {
         if options.create && writable {
+            // A broker would take a partition folder it did not make for a stray and delete
+            // it, with what was written there, as for a topic created beside it.
+            if let (Some(data_dir), Some((topic, _))) = (
+                dir.parent(),
+                dir.file_name()
+                    .and_then(|n| n.to_str())
+                    .and_then(checkpoint::parse_topic_partition),
+            ) {
+                crate::datadir::refuse_new_partitions_beside_a_broker(data_dir, &topic)?;
+            }
             std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
             return Ok(());
         }

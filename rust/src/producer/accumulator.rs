@@ -1114,10 +1114,16 @@ mod tests {
         t.close().unwrap();
         let log = Log::open(&path, LogOptions::default()).unwrap();
         let mut epochs = Vec::new();
-        log.for_each_batch(None, None, FetchIsolation::LogEnd, true, &mut |_, b, _, _| {
-            epochs.push((b.is_control(), b.partition_leader_epoch()));
-            Ok(true)
-        })
+        log.for_each_batch(
+            None,
+            None,
+            FetchIsolation::LogEnd,
+            true,
+            &mut |_, b, _, _| {
+                epochs.push((b.is_control(), b.partition_leader_epoch()));
+                Ok(true)
+            },
+        )
         .unwrap();
         // The aborted transaction's record was never appended (an abort drops unsent batches).
         assert_eq!(epochs, [(false, 5), (false, 5), (true, 5), (true, 5)]);

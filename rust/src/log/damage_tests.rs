@@ -369,14 +369,9 @@ fn torn_tails_stay_silent() {
     assert!(log.damaged_ranges().is_empty());
 }
 
-/// A crash right after a roll, read with `Skip`: the torn tail goes as a default open lets it
-/// go, and so do the empty segments after it, so both opens end the log at the same offset (the
-/// empty segment's base was taken for the log end, offsets no batch holds, a black-box tester).
-#[test]
-fn skip_ends_a_torn_log_where_a_default_open_does() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = four_segments(tmp.path());
-    let p = seg(&dir, 120);
+/// Cuts the last batch of the last segment (120) 20 bytes in: a torn write.
+fn tear_the_last_batch(dir: &Path) {
+    let p = seg(dir, 120);
     let last = *positions(&p).last().unwrap();
     std::fs::OpenOptions::new()
         .write(true)
@@ -384,6 +379,16 @@ fn skip_ends_a_torn_log_where_a_default_open_does() {
         .unwrap()
         .set_len(last + 20)
         .unwrap();
+}
+
+/// A crash right after a roll, read with `Skip`: the torn tail goes as a default open lets it
+/// go, and so do the empty segments after it, so both opens end the log at the same offset (the
+/// empty segment's base was taken for the log end, offsets no batch holds, a black-box tester).
+#[test]
+fn skip_ends_a_torn_log_where_a_default_open_does() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = four_segments(tmp.path());
+    tear_the_last_batch(&dir);
     std::fs::write(seg(&dir, 160), b"").unwrap();
     for mode in [OnCorruption::Error, OnCorruption::Skip] {
         let log = open_ro(&dir, mode).unwrap();
@@ -400,14 +405,7 @@ fn skip_ends_a_torn_log_where_a_default_open_does() {
 fn damage_below_the_recovery_point_is_not_a_torn_tail() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = four_segments_with_checkpoints(tmp.path());
-    let p = seg(&dir, 120);
-    let last = *positions(&p).last().unwrap();
-    std::fs::OpenOptions::new()
-        .write(true)
-        .open(&p)
-        .unwrap()
-        .set_len(last + 20)
-        .unwrap();
+    tear_the_last_batch(&dir);
     for ext in ["log", "index", "timeindex"] {
         std::fs::write(dir.join(format!("{:020}.{ext}", 160)), b"").unwrap();
     }

@@ -68,12 +68,7 @@ impl OffsetCheckpointFile {
 
     /// Later lines win on a repeated partition, as with Kafka's `HashMap.put`.
     pub fn read(&self) -> Result<OffsetMap> {
-        Ok(self
-            .file
-            .read::<TopicPartitionOffset>()?
-            .into_iter()
-            .map(|e| ((e.topic, e.partition), e.offset))
-            .collect())
+        Ok(self.read_lines()?.into_iter().collect())
     }
 
     pub fn write(&self, offsets: &OffsetMap) -> Result<()> {

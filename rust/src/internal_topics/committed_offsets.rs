@@ -244,13 +244,14 @@ mod tests {
     #[test]
     fn replays_commits_tombstones_and_transactions_as_the_coordinator() {
         let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("meta.properties"), "node.id=1\n").unwrap();
         let options = LogOptions {
             read_only: false,
             create: true,
             ..Default::default()
         };
+        // The broker makes its partition folders; kafkalog refuses to make one beside it.
         let log = Log::open(dir.path().join("__consumer_offsets-0"), options).unwrap();
+        std::fs::write(dir.path().join("meta.properties"), "node.id=1\n").unwrap();
         let plain = |records: &[(Vec<u8>, Option<Vec<u8>>)]| {
             log.append_as_leader(&batch(records, -1), 0).unwrap();
         };

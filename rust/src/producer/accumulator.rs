@@ -843,6 +843,18 @@ mod tests {
         TopicProducer::new(dir, "t", options).unwrap()
     }
 
+    /// A producer of topic `t` with transactional id `tx`.
+    fn transactional(dir: &Path) -> Result<TopicProducer> {
+        TopicProducer::new(
+            dir,
+            "t",
+            ProducerOptions {
+                transactional_id: Some("tx".into()),
+                ..Default::default()
+            },
+        )
+    }
+
     #[test]
     fn a_batch_over_max_message_bytes_is_split_not_lost() {
         // Kafka's producer splits a batch the broker refuses as too large and sends the halves;
@@ -1047,26 +1059,10 @@ mod tests {
         let early = p.send(None, Some(b"v"), &[], Some(0), Some(-5));
         assert!(matches!(early, Err(Error::InvalidArgument(m)) if m.contains("non-negative")));
         p.close().unwrap();
-        let mut t = TopicProducer::new(
-            dir.path(),
-            "t",
-            ProducerOptions {
-                transactional_id: Some("tx".into()),
-                ..Default::default()
-            },
-        )
-        .unwrap();
+        let mut t = transactional(dir.path()).unwrap();
         assert!(t.send(None, Some(b"v"), &[], None, None).is_err());
         assert!(
-            TopicProducer::new(
-                dir.path(),
-                "t",
-                ProducerOptions {
-                    transactional_id: Some("tx".into()),
-                    ..Default::default()
-                },
-            )
-            .is_err(),
+            transactional(dir.path()).is_err(),
             "one live producer per transactional id"
         );
         t.close().unwrap();
@@ -1093,15 +1089,7 @@ mod tests {
         log.append_as_leader(&b.build().unwrap(), 5).unwrap();
         log.close().unwrap();
         drop(log);
-        let mut t = TopicProducer::new(
-            dir.path(),
-            "t",
-            ProducerOptions {
-                transactional_id: Some("tx".into()),
-                ..Default::default()
-            },
-        )
-        .unwrap();
+        let mut t = transactional(dir.path()).unwrap();
         for commit in [true, false] {
             t.begin_transaction().unwrap();
             t.send(None, Some(b"v"), &[], Some(0), None).unwrap();

@@ -1589,6 +1589,34 @@ def test_records_compare_by_value_and_pickle(tmp_path):
         first[0] < first[1]
 
 
+def test_record_batches_compare_by_value_and_pickle(tmp_path):
+    """A RecordBatch is a value as its records are: two reads of the same batch compare equal,
+    another batch does not, and every kind (compressed, transactional, a control marker with
+    its type, a legacy magic) survives pickling field for field, to hand it to another process."""
+    import copy
+    import pickle
+
+    with open_log(tmp_path) as log:
+        log.append([{"key": b"k", "value": b"v", "headers": [("h", None)]}], compression="zstd")
+        log.append([{"value": b"t"}], producer_id=3, producer_epoch=0, base_sequence=0, transactional=True)
+        log.append_txn_marker(3, 0, commit=True)
+        first, second = list(log.batches()), list(log.batches())
+    first += kafkalog.decode_batches(kafkalog.encode_batch([{"value": b"old"}], magic=1))
+    second += kafkalog.decode_batches(kafkalog.encode_batch([{"value": b"old"}], magic=1))
+    assert first == second and not (first[0] != second[0])
+    assert first[0] != first[1] and first[0] != "not a batch"
+    assert first[2].control_type == "COMMIT"
+    names = [n for n in dir(kafkalog.RecordBatch) if not n.startswith("_")]
+    for b in first:
+        for back in (pickle.loads(pickle.dumps(b)), copy.deepcopy(b), copy.copy(b)):
+            assert type(back) is kafkalog.RecordBatch and back == b
+            assert [getattr(back, n) for n in names] == [getattr(b, n) for n in names]
+    with pytest.raises(TypeError):
+        hash(first[0])
+    with pytest.raises(ValueError, match="unknown compression"):
+        kafkalog.RecordBatch._from_state({**first[0].__reduce__()[1][0], "compression": "brotli"})
+
+
 def test_legacy_batches_refuse_headers_and_help_shows_every_default():
     """Magic 0 and 1 have no headers: Kafka's MemoryRecordsBuilder refuses them instead of
     dropping them, and so does encode_batch. `help()` shows each default as a value a caller can

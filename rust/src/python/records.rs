@@ -368,11 +368,104 @@ impl RecordBatch {
     fn __len__(&self, py: Python<'_>) -> usize {
         self.records.bind(py).len()
     }
+
+    /// Batches are values, as records are: equal when every field and record is (so
+    /// unhashable, their records being a list); not ordered.
+    fn __eq__(&self, py: Python<'_>, other: &Bound<'_, PyAny>) -> PyResult<PyObject> {
+        let Ok(other) = other.downcast::<Self>() else {
+            return Ok(py.NotImplemented());
+        };
+        let same = self.state(py)?.eq(other.get().state(py)?)?;
+        Ok(same.into_pyobject(py)?.to_owned().into_any().unbind())
+    }
+
+    /// Pickled as its fields, rebuilt by `_from_state`.
+    fn __reduce__<'py>(
+        slf: &Bound<'py, Self>,
+    ) -> PyResult<(Bound<'py, PyAny>, (Bound<'py, PyDict>,))> {
+        let state = slf.get().state(slf.py())?;
+        Ok((slf.get_type().getattr("_from_state")?, (state,)))
+    }
+
+    /// A batch from its pickled fields ([`Self::__reduce__`]).
+    #[classmethod]
+    fn _from_state(
+        _cls: &Bound<'_, pyo3::types::PyType>,
+        state: &Bound<'_, PyDict>,
+    ) -> PyResult<Self> {
+        fn field<'py, T: FromPyObject<'py>>(state: &Bound<'py, PyDict>, name: &str) -> PyResult<T> {
+            state
+                .get_item(name)?
+                .ok_or_else(|| {
+                    pyo3::exceptions::PyTypeError::new_err(format!(
+                        "a pickled RecordBatch lacks {name}"
+                    ))
+                })?
+                .extract()
+        }
+        let compression: String = field(state, "compression")?;
+        let timestamp_type: String = field(state, "timestamp_type")?;
+        let control_type: Option<String> = field(state, "control_type")?;
+        let control_type = match control_type {
+            None => None,
+            Some(name) => Some(
+                // Ids 0 to 6 are Kafka's types; -1 stands for every unknown one.
+                (-1..=6)
+                    .map(|id| ControlRecordType::from_id(id).name())
+                    .find(|n| *n == name)
+                    .ok_or_else(|| {
+                        pyo3::exceptions::PyValueError::new_err(format!(
+                            "unknown control record type {name:?}"
+                        ))
+                    })?,
+            ),
+        };
+        Ok(RecordBatch {
+            base_offset: field(state, "base_offset")?,
+            last_offset: field(state, "last_offset")?,
+            size_in_bytes: field(state, "size_in_bytes")?,
+            partition_leader_epoch: field(state, "partition_leader_epoch")?,
+            magic: field(state, "magic")?,
+            crc: field(state, "crc")?,
+            is_valid: field(state, "is_valid")?,
+            attributes: field(state, "attributes")?,
+            last_offset_delta: field(state, "last_offset_delta")?,
+            base_timestamp: field(state, "base_timestamp")?,
+            max_timestamp: field(state, "max_timestamp")?,
+            producer_id: field(state, "producer_id")?,
+            producer_epoch: field(state, "producer_epoch")?,
+            base_sequence: field(state, "base_sequence")?,
+            last_sequence: field(state, "last_sequence")?,
+            records_count: field(state, "records_count")?,
+            compression: Compression::from_name(&compression)?.name(),
+            timestamp_type: timestamp_type_named(&timestamp_type)?,
+            is_transactional: field(state, "is_transactional")?,
+            is_control: field(state, "is_control")?,
+            delete_horizon_ms: field(state, "delete_horizon_ms")?,
+            control_type,
+            coordinator_epoch: field(state, "coordinator_epoch")?,
+            position: field(state, "position")?,
+            records: field(state, "records")?,
+        })
+    }
+
     fn __repr__(&self) -> String {
         format!(
             "RecordBatch(base_offset={}, last_offset={}, magic={}, compression={}, records_count={}, is_control={}, is_transactional={})",
             self.base_offset, self.last_offset, self.magic, self.compression, self.records_count, self.is_control, self.is_transactional
         )
+    }
+}
+
+impl RecordBatch {
+    /// Every field, records included, by name: what pickles it and what equality compares.
+    fn state<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        Ok(crate::python::results::dict_of!(py, self;
+            base_offset, last_offset, size_in_bytes, partition_leader_epoch, magic, crc,
+            is_valid, attributes, last_offset_delta, base_timestamp, max_timestamp, producer_id,
+            producer_epoch, base_sequence, last_sequence, records_count, compression,
+            timestamp_type, is_transactional, is_control, delete_horizon_ms, control_type,
+            coordinator_epoch, position, records))
     }
 }
 

@@ -94,6 +94,29 @@ def test_data_dir_lists_topics_and_leaves_internal_ones_out(tmp_path):
     assert "c" not in d.topics(), "a refused config creates nothing"
 
 
+def test_topic_create_checks_configs_as_a_broker_does(tmp_path):
+    """CreateTopics' config checks (4.4 and 3.9 brokers agree on each): values below Kafka's
+    bounds are refused and create nothing, and KIP-390's compression levels are taken, the
+    topic's appends then rewritten at that level (a black-box tester found the bounds unchecked
+    and the levels refused as unknown)."""
+    for name, value in [("retention.ms", "-2"), ("local.retention.ms", "-3"),
+                        ("min.insync.replicas", "0"), ("min.cleanable.dirty.ratio", "1.5"),
+                        ("compression.gzip.level", "10"), ("compression.zstd.level", "23")]:
+        with pytest.raises(kafkalog.InvalidArgumentError, match=name.replace(".", r"\.")):
+            Topic.create(tmp_path, "refused", 1, config={name: value})
+        assert "refused" not in DataDir(tmp_path).topics()
+    sizes = {}
+    for level in ("1", "9"):
+        t = Topic.create(tmp_path, f"gzip{level}", 1,
+                         config={"compression.type": "gzip", "compression.gzip.level": level})
+        assert t.config["compression.gzip.level"] == level
+        with t.log(0, read_only=False) as log:
+            log.append([{"value": f"{i} {'abc' * (i % 9)}".encode()} for i in range(300)])
+            sizes[level] = log.size_in_bytes
+            assert [b.compression for b in log.batches()] == ["gzip"]
+    assert sizes["1"] > sizes["9"]
+
+
 def test_kafkalog_files_stay_out_of_the_data_dir(tmp_path):
     """A broker refuses a data dir holding folders not named <topic>-<partition>."""
     data = tmp_path / "data"

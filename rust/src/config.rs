@@ -47,6 +47,14 @@ pub struct LogConfig {
     /// compression.type: `None` for `producer` (batches kept in the codec they came in), else the
     /// codec a leader's append rewrites batches in (`uncompressed` is `Compression::None`).
     pub compression_type: Option<Compression>,
+    /// compression.gzip.level (KIP-390): the level of batches a leader rewrites in gzip; -1 is
+    /// Java's `Deflater.DEFAULT_COMPRESSION` (6).
+    pub compression_gzip_level: i32,
+    /// compression.lz4.level: taken and kept for the topic, but kafkalog's lz4 is always LZ4's
+    /// fast compressor (Kafka's at the default level 9; above it Kafka uses LZ4 HC).
+    pub compression_lz4_level: i32,
+    /// compression.zstd.level: the level of batches a leader rewrites in zstd.
+    pub compression_zstd_level: i32,
 }
 
 impl Default for LogConfig {
@@ -71,9 +79,19 @@ impl Default for LogConfig {
             cleanup_policy_delete: true,
             cleanup_policy_compact: false,
             compression_type: None,
+            compression_gzip_level: GZIP_DEFAULT_LEVEL,
+            compression_lz4_level: LZ4_DEFAULT_LEVEL,
+            compression_zstd_level: crate::record::codec::ZSTD_DEFAULT_LEVEL,
         }
     }
 }
+
+/// Kafka's `CompressionType.GZIP.defaultLevel()`: `Deflater.DEFAULT_COMPRESSION`.
+const GZIP_DEFAULT_LEVEL: i32 = -1;
+/// Kafka's `CompressionType.LZ4.defaultLevel()`.
+const LZ4_DEFAULT_LEVEL: i32 = 9;
+/// zstd's `ZSTD_minCLevel()` (`Zstd.minCompressionLevel()`), the lowest level Kafka takes.
+const ZSTD_MIN_LEVEL: i32 = -131072;
 
 /// The config key of [`LogConfig::max_decompressed_batch_bytes`].
 pub const MAX_DECOMPRESSED_BATCH_BYTES: &str = "kafkalog.max.decompressed.batch.bytes";
@@ -82,6 +100,20 @@ pub const MAX_DECOMPRESSED_BATCH_BYTES: &str = "kafkalog.max.decompressed.batch.
 const UNKNOWN_CONFIG: &str = "unknown log config";
 
 impl LogConfig {
+    /// The topic's level for `codec` (`compression.gzip.level`, ...), `None` at Kafka's default.
+    pub fn compression_level(&self, codec: Compression) -> Option<i32> {
+        let (level, default) = match codec {
+            Compression::Gzip => (self.compression_gzip_level, GZIP_DEFAULT_LEVEL),
+            Compression::Lz4 => (self.compression_lz4_level, LZ4_DEFAULT_LEVEL),
+            Compression::Zstd => (
+                self.compression_zstd_level,
+                crate::record::codec::ZSTD_DEFAULT_LEVEL,
+            ),
+            Compression::None | Compression::Snappy => return None,
+        };
+        (level != default).then_some(level)
+    }
+
     /// Sets one property by its Kafka topic-config name (`segment.bytes`, ...) from a string.
     pub fn set(&mut self, name: &str, value: &str) -> Result<()> {
         // Applied to a copy: a value the checks refuse leaves the config as it was.
@@ -117,6 +149,44 @@ impl LogConfig {
             }
             Ok(v)
         }
+        // Kafka's `between(min, max)` validators (`min.cleanable.dirty.ratio`'s, a DOUBLE).
+        fn between(name: &str, value: &str, min: f64, max: f64) -> Result<f64> {
+            let v: f64 = num(name, value)?;
+            if !(min..=max).contains(&v) {
+                return Err(Error::InvalidArgument(format!(
+                    "{name}: {value} is not between {min} and {max}"
+                )));
+            }
+            Ok(v)
+        }
+        // Kafka's BOOLEAN type: true or false in any case, nothing else.
+        fn boolean(name: &str, value: &str) -> Result<bool> {
+            match value.trim().to_ascii_lowercase().as_str() {
+                "true" => Ok(true),
+                "false" => Ok(false),
+                _ => Err(Error::InvalidArgument(format!(
+                    "{name}: '{value}' (true or false)"
+                ))),
+            }
+        }
+        // The compression levels' validators (`CompressionType.levelValidator()`): within the
+        // codec's levels, or gzip's default (-1) outside them.
+        fn level(
+            name: &str,
+            value: &str,
+            levels: std::ops::RangeInclusive<i32>,
+            default: i32,
+        ) -> Result<i32> {
+            let v: i32 = int(name, value)?;
+            if v != default && !levels.contains(&v) {
+                return Err(Error::InvalidArgument(format!(
+                    "{name}: {v} is not between {} and {}",
+                    levels.start(),
+                    levels.end()
+                )));
+            }
+            Ok(v)
+        }
         // Kafka's INT settings: a value past 32 bits is refused as its ConfigDef refuses it.
         fn int<T: TryFrom<i64>>(name: &str, value: &str) -> Result<T> {
             let v: i64 = num(name, value)?;
@@ -143,7 +213,8 @@ impl LogConfig {
             "segment.jitter.ms" => self.segment_jitter_ms = at_least(name, value, 0)?,
             "segment.index.bytes" => self.max_index_size = int(name, value)?,
             "index.interval.bytes" => self.index_interval_bytes = int(name, value)?,
-            "retention.ms" => self.retention_ms = num(name, value)?,
+            // -1 is unlimited; Kafka refuses anything lower.
+            "retention.ms" => self.retention_ms = at_least(name, value, -1)?,
             "retention.bytes" => self.retention_bytes = num(name, value)?,
             "max.message.bytes" => self.max_message_bytes = int(name, value)?,
             // Kafka's `BrokerCompressionType` names; `producer` keeps what producers send.
@@ -187,17 +258,20 @@ impl LogConfig {
             MAX_DECOMPRESSED_BATCH_BYTES => {
                 self.max_decompressed_batch_bytes = at_least(name, value, 1)? as usize
             }
-            // Kafka's BOOLEAN type: true or false in any case, nothing else.
-            "preallocate" => {
-                self.preallocate = match value.trim().to_ascii_lowercase().as_str() {
-                    "true" => true,
-                    "false" => false,
-                    _ => {
-                        return Err(Error::InvalidArgument(format!(
-                            "preallocate: '{value}' (true or false)"
-                        )))
-                    }
-                }
+            "preallocate" => self.preallocate = boolean(name, value)?,
+            "compression.gzip.level" => {
+                self.compression_gzip_level = level(name, value, 1..=9, GZIP_DEFAULT_LEVEL)?
+            }
+            "compression.lz4.level" => {
+                self.compression_lz4_level = level(name, value, 1..=17, LZ4_DEFAULT_LEVEL)?
+            }
+            "compression.zstd.level" => {
+                self.compression_zstd_level = level(
+                    name,
+                    value,
+                    ZSTD_MIN_LEVEL..=22,
+                    crate::record::codec::ZSTD_DEFAULT_LEVEL,
+                )?
             }
             // Settings of the broker's other machinery (compaction, replication) that do not change
             // how one log reads or writes its files.
@@ -217,21 +291,37 @@ impl LogConfig {
                 self.cleanup_policy_delete = delete;
                 self.cleanup_policy_compact = compact;
             }
-            "min.insync.replicas"
-            | "unclean.leader.election.enable"
-            | "min.cleanable.dirty.ratio"
-            | "delete.retention.ms"
+            // Settings of the broker's other machinery (replication, compaction, tiered storage)
+            // that do not change how one log reads or writes its files: checked as Kafka's
+            // ConfigDef checks them, then passed over.
+            "min.insync.replicas" => {
+                at_least(name, value, 1).and_then(|_| int::<i64>(name, value))?;
+            }
+            "min.cleanable.dirty.ratio" => {
+                between(name, value, 0.0, 1.0)?;
+            }
+            "delete.retention.ms"
             | "min.compaction.lag.ms"
-            | "max.compaction.lag.ms"
             | "flush.ms"
-            | "local.retention.ms"
-            | "local.retention.bytes"
+            | "message.timestamp.difference.max.ms" => {
+                at_least(name, value, 0)?;
+            }
+            "max.compaction.lag.ms" => {
+                at_least(name, value, 1)?;
+            }
+            "local.retention.ms" | "local.retention.bytes" => {
+                at_least(name, value, -2)?;
+            }
+            "unclean.leader.election.enable"
             | "remote.storage.enable"
-            | "message.downconversion.enable"
-            | "follower.replication.throttled.replicas"
+            | "remote.log.copy.disable"
+            | "remote.log.delete.on.disable"
+            | "message.downconversion.enable" => {
+                boolean(name, value)?;
+            }
+            "follower.replication.throttled.replicas"
             | "leader.replication.throttled.replicas"
-            | "message.format.version"
-            | "message.timestamp.difference.max.ms" => {}
+            | "message.format.version" => {}
             other => {
                 return Err(Error::InvalidArgument(format!(
                     "{UNKNOWN_CONFIG} '{other}'"

@@ -154,6 +154,73 @@ fn broker_only_configs_are_accepted_and_ignored() {
     }
 }
 
+/// The broker's other configs and the compression levels are checked as Kafka's `ConfigDef`
+/// checks them (4.4 and 3.9 brokers refuse each value below; kafkalog stored them, and refused
+/// the KIP-390 levels as unknown, a black-box tester found).
+#[test]
+fn passed_over_configs_and_compression_levels_are_checked_as_kafka_checks_them() {
+    for (name, value) in [
+        ("retention.ms", "-2"),
+        ("local.retention.ms", "-3"),
+        ("local.retention.bytes", "-3"),
+        ("min.insync.replicas", "0"),
+        ("min.insync.replicas", "2147483648"),
+        ("min.cleanable.dirty.ratio", "1.5"),
+        ("min.cleanable.dirty.ratio", "-0.1"),
+        ("min.cleanable.dirty.ratio", "NaN"),
+        ("delete.retention.ms", "-1"),
+        ("min.compaction.lag.ms", "-1"),
+        ("max.compaction.lag.ms", "0"),
+        ("flush.ms", "-1"),
+        ("unclean.leader.election.enable", "yes"),
+        ("remote.storage.enable", "1"),
+        ("compression.gzip.level", "0"),
+        ("compression.gzip.level", "10"),
+        ("compression.lz4.level", "0"),
+        ("compression.lz4.level", "18"),
+        ("compression.zstd.level", "23"),
+        ("compression.zstd.level", "-131073"),
+    ] {
+        assert!(invalid(name, value).contains(name), "{name}={value}");
+    }
+    use crate::record::codec::Compression;
+    let c = LogConfig::default();
+    assert_eq!(
+        (
+            c.compression_gzip_level,
+            c.compression_lz4_level,
+            c.compression_zstd_level
+        ),
+        (-1, 9, 3)
+    );
+    for codec in [Compression::Gzip, Compression::Lz4, Compression::Zstd] {
+        assert_eq!(c.compression_level(codec), None, "Kafka's default");
+    }
+    assert_eq!(with("retention.ms", "-1").unwrap().retention_ms, -1);
+    let c = with("compression.gzip.level", "1").unwrap();
+    assert_eq!(c.compression_level(Compression::Gzip), Some(1));
+    assert_eq!(
+        with("compression.gzip.level", "-1").unwrap(),
+        LogConfig::default()
+    );
+    assert_eq!(
+        with("compression.lz4.level", "17")
+            .unwrap()
+            .compression_lz4_level,
+        17
+    );
+    let c = with("compression.zstd.level", "-5").unwrap();
+    assert_eq!(c.compression_level(Compression::Zstd), Some(-5));
+    assert_eq!(
+        with("min.cleanable.dirty.ratio", "1").unwrap(),
+        LogConfig::default()
+    );
+    assert_eq!(
+        with("remote.log.copy.disable", "TRUE").unwrap(),
+        LogConfig::default()
+    );
+}
+
 /// compression.type by Kafka's names: `producer` (the default) keeps a producer's codec.
 #[test]
 fn compression_type_takes_kafka_names() {

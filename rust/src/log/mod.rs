@@ -727,7 +727,8 @@ impl Log {
             partition_leader_epoch: batch.partition_leader_epoch(),
             delete_horizon_ms: None,
             log_append_time: None,
-        });
+        })
+        .compression_level(self.config.compression_level(codec));
         let mut scratch = Vec::new();
         let payload =
             batch.records_payload(&mut scratch, self.config.max_decompressed_batch_bytes)?;

@@ -54,6 +54,8 @@ pub struct BatchBuilder {
     first_timestamp: Option<i64>,
     max_timestamp: i64,
     last_offset_delta: i32,
+    /// The codec's level (Kafka's `compression.<codec>.level`); `None` is Kafka's default.
+    compression_level: Option<i32>,
 }
 
 impl BatchBuilder {
@@ -66,7 +68,16 @@ impl BatchBuilder {
             first_timestamp: None,
             max_timestamp: NO_TIMESTAMP,
             last_offset_delta: -1,
+            compression_level: None,
         }
+    }
+
+    /// Compresses at `level` instead of the codec's Kafka default (gzip and zstd; Kafka's
+    /// levels, as its topic configs `compression.gzip.level` and `compression.zstd.level` give
+    /// them; snappy has none and lz4 is always LZ4's fast compressor).
+    pub fn compression_level(mut self, level: Option<i32>) -> Self {
+        self.compression_level = level;
+        self
     }
 
     pub fn is_empty(&self) -> bool {
@@ -182,7 +193,11 @@ impl BatchBuilder {
         let mut out = if o.compression == Compression::None {
             self.records
         } else {
-            let payload = codec::compress(o.compression, &self.records[RECORD_BATCH_OVERHEAD..])?;
+            let payload = codec::compress_at_level(
+                o.compression,
+                &self.records[RECORD_BATCH_OVERHEAD..],
+                self.compression_level,
+            )?;
             let mut out = Vec::with_capacity(RECORD_BATCH_OVERHEAD + payload.len());
             out.resize(RECORD_BATCH_OVERHEAD, 0);
             out.extend_from_slice(&payload);

@@ -99,12 +99,26 @@ pub fn compress(codec: Compression, data: &[u8]) -> Result<Vec<u8>> {
     compress_for_magic(codec, data, 2)
 }
 
+/// [`compress`] at a level of Kafka's `compression.<codec>.level` (`None`: the codec's Kafka
+/// default): gzip 1 to 9 (-1 its default, 6), zstd zstd's levels; snappy has none, and lz4 is
+/// written by LZ4's fast compressor whatever the level (Kafka's above its default 9 is LZ4 HC).
+pub fn compress_at_level(codec: Compression, data: &[u8], level: Option<i32>) -> Result<Vec<u8>> {
+    match (codec, level) {
+        (Compression::Gzip, Some(level @ 1..=9)) => {
+            gzip_compress(data, flate2::Compression::new(level as u32))
+        }
+        (Compression::Zstd, Some(level)) => zstd::stream::encode_all(data, level)
+            .map_err(|e| Error::InvalidArgument(format!("zstd compression failed: {e}"))),
+        _ => compress(codec, data),
+    }
+}
+
 /// Like Kafka's `wrapForOutput(buffer, magic)`: identical to [`compress`] except that for
 /// magic 0 the LZ4 frame gets the broken header checksum Kafka has always written for v0.
 pub fn compress_for_magic(codec: Compression, data: &[u8], magic: u8) -> Result<Vec<u8>> {
     match codec {
         Compression::None => Ok(data.to_vec()),
-        Compression::Gzip => gzip_compress(data),
+        Compression::Gzip => gzip_compress(data, flate2::Compression::default()),
         Compression::Snappy => Ok(xerial_snappy_compress(data)),
         Compression::Lz4 => Ok(lz4_kafka_compress(data, magic == 0)),
         Compression::Zstd => zstd::stream::encode_all(data, ZSTD_DEFAULT_LEVEL)
@@ -255,13 +269,12 @@ fn read_bounded(
 
 // ---- gzip ----
 
-fn gzip_compress(data: &[u8]) -> Result<Vec<u8>> {
+fn gzip_compress(data: &[u8], level: flate2::Compression) -> Result<Vec<u8>> {
     // OS byte 0 and mtime 0, as Java's GZIPOutputStream writes the header; default level 6 is
     // Java's Deflater.DEFAULT_COMPRESSION, which Kafka uses unless configured.
-    let mut enc = flate2::GzBuilder::new().operating_system(0).write(
-        Vec::with_capacity(data.len() / 2 + 32),
-        flate2::Compression::default(),
-    );
+    let mut enc = flate2::GzBuilder::new()
+        .operating_system(0)
+        .write(Vec::with_capacity(data.len() / 2 + 32), level);
     enc.write_all(data)
         .and_then(|_| enc.finish())
         .map_err(|e| Error::InvalidArgument(format!("gzip compression failed: {e}")))

@@ -65,8 +65,11 @@ public class AssignorReferee {
                     StickyAssignor memberAssignor = new StickyAssignor();
                     memberAssignor.onAssignment(new ConsumerPartitionAssignor.Assignment(owned),
                         new ConsumerGroupMetadata("g", 1, mt[0], Optional.empty()));
+                    // and, as a consumer does since KIP-792, its owned partitions
+                    // and generation in the subscription itself.
                     subs.put(mt[0], new ConsumerPartitionAssignor.Subscription(
-                        topics, memberAssignor.subscriptionUserData(new HashSet<>(topics))));
+                        topics, memberAssignor.subscriptionUserData(new HashSet<>(topics)), owned, 1,
+                        Optional.empty()));
                     continue;
                 }
                 subs.put(mt[0], sticky

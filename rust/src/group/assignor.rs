@@ -24,9 +24,8 @@ pub enum AssignmentStrategy {
     Range,
     RoundRobin,
     /// Kafka's eager `StickyAssignor`: the same assignment as the cooperative one (both are
-    /// Kafka's `AbstractStickyAssignor`) but for a partition two members claim (the eager one
-    /// gives it to one of them); a group over files never revokes more than what moves
-    /// (`membership.rs`).
+    /// Kafka's `AbstractStickyAssignor`); a group over files never revokes more than what
+    /// moves (`membership.rs`).
     Sticky,
     CooperativeSticky,
 }
@@ -86,8 +85,9 @@ pub fn assign(
     Ok(match strategy {
         AssignmentStrategy::Range => range(members, partitions_per_topic),
         AssignmentStrategy::RoundRobin => round_robin(members, partitions_per_topic),
-        AssignmentStrategy::Sticky => sticky(members, partitions_per_topic, true),
-        AssignmentStrategy::CooperativeSticky => sticky(members, partitions_per_topic, false),
+        AssignmentStrategy::Sticky | AssignmentStrategy::CooperativeSticky => {
+            sticky(members, partitions_per_topic)
+        }
     })
 }
 
@@ -112,7 +112,7 @@ fn range(members: &[MemberSubscription], counts: &BTreeMap<String, i32>) -> Assi
         let Some(&n) = counts.get(topic) else {
             continue;
         };
-        subscribers.sort_unstable();
+        subscribers.sort_unstable_by(|a, b| java_string_cmp(a, b));
         subscribers.dedup();
         let c = subscribers.len() as i32;
         let (per, extra) = (n / c, n % c);
@@ -140,7 +140,7 @@ fn round_robin(members: &[MemberSubscription], counts: &BTreeMap<String, i32>) -
             )
         })
         .collect();
-    sorted.sort_unstable_by(|a, b| a.0.cmp(b.0));
+    sorted.sort_unstable_by(|a, b| java_string_cmp(a.0, b.0));
     let topics: BTreeSet<&str> = sorted.iter().flat_map(|(_, t)| t.iter().copied()).collect();
     let mut next = 0usize;
     for topic in topics {
@@ -169,11 +169,7 @@ fn round_robin(members: &[MemberSubscription], counts: &BTreeMap<String, i32>) -
 /// ([`constrained_sticky`]); otherwise an assignment with the same guarantees. The cooperative
 /// part (a moved partition is released by its old owner before the new owner takes it) is the
 /// group protocol's job (`membership.rs`), or [`without_transfers`] for one rebalance's answer.
-fn sticky(
-    members: &[MemberSubscription],
-    counts: &BTreeMap<String, i32>,
-    eager: bool,
-) -> Assignment {
+fn sticky(members: &[MemberSubscription], counts: &BTreeMap<String, i32>) -> Assignment {
     let mut out = empty_assignment(members);
     if members.is_empty() {
         return out;
@@ -183,7 +179,7 @@ fn sticky(
         .iter()
         .all(|m| m.topics.iter().map(String::as_str).collect::<BTreeSet<_>>() == first)
     {
-        return constrained_sticky(members, counts, &first, eager);
+        return constrained_sticky(members, counts, &first);
     }
     let subs: BTreeMap<&str, BTreeSet<&str>> = members
         .iter()
@@ -201,9 +197,12 @@ fn sticky(
         .flat_map(|(t, n)| (0..n).map(move |p| (t.clone(), p)))
         .collect();
     let mut sorted_members: Vec<&MemberSubscription> = members.iter().collect();
-    sorted_members.sort_by(|a, b| a.member_id.cmp(&b.member_id));
+    sorted_members.sort_by(|a, b| java_string_cmp(&a.member_id, &b.member_id));
     // Even share: with equal subscriptions nobody keeps more than ceil(P / C).
     let max_quota = all.len().div_ceil(members.len());
+    // A partition two members claim is kept by neither, as Kafka's `allSubscriptionsEqual`
+    // settles it for members of one generation.
+    let contested = contested(members);
     let mut taken: BTreeSet<TopicPartition> = BTreeSet::new();
     for m in &sorted_members {
         let list = out.get_mut(&m.member_id).expect("entry");
@@ -212,6 +211,7 @@ fn sticky(
                 break;
             }
             if all.contains(tp)
+                && !contested.contains(tp)
                 && subs[m.member_id.as_str()].contains(tp.0.as_str())
                 && taken.insert(tp.clone())
             {
@@ -282,7 +282,6 @@ fn constrained_sticky(
     members: &[MemberSubscription],
     counts: &BTreeMap<String, i32>,
     topics: &BTreeSet<&str>,
-    eager: bool,
 ) -> Assignment {
     let mut out = empty_assignment(members);
     let all: Vec<TopicPartition> = topics
@@ -293,7 +292,7 @@ fn constrained_sticky(
     let exists: BTreeSet<&TopicPartition> = all.iter().collect();
     let ids: Vec<&str> = members.iter().map(|m| m.member_id.as_str()).collect();
     let order = java_hash_map_order(&ids);
-    let owned_of = previous_owners(members, &order, &exists, eager);
+    let owned_of = previous_owners(members, &order, &exists);
     let (min_quota, max_quota) = (all.len() / members.len(), all.len().div_ceil(members.len()));
     let expected_over_min = all.len() % members.len();
     let mut over_min = 0usize;
@@ -322,8 +321,10 @@ fn constrained_sticky(
         assigned.extend(owned.iter().cloned());
         out.get_mut(id).expect("entry").extend(owned);
     }
-    under_min.sort();
-    at_min.make_contiguous().sort();
+    under_min.sort_by(|a, b| java_string_cmp(a, b));
+    at_min
+        .make_contiguous()
+        .sort_by(|a, b| java_string_cmp(a, b));
     // Round robin over the members under the minimum, restarting while some remain; then one
     // more each to those at the minimum.
     let mut next = 0usize;
@@ -360,34 +361,51 @@ fn constrained_sticky(
 
 /// Each member's previous partitions as Kafka's `AbstractStickyAssignor.allSubscriptionsEqual`
 /// takes them, members met in `order`: a partition of a subscribed topic that exists, claimed
-/// once. A partition two members claim goes to neither under the cooperative protocol (their
-/// subscriptions carry the same generation); under the eager one (`eager`) to the one met last,
-/// since the generation Kafka compares it with there (the other's subscription's) is unset.
+/// once. A partition two members claim goes to neither: their subscriptions carry the same
+/// generation (a consumer sends it since KIP-792, the eager `StickyAssignor`'s
+/// too), and Kafka takes a partition claimed twice in one generation from both.
 fn previous_owners<'a>(
     members: &[MemberSubscription],
     order: &[&'a str],
     exists: &BTreeSet<&TopicPartition>,
-    eager: bool,
 ) -> BTreeMap<&'a str, Vec<TopicPartition>> {
-    let mut owned_of: BTreeMap<&str, Vec<TopicPartition>> =
-        order.iter().map(|id| (*id, Vec::new())).collect();
-    let mut owner: BTreeMap<&TopicPartition, &str> = BTreeMap::new();
-    for &id in order {
-        let member = members.iter().find(|m| m.member_id == id).expect("listed");
-        for tp in member.owned.iter().filter(|tp| exists.contains(tp)) {
-            if let Some(other) = owner.insert(tp, id) {
-                let list = owned_of.get_mut(other).expect("entry");
-                if let Some(i) = list.iter().position(|x| x == tp) {
-                    list.remove(i);
-                }
-                if !eager {
-                    continue;
-                }
+    let contested = contested(members);
+    order
+        .iter()
+        .map(|&id| {
+            let member = members.iter().find(|m| m.member_id == id).expect("listed");
+            let owned = member
+                .owned
+                .iter()
+                .filter(|tp| exists.contains(tp) && !contested.contains(*tp))
+                .cloned()
+                .collect();
+            (id, owned)
+        })
+        .collect()
+}
+
+/// The partitions more than one member claims as previously owned.
+fn contested(members: &[MemberSubscription]) -> BTreeSet<TopicPartition> {
+    let mut claimed = BTreeSet::new();
+    let mut twice = BTreeSet::new();
+    for m in members {
+        // A member listing a partition twice claims it once.
+        let own: BTreeSet<&TopicPartition> = m.owned.iter().collect();
+        for tp in own {
+            if !claimed.insert(tp) {
+                twice.insert(tp.clone());
             }
-            owned_of.get_mut(id).expect("entry").push(tp.clone());
         }
     }
-    owned_of
+    twice
+}
+
+/// Java's `String.compareTo`, which the assignors sort member ids by: UTF-16 code units, so an
+/// id with a character past U+FFFF (a surrogate pair, 0xD800..) sorts before one with a
+/// character in U+E000..U+FFFF, where code points (Rust's `str` order) put it after.
+fn java_string_cmp(a: &str, b: &str) -> std::cmp::Ordering {
+    a.encode_utf16().cmp(b.encode_utf16())
 }
 
 /// The order Java's `HashMap<String, _>` (default capacity) iterates `keys` in, inserted in the
@@ -455,6 +473,21 @@ mod tests {
         c1.extend(tps("t1", &[2]));
         assert_eq!(a["C0"], c0);
         assert_eq!(a["C1"], c1);
+    }
+
+    /// Java sorts member ids by UTF-16 code units: `c-😀` (a surrogate pair) before `c-\u{FFFD}`,
+    /// the other way round from Rust's code-point order. Kafka 4.4's answers, from a black-box
+    /// tester's run of its assignors.
+    #[test]
+    fn members_sort_as_java_strings_sort() {
+        let counts = BTreeMap::from([("t".to_string(), 3)]);
+        let members = [member("c-\u{FFFD}", &["t"]), member("c-😀", &["t"])];
+        let range = assign(AssignmentStrategy::Range, &members, &counts).unwrap();
+        assert_eq!(range["c-😀"], tps("t", &[0, 1]));
+        assert_eq!(range["c-\u{FFFD}"], tps("t", &[2]));
+        let round_robin = assign(AssignmentStrategy::RoundRobin, &members, &counts).unwrap();
+        assert_eq!(round_robin["c-😀"], tps("t", &[0, 2]));
+        assert_eq!(round_robin["c-\u{FFFD}"], tps("t", &[1]));
     }
 
     #[test]
@@ -581,6 +614,29 @@ mod tests {
         .is_err());
         assert!(assign(AssignmentStrategy::Range, &[member("", &[])], &counts).is_err());
         assert!(AssignmentStrategy::from_name("nope").is_err());
+    }
+
+    /// A partition two members of one generation claim is taken from both, under either
+    /// protocol, as Kafka 4.4's `StickyAssignor` answers when subscriptions carry their
+    /// generation (KIP-792): b keeps its uncontested t-3, c gets t-2 (a black-box tester; it
+    /// went to b, and b's t-3 to c).
+    #[test]
+    fn sticky_takes_a_partition_claimed_twice_from_both() {
+        let counts = BTreeMap::from([("t".to_string(), 4)]);
+        let members = [
+            owning("a", &["t"], tps("t", &[0, 1, 2])),
+            owning("b", &["t"], tps("t", &[2, 3])),
+            member("c", &["t"]),
+        ];
+        for strategy in [
+            AssignmentStrategy::Sticky,
+            AssignmentStrategy::CooperativeSticky,
+        ] {
+            let a = assign(strategy, &members, &counts).unwrap();
+            assert_eq!(a["a"], tps("t", &[0, 1]), "{strategy:?}");
+            assert_eq!(a["b"], tps("t", &[3]), "{strategy:?}");
+            assert_eq!(a["c"], tps("t", &[2]), "{strategy:?}");
+        }
     }
 
     #[test]

@@ -672,3 +672,40 @@ def test_commands_take_the_open_file_limit_the_hard_limit_allows(tmp_path):
     stuck = subprocess.run([sys.executable, "-m", "kafkalog", "stats", str(folder)], capture_output=True,
                            text=True, timeout=120, preexec_fn=limits(48, 48))
     assert "ulimit -n" in one_line_error(stuck, 1)
+
+
+def test_records_and_cat_never_print_two_byte_strings_alike(tmp_path):
+    """`records` writes bytes that are not UTF-8 as `base64:` and their base64; a text that itself
+    starts with `base64:` is written that way too, so the byte 0xff and the text "base64:/w=="
+    read back apart (they printed alike). `cat`'s default utf8 decoder prints U+FFFD where
+    Kafka's console consumer does, and now says on stderr how many fields it changed. Both found
+    by a black-box tester."""
+    import base64
+
+    folder = tmp_path / "t-0"
+    with kafkalog.Log(str(folder), read_only=False, create=True) as log:
+        log.append([{"key": b"\xff", "value": b"base64:/w=="}, {"key": b"k", "value": b"plain"}])
+    lines = [json.loads(line) for line in run("records", folder).stdout.splitlines()]
+    decoded = [[base64.b64decode(v[len("base64:"):]) if v.startswith("base64:") else v.encode()
+                for v in (line["key"], line["value"])] for line in lines]
+    assert decoded == [[b"\xff", b"base64:/w=="], [b"k", b"plain"]]
+    assert lines[0]["key"] != lines[0]["value"]
+
+    cat = run("cat", folder)
+    assert cat.returncode == 0 and json.loads(cat.stdout.splitlines()[0])["key"] == "\ufffd"
+    assert "1 keys, values or header values were not UTF-8" in cat.stderr
+    exact = run("cat", folder, "--key-decoder", "hex")
+    assert exact.returncode == 0 and exact.stderr == ""
+
+
+def test_records_says_what_a_folder_is_in_the_command_lines_words(tmp_path):
+    """`records` on a data dir or an empty folder says so without the library's Python options
+    (`read_only=False, create=True`), which the command line does not have (a black-box tester)."""
+    data = tmp_path / "data"
+    kafkalog.Topic.create(data, "orders", 2)
+    message = one_line_error(run("records", data), 1)
+    assert "is a Kafka data dir" in message and "orders-0" in message and "kafkalog cat" in message
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    message = one_line_error(run("records", empty), 1)
+    assert "not a Kafka partition folder" in message and "create=True" not in message

@@ -44,13 +44,21 @@ from kafkalog.cli_tools import DataError, UsageError
 _SEGMENT_SUFFIXES = (".log", ".index", ".timeindex", ".txnindex", ".snapshot")
 
 
+_BASE64_PREFIX = "base64:"
+
+
 def _text(b: bytes | None) -> str | None:
+    """Bytes as JSON text: UTF-8 as it is, else `base64:` and the bytes in base64. Text that
+    itself starts with `base64:` is written in base64 too, so every string reads back one way."""
     if b is None:
         return None
     try:
-        return b.decode("utf-8")
+        text = b.decode("utf-8")
     except UnicodeDecodeError:
-        return "base64:" + base64.b64encode(b).decode()
+        text = None
+    if text is None or text.startswith(_BASE64_PREFIX):
+        return _BASE64_PREFIX + base64.b64encode(b).decode()
+    return text
 
 
 def _segment_files(folder: Path) -> list[str]:
@@ -159,6 +167,17 @@ def cmd_records(args) -> int:
         raise DataError(f"{args.dir}: no such file or folder")
     if folder.is_dir():
         cli_tools._check_readable_folder(folder)
+        if not cli_tools._has_segments(folder):
+            # Said for the command line (the library's error suggests its own options).
+            folders = kafkalog.partition_folders(str(folder))
+            if folders:
+                user_topics = [path for topic, _, path in folders if not topic.startswith("__")]
+                example = (user_topics or [folders[0][2]])[0]
+                raise DataError(f"{args.dir} is a Kafka data dir, not a partition folder: name one "
+                                f"of its partition folders (e.g. {example}), or read the whole dir "
+                                f"with kafkalog cat")
+            raise DataError(f"{args.dir} is not a Kafka partition folder: no segment files "
+                            f"(<20-digit base offset>.log) in it")
     log = cli_tools.open_log(folder, args)
     start, end = cli_tools.resolve_range(log, args.start, args.end, args.isolation,
                                          args.start_time, args.end_time)
@@ -260,7 +279,8 @@ def build_parser() -> argparse.ArgumentParser:
     r = sub.add_parser("records", formatter_class=argparse.RawDescriptionHelpFormatter,
                        help="records of one partition folder as JSON lines",
                        description="Records as a consumer reads them, one JSON object per line "
-                                   "(bytes that are not UTF-8 as 'base64:...').",
+                                   "(bytes that are not UTF-8, or that start with 'base64:', as "
+                                   "'base64:' and their base64).",
                        epilog=cli_tools.RANGE_RULE.replace("--from", "--start").replace("--to", "--end")
                        .replace("cat and records", "records and cat")
                        + "\n\nexamples:\n  kafkalog records /data/orders-0 --start 100 --end 200 "

@@ -332,9 +332,24 @@ def resolve_range(log, first: int | None, last: int | None, isolation: str,
 
 # ----- cat -----
 
+class _Utf8:
+    """Bytes as UTF-8 text, each malformed sequence as U+FFFD (as kafka-console-consumer's
+    StringDeserializer prints it), counting the fields it changed so that `cat` says so."""
+
+    def __init__(self) -> None:
+        self.replaced = 0
+
+    def __call__(self, b: bytes) -> str:
+        try:
+            return b.decode("utf-8")
+        except UnicodeDecodeError:
+            self.replaced += 1
+            return b.decode("utf-8", errors="replace")
+
+
 def _decoder(name: str):
     if name == "utf8":
-        return lambda b: b.decode("utf-8", errors="replace")
+        return _Utf8()
     if name == "base64":
         return lambda b: base64.b64encode(b).decode()
     if name == "hex":
@@ -399,6 +414,13 @@ def cmd_cat(args) -> int:
     out.flush()
     if count == 0:
         print(f"kafkalog cat: no records in the range asked; {'; '.join(ends)}", file=sys.stderr)
+    replaced = sum(d.replaced for d in {id(d): d for d in (key_of, value_of, header_of)}.values()
+                   if isinstance(d, _Utf8))
+    if replaced:
+        # Not damage (the bytes are as written), but what was printed is not what is stored.
+        print(f"kafkalog cat: {replaced} keys, values or header values were not UTF-8 and were "
+              f"printed with U+FFFD in place of bytes; --key-decoder/--value-decoder base64 or hex "
+              f"print them exactly", file=sys.stderr)
     return status
 
 

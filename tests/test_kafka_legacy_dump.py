@@ -178,10 +178,14 @@ def test_dump_of_odd_batches_as_dump_log_segments(version, tmp_path):
     d.mkdir()
     seg = kafkalog.Segment(str(d), 0, writable=True, config={})
     seg.append(kafkalog.encode_batch([{"value": None, "timestamp": 1_700_000_000_000},
-                                      {"value": b"", "timestamp": 1_700_000_000_001}]))
+                                      {"value": b"", "timestamp": 1_700_000_000_001},
+                                      # Frame versions past a short, and one past 2^31.
+                                      {"value": b"\x80\x80\x62", "timestamp": 1_700_000_000_002},
+                                      {"value": b"\xfb\xff\xff\xff\x0f", "timestamp": 1_700_000_000_003}]))
     seg.close()
     java = compat_util.assert_same_dump(version, [d / f"{0:020d}.log"], ["--cluster-metadata-decoder"])
     assert java.stdout.count("Error while reading frame version") == 2
+    assert java.stdout.count("Value for frame version was too large.") == 1
 
 
 def test_dump_3x_notes_old_decoder_classes_as_its_tool(tmp_path):
@@ -193,6 +197,28 @@ def test_dump_3x_notes_old_decoder_classes_as_its_tool(tmp_path):
                "--value-decoder-class", "kafka.serializer.StringDecoder"]
     java = compat_util.assert_same_dump(version, [log, log], options)
     assert java.stdout.count("kafka.serializer.StringDecoder is deprecated") == 4
+    # Two classes: the tool makes the value's decoder first, so its note comes first (kafkalog
+    # printed the key's first; a black-box tester).
+    options = ["--print-data-log", "--key-decoder-class", "kafka.serializer.StringDecoder",
+               "--value-decoder-class", "kafka.serializer.IntegerDecoder"]
+    java = compat_util.assert_same_dump(version, [log], options)
+    assert java.stdout.index("IntegerDecoder is deprecated") < java.stdout.index("StringDecoder is deprecated")
+
+
+@pytest.mark.parametrize("version", kh.KAFKA_VERSIONS)
+def test_dump_stops_before_the_key_of_a_value_its_decoder_refuses(version, tmp_path):
+    """Kafka's DecoderMessageParser decodes key and value before printing either: a 7-byte value
+    under LongDecoder ends the line at its metadata, without the key (kafkalog printed the key
+    first; a black-box tester). Both tools stop there."""
+    log = _odd_segment(tmp_path / "t-0")
+    decoder = ("org.apache.kafka.tools.api.LongDecoder" if kh.kafka_tools_version(version).startswith("4.")
+               else "kafka.serializer.LongDecoder")
+    options = ["--print-data-log", "--value-decoder-class", decoder]
+    java = kh.dump_log_segments(version, [log], deep_iteration=False, print_data=False, extra_args=options)
+    ours = compat_util.kafkalog_dump([log], options, int(kh.kafka_tools_version(version).split(".")[0]))
+    assert java.returncode != 0 and ours.returncode == 1, (java.stderr[-2000:], ours.stderr)
+    assert ours.stdout == java.stdout
+    assert java.stdout.rstrip("\n").endswith("headerKeys: [h]"), java.stdout[-300:]
 
 
 @pytest.mark.parametrize("version", kh.KAFKA_VERSIONS)

@@ -19,7 +19,7 @@ use super::message::{find, read_message, to_jackson_string, Family, Kind, Reader
 use super::{DecodeError, ParsedRecord};
 
 /// `ApiMessageAndVersion`'s frame version.
-const FRAME_VERSION: u32 = 1;
+const FRAME_VERSION: i16 = 1;
 
 /// One decoded metadata record.
 #[derive(Debug, Clone, PartialEq)]
@@ -51,13 +51,21 @@ fn enum_name(name: &str) -> String {
 
 pub fn decode(value: &[u8]) -> Result<MetadataRecord, DecodeError> {
     let mut r = Reader::new(value);
+    // Kafka's `unsignedIntToShort`: the varint read as a Java int (so one past 2^31 is
+    // negative, and cast), refused only above Short.MAX_VALUE.
     let short = |r: &mut Reader<'_>, what: &str| -> Result<i16, DecodeError> {
-        let v = r.unsigned_varint()?;
-        i16::try_from(v).map_err(|_| DecodeError::Other(format!("Value for {what} was too large.")))
+        let v = r
+            .unsigned_varint()
+            .map_err(|_| DecodeError::Other(format!("Error while reading {what}")))?
+            as i32;
+        if v > i32::from(i16::MAX) {
+            return Err(DecodeError::Other(format!(
+                "Value for {what} was too large."
+            )));
+        }
+        Ok(v as i16)
     };
-    let frame = r
-        .unsigned_varint()
-        .map_err(|_| DecodeError::Other("Error while reading frame version".into()))?;
+    let frame = short(&mut r, "frame version")?;
     if frame == 0 {
         return Err(DecodeError::Other("Could not deserialize metadata record with frame version 0. Note that upgrades from the preview release of KRaft in 2.8 to newer versions are not supported.".into()));
     } else if frame != FRAME_VERSION {
@@ -402,6 +410,19 @@ mod tests {
                 Some("Error at 6, skipping. Error while reading frame version")
             );
         }
+        // Frame versions past a short are Kafka's `unsignedIntToShort` error (a black-box tester
+        // dumped a topic of JSON values: '{' reads as frame version 123, then 1605760 and
+        // others); one past 2^31 wraps negative as a Java int and is an unknown version.
+        assert_eq!(
+            parse_for_dump(Some(&[0x80, 0x80, 0x62]), 0)
+                .payload
+                .as_deref(),
+            Some("Error at 0, skipping. Value for frame version was too large.")
+        );
+        assert_eq!(
+            parse_for_dump(Some(&[0xfb, 0xff, 0xff, 0xff, 0x0f]), 0).payload.as_deref(),
+            Some("Error at 0, skipping. Could not deserialize metadata record due to unknown frame version -5(only frame version 1 is supported)")
+        );
         let garbage = [v.clone(), vec![0]].concat();
         assert_eq!(
             parse_for_dump(Some(&garbage), 5).payload.as_deref(),

@@ -150,8 +150,9 @@ fn dump_log_segments(
         parser: MessageParser::from_name(message_parser)?,
         json,
         kafka_major,
-        // Kafka 3.x's tool warns, on stdout, of each option naming an old decoder class.
-        decoder_notes: [key_decoder_class, value_decoder_class]
+        // Kafka 3.x's tool warns, on stdout, of each option naming an old decoder class, as it
+        // makes them: the value's decoder, then the key's.
+        decoder_notes: [value_decoder_class, key_decoder_class]
             .into_iter()
             .filter(|_| kafka_major < 4)
             .filter_map(|class| {

@@ -410,8 +410,7 @@ fn write_report(
 }
 
 /// A record's ` key: K payload: V` as Kafka's tool prints it after the record's metadata (`| `
-/// first when the metadata is skipped). Each part is written as soon as it is decoded, so a part
-/// that fails to decode leaves what came before it.
+/// first when the metadata is skipped), once both are decoded.
 struct KeyAndPayload {
     prefix: &'static str,
     kafka_major: u8,
@@ -996,12 +995,22 @@ impl FileDump<'_> {
                 fields.payload(out, p);
             }
         } else if opts.print_data_log && !is_control {
+            // Both decoded before either is printed, as Kafka's `DecoderMessageParser.parse`
+            // does: a value its decoder refuses leaves the line without the key too.
+            let key = r
+                .key
+                .map(|k| opts.key_decoder.decode(k, "key", r.offset))
+                .transpose()?;
+            let value = r
+                .value
+                .map(|v| opts.value_decoder.decode(v, "value", r.offset))
+                .transpose()?;
             let mut fields = KeyAndPayload::new(opts);
-            if let Some(k) = r.key {
-                fields.key(out, &opts.key_decoder.decode(k, "key", r.offset)?);
+            if let Some(k) = &key {
+                fields.key(out, k);
             }
-            if let Some(v) = r.value {
-                fields.payload(out, &opts.value_decoder.decode(v, "value", r.offset)?);
+            if let Some(v) = &value {
+                fields.payload(out, v);
             }
         }
         out.push(b'\n');

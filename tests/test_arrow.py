@@ -799,3 +799,23 @@ def test_rows_before_a_damaged_batch_come_first(tmp_path, kw, compression):
         for batch in reader:
             offsets += batch.column("offset").to_pylist()
     assert offsets == list(range(12000)), kw
+
+
+def test_folders_kafka_renamed_keep_their_topic_and_partition(tmp_path):
+    """A partition folder Kafka renamed for deletion, a move between log dirs or as stray
+    (`<topic>-<p>.<id>-delete`, `-future`, `-stray`) still holds that partition's records: its
+    rows carry the topic and partition, as Kafka's `parseTopicPartitionName` reads the name (they
+    were null; a black-box tester). A folder not named by Kafka has neither."""
+    source = tmp_path / "orders-1"
+    with kafkalog.Log(str(source), read_only=False, create=True) as log:
+        log.append([{"value": b"v"}])
+    for suffix in ("delete", "future", "stray"):
+        renamed = tmp_path / f"orders-1.0123456789abcdef0123456789abcdef-{suffix}"
+        source.rename(renamed)
+        table = kafkalog.Log(str(renamed)).to_arrow().read_all()
+        assert table.column("topic").to_pylist() == ["orders"], suffix
+        assert table.column("partition").to_pylist() == [1], suffix
+        renamed.rename(source)
+    source.rename(tmp_path / "copied")
+    table = kafkalog.Log(str(tmp_path / "copied")).to_arrow().read_all()
+    assert table.column("topic").to_pylist() == [None] and table.column("partition").to_pylist() == [None]

@@ -734,15 +734,17 @@ fn repeated_string(value: &str, rows: usize) -> StringArray {
     }
 }
 
-/// The topic and partition a `<topic>-<partition>` folder holds.
+/// The topic and partition a `<topic>-<partition>` folder (or its `.<id>-delete`, `-future`, `-stray`) holds.
 pub fn topic_partition_of(log: &Log) -> (Option<String>, Option<i32>) {
+    // A `-delete`, `-future` or `-stray` folder holds its partition's records too (Kafka's
+    // `parseTopicPartitionName` reads all four names); a folder named otherwise has no topic.
     match log
         .dir()
         .file_name()
         .and_then(|n| n.to_str())
-        .and_then(crate::log::checkpoint::parse_topic_partition)
+        .and_then(crate::log::checkpoint::parse_partition_dir)
     {
-        Some((topic, partition)) => (Some(topic), Some(partition)),
+        Some(dir) => (Some(dir.topic), Some(dir.partition)),
         None => (None, None),
     }
 }

@@ -819,3 +819,43 @@ def test_folders_kafka_renamed_keep_their_topic_and_partition(tmp_path):
     source.rename(tmp_path / "copied")
     table = kafkalog.Log(str(tmp_path / "copied")).to_arrow().read_all()
     assert table.column("topic").to_pylist() == [None] and table.column("partition").to_pylist() == [None]
+
+
+@pytest.mark.parametrize("cut", ["truncate_to", "recovery_truncate"])
+def test_zero_copy_arrays_survive_kafkalogs_own_truncation(tmp_path, cut):
+    """Zero-copy arrays map the segment file; a writable Log that then truncates it (truncate_to,
+    or recovery with on_corruption="truncate") writes what it keeps to a new file instead of
+    cutting the mapped one, so the arrays read what they read (cut in place, reading them killed
+    the process with SIGBUS; a black-box tester). Run in a child process to see a crash as one."""
+    child = textwrap.dedent(f"""
+        import os, sys
+        import kafkalog
+        d = {str(tmp_path / "t-0")!r}
+        with kafkalog.Log(d, read_only=False, create=True) as w:
+            for s in range(0, 5000, 100):
+                w.append([{{"key": b"k%d" % i, "value": b"%08d" % i * 25}} for i in range(s, s + 100)])
+        if {cut!r} == "truncate_to":
+            table = kafkalog.Log(d).to_arrow(zero_copy=True).read_all()
+            expected = [b"%08d" % i * 25 for i in range(5000)]
+            with kafkalog.Log(d, read_only=False) as w:
+                w.truncate_to(100)
+                assert w.log_end_offset == 100
+        else:
+            # Damaged before the read (bytes changed under a map change what it reads), read
+            # around the damage, then recovered by a writer that cuts the log there.
+            segment = os.path.join(d, "00000000000000000000.log")
+            with open(segment, "r+b") as f:
+                f.seek(os.path.getsize(segment) // 2)
+                f.write(b"\\xff" * 64)
+            table = kafkalog.Log(d, on_corruption="skip").to_arrow(zero_copy=True).read_all()
+            expected = table.column("value").to_pylist()
+            assert 4800 < len(expected) < 5000
+            with kafkalog.Log(d, read_only=False, on_corruption="truncate") as w:
+                assert 0 < w.log_end_offset < 5000
+        assert table.column("value").to_pylist() == expected
+        assert kafkalog.Log(d).log_end_offset < 5000
+        assert not [n for n in os.listdir(d) if n.endswith(".cleaned")]
+        print("ok")
+    """)
+    proc = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", (proc.returncode, proc.stderr[-2000:])

@@ -61,3 +61,20 @@ fn checked(f: File) -> Result<File> {
         format!("{what} where Kafka keeps a regular file"),
     ))
 }
+
+/// Takes `flock`'s `operation` (`LOCK_SH`, `LOCK_EX` or `LOCK_UN`) on `file`'s open file
+/// description without waiting: whether it was taken. Read-only views hold `LOCK_SH` on a
+/// segment file they memory-map; a writer about to cut the file tries `LOCK_EX` to learn that no
+/// map of it is alive (cutting a mapped file faults its readers with SIGBUS).
+pub fn try_flock(file: &File, operation: libc::c_int) -> bool {
+    use std::os::fd::AsRawFd;
+    loop {
+        // SAFETY: a valid descriptor, owned by `file` for the call.
+        if unsafe { libc::flock(file.as_raw_fd(), operation | libc::LOCK_NB) } == 0 {
+            return true;
+        }
+        if Error::last_os_error().kind() != ErrorKind::Interrupted {
+            return false;
+        }
+    }
+}

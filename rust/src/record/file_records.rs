@@ -191,11 +191,56 @@ impl FileRecords {
             )));
         }
         let removed = self.size - target_size;
-        self.file
-            .set_len(target_size)
-            .map_err(|e| Error::io(&self.path, e))?;
+        if removed == 0 {
+            return Ok(0);
+        }
+        if crate::files::try_flock(&self.file, libc::LOCK_EX) {
+            // No read-only view maps the file (each holds LOCK_SH while it does, and none can
+            // start while this lock is held): cut it in place, as Kafka does.
+            let cut = self.file.set_len(target_size);
+            crate::files::try_flock(&self.file, libc::LOCK_UN);
+            cut.map_err(|e| Error::io(&self.path, e))?;
+        } else {
+            self.truncate_by_copy(target_size)?;
+        }
         self.size = target_size;
         Ok(removed)
+    }
+
+    /// Truncation when a read-only view (zero-copy Arrow arrays, a mapped read) maps the file:
+    /// cut in place, the pages past the cut would fault that view's reader (SIGBUS). The bytes
+    /// kept go to a new file (`.cleaned`, which a load deletes should this stop half way)
+    /// renamed over this one; the old file, unlinked, stays whole for the maps until they go.
+    fn truncate_by_copy(&mut self, target_size: u64) -> Result<()> {
+        use std::io::{Seek, SeekFrom};
+        let io = |e| Error::io(&self.path, e);
+        let mut temp_name = self.path.clone().into_os_string();
+        temp_name.push(crate::segment::CLEANED_FILE_SUFFIX);
+        let temp = PathBuf::from(temp_name);
+        let mut kept = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&temp)
+            .map_err(|e| Error::io(&temp, e))?;
+        let copied = (|| {
+            let mut source = self.file.try_clone()?;
+            source.seek(SeekFrom::Start(0))?;
+            std::io::copy(&mut std::io::Read::take(source, target_size), &mut kept)?;
+            kept.set_permissions(self.file.metadata()?.permissions())?;
+            kept.sync_all()?;
+            std::fs::rename(&temp, &self.path)
+        })();
+        if let Err(e) = copied {
+            let _ = std::fs::remove_file(&temp);
+            return Err(io(e));
+        }
+        if let Some(dir) = self.path.parent() {
+            File::open(dir).and_then(|d| d.sync_all()).map_err(io)?;
+        }
+        self.file = kept;
+        Ok(())
     }
 
     pub fn rename_to(&mut self, new_path: &Path) -> Result<()> {
@@ -600,13 +645,19 @@ impl FileRecords {
                 }
                 // SAFETY: read-only, private to this process's reads; the length is the size
                 // this view trusts (a longer file's tail is not mapped).
+                // LOCK_SH while mapped, so that a writer cuts the file by copying it instead
+                // (`truncate_to`); held by a descriptor of this open that the map keeps.
+                let lock = self.file.try_clone().ok()?;
+                if !crate::files::try_flock(&lock, libc::LOCK_SH) {
+                    return None; // a writer is cutting the file now: read windows instead
+                }
                 let map = unsafe {
                     memmap2::MmapOptions::new()
                         .len(self.size as usize)
                         .map(&self.file)
                 }
                 .ok()?;
-                let map = SegmentMap::new(map);
+                let map = SegmentMap::new(map).holding(lock);
                 let _ = map.advise(memmap2::Advice::Sequential);
                 let ptr = std::ptr::NonNull::new(map.as_ptr() as *mut u8)?;
                 let len = map.len();

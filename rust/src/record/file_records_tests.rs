@@ -247,6 +247,50 @@ fn test_truncate() {
     assert_eq!(records.truncate_to(end).unwrap(), 0);
 }
 
+/// A file a read-only view maps (zero-copy Arrow buffers) is never cut under the map: the
+/// writer copies what it keeps to a new file renamed over the old one, which stays whole for the
+/// map. Cut in place, reading the map past the cut faulted the process (SIGBUS; a black-box
+/// tester, through `Log.truncate_to` and recovery). Unmapped, the file is cut in place.
+#[test]
+fn truncating_a_file_a_view_maps_leaves_the_map_whole() {
+    use std::os::unix::fs::MetadataExt;
+    let dir = tempfile::tempdir().unwrap();
+    let (mut records, batches) = values_file(dir.path());
+    let before = std::fs::read(records.path()).unwrap();
+    let inode = |path: &Path| std::fs::metadata(path).unwrap().ino();
+    let first_inode = inode(records.path());
+    let keep = batches[0].len() as u64;
+
+    let view = FileRecords::open(records.path(), false).unwrap();
+    let mapped = view.mapped().expect("a read-only file maps");
+    records.truncate_to(keep).unwrap();
+    assert_eq!(
+        mapped.as_slice(),
+        &before[..],
+        "the map reads what it mapped"
+    );
+    assert_ne!(
+        inode(records.path()),
+        first_inode,
+        "a new file took the name"
+    );
+    assert_eq!(std::fs::metadata(records.path()).unwrap().len(), keep);
+    assert!(!dir.path().join("00000000000000000000.log.cleaned").exists());
+    // The writer goes on in the new file.
+    records.append(&batches[1]).unwrap();
+    assert_eq!(
+        std::fs::read(records.path()).unwrap(),
+        [&batches[0][..], &batches[1][..]].concat()
+    );
+    drop((view, mapped));
+
+    // Nothing maps it now: cut in place, as Kafka does.
+    let second_inode = inode(records.path());
+    records.truncate_to(keep).unwrap();
+    assert_eq!(inode(records.path()), second_inode);
+    assert_eq!(std::fs::read(records.path()).unwrap(), batches[0]);
+}
+
 #[test]
 fn test_truncate_not_called_if_size_is_bigger_than_target_size() {
     let dir = tempfile::tempdir().unwrap();

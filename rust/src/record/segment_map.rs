@@ -22,13 +22,20 @@ pub fn set_unmap_hook(hook: UnmapHook) {
     let _ = UNMAP_HOOK.set(hook);
 }
 
-/// A read-only map of a segment file; dropped, it is unmapped through the [`UnmapHook`], if any.
+/// A read-only map of a segment file; dropped, it is unmapped through the [`UnmapHook`], if any,
+/// and then the file it holds (the descriptor of its `flock`, [`Self::holding`]) is closed.
 #[derive(Debug)]
-pub(crate) struct SegmentMap(Option<Mmap>);
+pub(crate) struct SegmentMap(Option<Mmap>, Option<std::fs::File>);
 
 impl SegmentMap {
     pub(crate) fn new(map: Mmap) -> Self {
-        Self(Some(map))
+        Self(Some(map), None)
+    }
+
+    /// Keeps `file` open as long as the map: its shared lock tells writers the file is mapped.
+    pub(crate) fn holding(mut self, file: std::fs::File) -> Self {
+        self.1 = Some(file);
+        self
     }
 }
 

@@ -1626,6 +1626,11 @@ def test_legacy_batches_refuse_headers_and_help_shows_every_default():
     for magic in (0, 1):
         with pytest.raises(kafkalog.InvalidArgumentError, match=f"Magic v{magic} does not support record headers"):
             kafkalog.encode_batch([{"value": b"v", "headers": [("h", b"1")]}], magic=magic)
+        # Nor producer state, which a legacy message set has no field for (it was dropped).
+        with pytest.raises(kafkalog.InvalidArgumentError, match=f"Transactional records are not supported for magic {magic}"):
+            kafkalog.encode_batch([{"value": b"v"}], magic=magic, transactional=True)
+        with pytest.raises(kafkalog.InvalidArgumentError, match=f"Idempotent messages are not supported for magic {magic}"):
+            kafkalog.encode_batch([{"value": b"v"}], magic=magic, producer_id=5)
         assert kafkalog.decode_batches(kafkalog.encode_batch([{"value": b"v"}], magic=magic))
     for function in (kafkalog.Log.to_arrow, kafkalog.Log.append, kafkalog.Log.append_arrow,
                      kafkalog.records_to_arrow, kafkalog.encode_batch):

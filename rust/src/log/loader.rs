@@ -227,8 +227,8 @@ fn file_name(path: &Path) -> String {
         .to_string()
 }
 
-/// Kafka's `removeTempFilesAndCollectSwapFiles` + swap completion: `.deleted` and `.cleaned`
-/// files go; a `.swap` log replaces the segments it covers; swap indexes are dropped (rebuilt).
+/// Kafka's `removeTempFilesAndCollectSwapFiles` + swap completion: `.deleted`, `.cleaned` and
+/// `.tmp` files go; a `.swap` log replaces the segments it covers; swap indexes are dropped (rebuilt).
 fn remove_temp_files_and_complete_swaps(
     dir: &Path,
     config: &crate::config::LogConfig,
@@ -238,7 +238,13 @@ fn remove_temp_files_and_complete_swaps(
     for entry in std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))? {
         let path = entry.map_err(|e| Error::io(dir, e))?.path();
         let name = file_name(&path);
-        if name.ends_with(DELETED_FILE_SUFFIX) || name.ends_with(CLEANED_FILE_SUFFIX) {
+        // `.tmp`: a checkpoint or producer snapshot a crash left before its rename (Kafka
+        // writes over its own next time; kafkalog's snapshots are named by offset, so they
+        // piled up).
+        if name.ends_with(DELETED_FILE_SUFFIX)
+            || name.ends_with(CLEANED_FILE_SUFFIX)
+            || name.ends_with(checkpoint::TEMP_FILE_SUFFIX)
+        {
             std::fs::remove_file(&path).map_err(|e| Error::io(&path, e))?;
         } else if let Some(base) = name.strip_suffix(SWAP_FILE_SUFFIX) {
             if base.ends_with(LOG_FILE_SUFFIX) {

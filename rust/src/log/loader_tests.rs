@@ -297,14 +297,25 @@ fn stray_files_of_an_interrupted_operation_are_removed() {
     let dir = crashed_copy(root.path());
     let stray_deleted = dir.join("00000000000000000099.log.deleted");
     let stray_cleaned = dir.join("00000000000000000098.log.cleaned");
-    fs::write(&stray_deleted, b"x").unwrap();
-    fs::write(&stray_cleaned, b"x").unwrap();
+    // Temporary files of atomic writes a kill -9 cut short (they piled up; a black-box tester).
+    let stray_temps = [
+        dir.join("00000000000000003285.snapshot.tmp"),
+        dir.join("leader-epoch-checkpoint.tmp"),
+    ];
+    for stray in [&stray_deleted, &stray_cleaned]
+        .into_iter()
+        .chain(&stray_temps)
+    {
+        fs::write(stray, b"x").unwrap();
+    }
     // Read-only leaves them.
     drop(Log::open(&dir, options(true)).unwrap());
     assert!(stray_deleted.exists() && stray_cleaned.exists());
+    assert!(stray_temps.iter().all(|p| p.exists()));
     let log = open(&dir);
     assert!(!stray_deleted.exists());
     assert!(!stray_cleaned.exists());
+    assert!(stray_temps.iter().all(|p| !p.exists()));
     assert_eq!(all_batches(&log), expected());
 }
 

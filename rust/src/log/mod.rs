@@ -1303,7 +1303,11 @@ impl Log {
             relative_position_in_segment: size as i64,
         };
         st.recovery_point = st.recovery_point.min(next);
-        st.log_start_offset = st.log_start_offset.min(target_offset);
+        // Kafka's `min(targetOffset, logStartOffset)`, with the target the log really ends at:
+        // cut inside a batch, the log ends below the target, and a log start left above that
+        // end (after `delete_records` into the batch) made a log that no longer opened.
+        let lowered_start = next < st.log_start_offset;
+        st.log_start_offset = st.log_start_offset.min(next);
         if st.high_watermark.message_offset > next {
             Self::update_high_watermark_in(&mut st, next);
         }
@@ -1311,6 +1315,12 @@ impl Log {
         let start = st.log_start_offset;
         let now = self.now();
         loader::rebuild_producer_state(&mut st, start, next, now, false)?;
+        if lowered_start {
+            // Written now, not at close as Kafka's periodic checkpoint would: a crash before
+            // then left a checkpointed log start past the log end, which a load reports as
+            // offsets lost (they were only deleted, then truncated).
+            loader::write_checkpoints(&[(self.dir(), &st)])?;
+        }
         Ok(true)
     }
 
@@ -1330,6 +1340,7 @@ impl Log {
         }
         let segment = LogSegment::open(&self.dir, new_offset, &self.config, true, "", self.now())?;
         st.segments.add(segment);
+        let lowered_start = new_offset < st.log_start_offset;
         st.log_start_offset = new_offset;
         st.log_end_offset = LogOffsetMetadata {
             message_offset: new_offset,
@@ -1340,6 +1351,10 @@ impl Log {
         st.recovery_point = new_offset;
         st.leader_epoch_cache.clear_and_flush()?;
         st.producer_state.truncate_fully_and_start_at(new_offset)?;
+        if lowered_start {
+            // As in `truncate_to`: a checkpointed log start past the new end reads as loss.
+            loader::write_checkpoints(&[(self.dir(), &st)])?;
+        }
         Ok(())
     }
 

@@ -758,3 +758,44 @@ fn truncate_fully_refuses_a_negative_start_and_changes_nothing() {
     ));
     assert_eq!((log.log_start_offset(), log.log_end_offset()), (0, 3));
 }
+
+/// `delete_records` into a batch, then `truncate_to` inside that batch: segments drop the whole
+/// batch, so the log ends at its base, below the log start; the log start follows it down (as
+/// Kafka's `min(targetOffset, logStartOffset)` with the offset the log really ends at). It
+/// stayed above the end: appends went below the log start, and the closed log no longer opened
+/// (a black-box tester). The lowered log start is checkpointed at once, so a crash before close
+/// does not leave a checkpointed log start past the log end (read back as offsets lost).
+#[test]
+fn truncating_below_the_log_start_brings_it_down_and_checkpoints_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = open(dir.path(), &[]);
+    append(&log, 10);
+    append(&log, 10);
+    log.delete_records(15).unwrap();
+    assert!(log.truncate_to(17).unwrap());
+    assert_eq!((log.log_start_offset(), log.log_end_offset()), (10, 10));
+    let checkpointed = || {
+        crate::log::checkpoint::OffsetCheckpointFile::new(
+            dir.path()
+                .join(crate::log::loader::LOG_START_OFFSET_CHECKPOINT),
+        )
+        .read()
+        .unwrap()
+        .get(&("t".to_string(), 0))
+        .copied()
+    };
+    assert_eq!(checkpointed(), Some(10), "written before close");
+    let info = append(&log, 5);
+    assert_eq!((info.first_offset, info.last_offset), (10, 14));
+    log.close().unwrap();
+    let log = open(dir.path(), &[]);
+    assert_eq!((log.log_start_offset(), log.log_end_offset()), (10, 15));
+
+    // Below a log start at a batch boundary, and fully: checkpointed as well.
+    log.delete_records(12).unwrap();
+    log.truncate_fully_and_start_at(3).unwrap();
+    assert_eq!(checkpointed(), Some(3));
+    drop(log); // no close: as a crash would leave it
+    let log = open(dir.path(), &[]);
+    assert_eq!((log.log_start_offset(), log.log_end_offset()), (3, 3));
+}

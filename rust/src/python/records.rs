@@ -802,6 +802,16 @@ fn encode_batch(
                         "Magic v{magic} does not support record headers"
                     )));
                 }
+                if transactional {
+                    return Err(Error::InvalidArgument(format!(
+                        "Transactional records are not supported for magic {magic}"
+                    )));
+                }
+                if producer_id != -1 {
+                    return Err(Error::InvalidArgument(format!(
+                        "Idempotent messages are not supported for magic {magic}"
+                    )));
+                }
                 let now = now_ms();
                 let recs: Vec<legacy::RecordFields<'_>> = input
                     .iter()

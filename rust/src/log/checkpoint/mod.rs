@@ -39,11 +39,16 @@ pub const DELETE_DIR_SUFFIX: &str = "-delete";
 pub const FUTURE_DIR_SUFFIX: &str = "-future";
 pub const STRAY_DIR_SUFFIX: &str = "-stray";
 
+/// What [`atomic_write`] writes before its rename (Kafka's `CheckpointFile` and
+/// `PartitionMetadataFile` name their temporary files so too): left by a crash, a writable load
+/// removes them.
+pub const TEMP_FILE_SUFFIX: &str = ".tmp";
+
 /// Writes `bytes` to `path` so that a crash leaves either the old or the new file, never a torn one:
 /// `<path>.tmp`, fsync, rename over `path`, fsync the directory (Kafka's `atomicMoveWithFallback`).
 pub fn atomic_write(path: &Path, bytes: &[u8]) -> Result<()> {
     let mut tmp_name = path.as_os_str().to_owned();
-    tmp_name.push(".tmp");
+    tmp_name.push(TEMP_FILE_SUFFIX);
     let tmp = PathBuf::from(tmp_name);
     {
         let mut f = OpenOptions::new()

@@ -376,7 +376,35 @@ pub fn deep_records<'a>(
     }
     *scratch = decompress_wrapper(entry, max_decompressed)?;
     let inner: &'a Vec<u8> = scratch;
-    inner_records(entry, inner)
+    let records = inner_records(entry, inner)?;
+    check_inner_offsets(entry, &records)?;
+    Ok(records)
+}
+
+/// A wrapper's inner offsets as a broker assigns them: increasing, the last one the wrapper's
+/// own offset for v0 (whose inner offsets are absolute; a v1 wrapper's last is its own by
+/// construction). Otherwise a reader handed out offsets twice or backwards (a consumer skips
+/// those below its position, losing them unsaid), so it is damage for readers; the dump tool
+/// prints such a wrapper as Kafka's does (`inner_records` alone).
+fn check_inner_offsets(wrapper: &LegacyEntry<'_>, records: &[Record<'_>]) -> Result<()> {
+    let at = wrapper.offset;
+    for pair in records.windows(2) {
+        if pair[1].offset <= pair[0].offset {
+            return Err(Error::corrupt(format!(
+                "compressed wrapper at offset {at}: inner offset {} follows {}, offsets must \
+                 increase",
+                pair[1].offset, pair[0].offset
+            )));
+        }
+    }
+    let last = records.last().map_or(at, |r| r.offset);
+    if wrapper.magic == MAGIC_VALUE_V0 && last != at {
+        return Err(Error::corrupt(format!(
+            "compressed v0 wrapper at offset {at}: its last inner offset is {last}, not the \
+             wrapper's own"
+        )));
+    }
+    Ok(())
 }
 
 // ---- builder ----
@@ -830,6 +858,61 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("less than the last inner offset"), "{err}");
+    }
+
+    /// A gzip wrapper at `offset` around inner messages at `inner` offsets, as given.
+    fn wrapper_around(magic: u8, offset: i64, inner: &[i64]) -> Vec<u8> {
+        let mut set = Vec::new();
+        for (i, &o) in inner.iter().enumerate() {
+            write_entry(&mut set, magic, o, 5, 0, None, Some(&[b'a' + i as u8])).unwrap();
+        }
+        let value =
+            crate::record::codec::compress_for_magic(Compression::Gzip, &set, magic).unwrap();
+        let mut out = Vec::new();
+        write_entry(
+            &mut out,
+            magic,
+            offset,
+            5,
+            Compression::Gzip.id(),
+            None,
+            Some(&value),
+        )
+        .unwrap();
+        out
+    }
+
+    /// Inner offsets that repeat or go backwards, or a v0 wrapper whose inner offsets end
+    /// elsewhere than its own, are damage for readers (they handed out offsets twice or
+    /// backwards, and `verify` said sound; a black-box tester); the dump still prints them as
+    /// Kafka's tool does. Inner sets as brokers write them read as before.
+    #[test]
+    fn readers_refuse_inner_offsets_a_broker_never_assigns() {
+        let deep = |set: &[u8]| {
+            let mut scratch = Vec::new();
+            deep_records(&parse_entry(set).unwrap(), &mut scratch, MAX)
+                .map(|r| r.iter().map(|r| r.offset).collect::<Vec<_>>())
+        };
+        for (magic, offset, inner, problem) in [
+            (1, 4, &[0, 0, 1][..], "inner offset 3 follows 3"),
+            (1, 6, &[2, 1, 0], "inner offset 7 follows 8"),
+            (0, 9, &[0, 1, 2], "its last inner offset is 2"),
+            (0, 9, &[7, 9, 8], "inner offset 8 follows 9"),
+        ] {
+            let set = wrapper_around(magic, offset, inner);
+            let err = deep(&set).unwrap_err().to_string();
+            assert!(err.contains(problem), "{magic} {inner:?}: {err}");
+            // The dump's view, as Kafka's tool prints it.
+            let w = parse_entry(&set).unwrap();
+            let inflated = decompress_wrapper(&w, MAX).unwrap();
+            assert_eq!(inner_records(&w, &inflated).unwrap().len(), inner.len());
+        }
+        assert_eq!(
+            deep(&wrapper_around(1, 12, &[0, 1, 2])).unwrap(),
+            [10, 11, 12]
+        );
+        assert_eq!(deep(&wrapper_around(1, 12, &[0, 2])).unwrap(), [10, 12]);
+        assert_eq!(deep(&wrapper_around(0, 9, &[7, 9])).unwrap(), [7, 9]);
     }
 
     /// The same wrapper with another offset/value/attributes (CRC recomputed).

@@ -305,17 +305,58 @@ pub fn decompress_wrapper(wrapper: &LegacyEntry<'_>, max_decompressed: usize) ->
 /// Records of a wrapper's decompressed inner message set, with absolute offsets and the
 /// timestamps Kafka's `DeepRecordsIterator` gives them: a v1 wrapper's inner offsets are relative
 /// (its own offset is the last inner one's), and a LogAppendTime v1 wrapper's timestamp replaces
-/// its inner records'. Empty inner sets and nested wrappers are corruption.
+/// its inner records'. Empty inner sets and nested wrappers are corruption; so is an inner
+/// message whose CRC fails or that is cut short.
 pub fn inner_records<'b>(wrapper: &LegacyEntry<'_>, inner: &'b [u8]) -> Result<Vec<Record<'b>>> {
     let at = wrapper.offset;
-    let mut records = Vec::new();
-    for entry in entries(inner) {
-        let entry = entry.map_err(|e| match e {
+    let entries = entries(inner)
+        .map(|entry| {
+            entry.map_err(|e| match e {
+                Error::CorruptRecord { message, .. } => Error::corrupt(format!(
+                    "inside compressed wrapper at offset {at}: {message}"
+                )),
+                other => other,
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    records_of_inner_entries(wrapper, &entries)
+}
+
+/// A wrapper's inner messages as Kafka's `DeepRecordsIterator` reads them, for the dump tool:
+/// CRCs unchecked (the dump prints `isValid`), and a message cut short by the end of the inner
+/// set ends it (Kafka's reader meets EOF there and stops, printing no error).
+pub fn inner_entries_as_kafka_reads<'b>(
+    wrapper: &LegacyEntry<'_>,
+    inner: &'b [u8],
+) -> Result<Vec<LegacyEntry<'b>>> {
+    let mut out = Vec::new();
+    let mut pos = 0;
+    while inner.len() - pos >= LOG_OVERHEAD {
+        let size = i32::from_be_bytes(inner[pos + 8..pos + 12].try_into().unwrap());
+        if size >= RECORD_OVERHEAD_V0 as i32 && size as usize > inner.len() - pos - LOG_OVERHEAD {
+            break;
+        }
+        let entry = parse_entry_unverified(&inner[pos..]).map_err(|e| match e {
             Error::CorruptRecord { message, .. } => Error::corrupt(format!(
-                "inside compressed wrapper at offset {at}: {message}"
+                "inside compressed wrapper at offset {}: {message}",
+                wrapper.offset
             )),
             other => other,
         })?;
+        pos += entry.size_in_bytes;
+        out.push(entry);
+    }
+    Ok(out)
+}
+
+/// [`inner_records`] of inner messages already parsed.
+pub fn records_of_inner_entries<'b>(
+    wrapper: &LegacyEntry<'_>,
+    entries: &[LegacyEntry<'b>],
+) -> Result<Vec<Record<'b>>> {
+    let at = wrapper.offset;
+    let mut records = Vec::with_capacity(entries.len());
+    for entry in entries {
         if entry.is_compressed() {
             return Err(Error::corrupt(format!(
                 "compressed wrapper at offset {at} contains another compressed message (inner offset {}); \

@@ -699,10 +699,11 @@ fn legacy_deep_records<'s>(
     }
     *scratch = legacy::decompress_wrapper(entry, DEFAULT_MAX_DECOMPRESSED_BYTES)?;
     let inner: &'s [u8] = scratch;
-    let records = legacy::inner_records(entry, inner)?;
-    let checks: Vec<(bool, u32)> = legacy::entries(inner)
-        .map(|e| e.map(|e| (e.is_valid(), e.crc)))
-        .collect::<Result<_>>()?;
+    // Read as Kafka's deep iterator reads them: an inner CRC that fails prints `isValid: false`
+    // and the dump goes on; a message cut short ends the inner set.
+    let entries = legacy::inner_entries_as_kafka_reads(entry, inner)?;
+    let records = legacy::records_of_inner_entries(entry, &entries)?;
+    let checks = entries.iter().map(|e| (e.is_valid(), e.crc));
     Ok(records
         .into_iter()
         .zip(checks)

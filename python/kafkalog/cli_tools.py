@@ -414,8 +414,7 @@ def cmd_cat(args) -> int:
     out.flush()
     if count == 0:
         print(f"kafkalog cat: no records in the range asked; {'; '.join(ends)}", file=sys.stderr)
-    replaced = sum(d.replaced for d in {id(d): d for d in (key_of, value_of, header_of)}.values()
-                   if isinstance(d, _Utf8))
+    replaced = sum(d.replaced for d in (key_of, value_of, header_of) if isinstance(d, _Utf8))
     if replaced:
         # Not damage (the bytes are as written), but what was printed is not what is stored.
         print(f"kafkalog cat: {replaced} keys, values or header values were not UTF-8 and were "

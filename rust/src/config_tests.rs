@@ -167,7 +167,6 @@ fn passed_over_configs_and_compression_levels_are_checked_as_kafka_checks_them()
         ("min.insync.replicas", "2147483648"),
         ("min.cleanable.dirty.ratio", "1.5"),
         ("min.cleanable.dirty.ratio", "-0.1"),
-        ("min.cleanable.dirty.ratio", "NaN"),
         ("delete.retention.ms", "-1"),
         ("min.compaction.lag.ms", "-1"),
         ("max.compaction.lag.ms", "0"),

@@ -282,3 +282,24 @@ def test_dump_reads_a_wrappers_inner_messages_as_kafkas_deep_iterator(version, t
     assert "isValid: false" in java.stdout and "offset: 6 " in java.stdout
     with pytest.raises(kafkalog.KafkaLogError):
         list(kafkalog.Log(str(d)).records())
+
+
+@pytest.mark.parametrize("version", kh.KAFKA_VERSIONS)
+def test_a_v0_message_inside_a_v1_wrapper_takes_the_wrappers_timestamp_type(version, tmp_path):
+    """A consumer takes a record's timestamp type from its batch, the wrapper: a v0 message
+    inside a CreateTime v1 wrapper reads as CreateTime with no timestamp (-1); kafkalog gave it
+    NO_TIMESTAMP_TYPE (a black-box tester). The dump prints it as Kafka's tool does."""
+    import gzip
+    import zlib
+
+    body = bytes([0, 0]) + (-1).to_bytes(4, "big", signed=True) + (1).to_bytes(4, "big") + b"x"
+    v0 = (0).to_bytes(8, "big") + (4 + len(body)).to_bytes(4, "big") + zlib.crc32(body).to_bytes(4, "big") + body
+    d = tmp_path / "t-0"
+    d.mkdir()
+    log = d / f"{0:020d}.log"
+    log.write_bytes(_v1_message(0, None, gzip.compress(v0), attributes=1))
+    compat_util.assert_same_dump(version, [log], ["--deep-iteration", "--print-data-log"])
+    [record] = kafkalog.Log(str(d)).records()
+    assert (record.offset, record.timestamp, record.timestamp_type, record.value) == (0, -1, "create_time", b"x")
+    table = kafkalog.Log(str(d)).to_arrow().read_all()
+    assert table.column("timestampType").to_pylist() == [0]

@@ -365,13 +365,12 @@ pub fn records_of_inner_entries<'b>(
             )));
         }
         let mut record = entry.to_record();
-        if entry.magic == MAGIC_VALUE_V1 {
-            // As LegacyRecord with a wrapper timestamp type: the wrapper's type wins, and its
-            // timestamp too when that type is LogAppendTime.
-            record.timestamp_type = wrapper.timestamp_type();
-            if record.timestamp_type == TimestampType::LogAppendTime {
-                record.timestamp = wrapper.timestamp;
-            }
+        // The wrapper's timestamp type, as a consumer takes it from the batch (a v0 message
+        // inside a v1 wrapper too); its timestamp too when that type is LogAppendTime, as
+        // LegacyRecord gives a v1 message under such a wrapper (a v0 message has none).
+        record.timestamp_type = wrapper.timestamp_type();
+        if entry.magic == MAGIC_VALUE_V1 && record.timestamp_type == TimestampType::LogAppendTime {
+            record.timestamp = wrapper.timestamp;
         }
         records.push(record);
     }
@@ -424,7 +423,7 @@ pub fn deep_records<'a>(
 
 /// A wrapper's inner offsets as a broker assigns them: increasing, the last one the wrapper's
 /// own offset for v0 (whose inner offsets are absolute; a v1 wrapper's last is its own by
-/// construction). Otherwise a reader handed out offsets twice or backwards (a consumer skips
+/// construction) unless the wrapper's is 0. Otherwise a reader handed out offsets twice or backwards (a consumer skips
 /// those below its position, losing them unsaid), so it is damage for readers; the dump tool
 /// prints such a wrapper as Kafka's does (`inner_records` alone).
 fn check_inner_offsets(wrapper: &LegacyEntry<'_>, records: &[Record<'_>]) -> Result<()> {
@@ -439,7 +438,9 @@ fn check_inner_offsets(wrapper: &LegacyEntry<'_>, records: &[Record<'_>]) -> Res
         }
     }
     let last = records.last().map_or(at, |r| r.offset);
-    if wrapper.magic == MAGIC_VALUE_V0 && last != at {
+    // Wrapper offset 0 is a producer's set as it sent it (kafka-python writes v0 so), before a
+    // broker gave it offsets; its inner offsets are read as they are.
+    if wrapper.magic == MAGIC_VALUE_V0 && at != 0 && last != at {
         return Err(Error::corrupt(format!(
             "compressed v0 wrapper at offset {at}: its last inner offset is {last}, not the \
              wrapper's own"
@@ -954,6 +955,8 @@ mod tests {
         );
         assert_eq!(deep(&wrapper_around(1, 12, &[0, 2])).unwrap(), [10, 12]);
         assert_eq!(deep(&wrapper_around(0, 9, &[7, 9])).unwrap(), [7, 9]);
+        // A producer's v0 set (wrapper offset 0, inner offsets from 0), as kafka-python sends it.
+        assert_eq!(deep(&wrapper_around(0, 0, &[0, 1, 2])).unwrap(), [0, 1, 2]);
     }
 
     /// The same wrapper with another offset/value/attributes (CRC recomputed).

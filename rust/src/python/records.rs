@@ -336,7 +336,8 @@ pub struct RecordBatch {
     base_sequence: i32,
     /// Kafka's `lastSequence` (-1 without an idempotent producer).
     last_sequence: i32,
-    /// Kafka's `countOrNull`: the number of records in the batch.
+    /// Kafka's `countOrNull`: the number of records in the batch (for a legacy v0/v1 entry,
+    /// where Kafka's is null, the records its deep iteration yields).
     records_count: i32,
     /// Kafka's `CompressionType`: "none", "gzip", "snappy", "lz4" or "zstd".
     compression: &'static str,

@@ -342,13 +342,13 @@ def test_a_tail_lost_on_a_batch_boundary_is_noted_and_a_torn_tail_beside_the_mar
     before = fingerprint(data)
     log = kafkalog.Log(data / "orders-0")
     assert (log.log_end_offset, log.checkpointed_recovery_point) == (35, 40)
-    assert "offsets up to 39 were flushed" in log.tail_loss and "5 offsets are missing" in log.tail_loss
+    assert "offsets up to 39 were flushed" in log.tail_loss and "5 offsets, 35 to 39, are missing" in log.tail_loss
     assert "cut or emptied since?" in log.tail_loss
     assert kafkalog.Log(data / "orders-1").tail_loss is None
     for cmd in (["stats", data], ["cat", data / "orders-0"], ["records", data / "orders-0"]):
         p = run(*cmd)
         assert p.returncode == 0, p.stderr
-        assert "note:" in p.stderr and "orders-0" in p.stderr and "5 offsets are missing" in p.stderr
+        assert "note:" in p.stderr and "orders-0" in p.stderr and "5 offsets, 35 to 39, are missing" in p.stderr
     assert json.loads(run("stats", data / "orders-1", "--json").stdout)["partitions"][0]["tail_loss"] is None
     assert fingerprint(data) == before
     # The last batch there in full but one byte of it flipped: not a cut file, and said so.

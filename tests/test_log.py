@@ -1639,3 +1639,18 @@ def test_legacy_batches_refuse_headers_and_help_shows_every_default():
     defaults = inspect.signature(kafkalog.Log.to_arrow).parameters
     assert (defaults["batch_rows"].default, defaults["batch_bytes"].default) == (65536, 64 << 20)
     assert inspect.signature(kafkalog.Log.append).parameters["producer_id"].default == -1
+
+
+def test_a_refused_producer_batch_is_named_by_its_place_in_the_append(tmp_path):
+    """A producer's batch has offsets from 0 until the log assigns them, so a refusal names it by
+    where it is in what was appended, not "offset 0" of a log that ends at 20 (a black-box
+    tester, on a broker's compacted topic)."""
+    with kafkalog.Log(str(tmp_path / "t-0"), read_only=False, create=True,
+                      config={"cleanup.policy": "compact"}) as log:
+        log.append([{"key": b"k%d" % i, "value": b"v"} for i in range(20)])
+        batches = kafkalog.encode_batch([{"key": b"k", "value": b"v"}]) + kafkalog.encode_batch([{"value": b"no key"}])
+        with pytest.raises(kafkalog.InvalidRecordError) as refused:
+            log.append_batches(batches)
+        message = str(refused.value)
+        assert f"record 0 of the batch at byte {len(kafkalog.encode_batch([{'key': b'k', 'value': b'v'}]))} of the append" in message
+        assert "offset 0" not in message and log.log_end_offset == 20

@@ -279,14 +279,14 @@ impl Log {
                 ),
             };
             let missing = match recovery_point - log_end {
-                1 => "1 offset is".to_string(),
-                n => format!("{n} offsets are"),
+                1 => format!("offset {log_end} is"),
+                n => format!("{n} offsets, {log_end} to {}, are", recovery_point - 1),
             };
+            let last_flushed = recovery_point - 1;
             format!(
-                "the log ends at offset {log_end}, but its log dir's \
-                 recovery-point-offset-checkpoint says offsets up to {} were flushed to disk: \
-                 {missing} missing from the end of the last segment {why}",
-                recovery_point - 1,
+                "the log ends before offset {log_end}, but its log dir's \
+                 recovery-point-offset-checkpoint says offsets up to {last_flushed} were flushed \
+                 to disk: {missing} missing from the end of the last segment {why}",
             )
         })
     }
@@ -648,7 +648,7 @@ impl Log {
                 )));
             }
             batch.ensure_valid().map_err(|e| e.at(None, pos as u64))?;
-            self.validate_records(&batch, origin, now)
+            self.validate_records(&batch, pos, origin, now)
                 .map_err(|e| match e {
                     Error::CorruptRecord { .. } => e.at(None, pos as u64),
                     other => other,
@@ -890,8 +890,21 @@ impl Log {
 
     /// Kafka's `LogValidator` checks that need the records: sequential offset deltas, record
     /// count, and CreateTime timestamps within the allowed skew of the broker's clock.
-    fn validate_records(&self, batch: &Batch<'_>, origin: AppendOrigin, now: i64) -> Result<()> {
+    fn validate_records(
+        &self,
+        batch: &Batch<'_>,
+        position: usize,
+        origin: AppendOrigin,
+        now: i64,
+    ) -> Result<()> {
         let Batch::V2(b) = batch else { return Ok(()) };
+        // A producer's batch has offsets from 0 until the leader assigns them: named by where
+        // it is in what was appended (its own base offset said "offset 0" of any append).
+        let which = if origin == AppendOrigin::Client {
+            format!("the batch at byte {position} of the append")
+        } else {
+            format!("the batch at offset {}", b.base_offset())
+        };
         if origin == AppendOrigin::Client {
             if b.producer_id() >= 0 && b.base_sequence() < 0 {
                 return Err(Error::InvalidRecord(format!(
@@ -904,9 +917,8 @@ impl Log {
                 && b.timestamp_type() == TimestampType::LogAppendTime
             {
                 return Err(Error::InvalidRecord(format!(
-                    "batch at offset {} has timestamp type LogAppendTime: a producer's batch \
-                     carries CreateTime (the topic's message.timestamp.type is CreateTime)",
-                    b.base_offset()
+                    "{which} has timestamp type LogAppendTime: a producer's batch carries \
+                     CreateTime (the topic's message.timestamp.type is CreateTime)"
                 )));
             }
         }
@@ -923,16 +935,14 @@ impl Log {
             let record = record?;
             if keys_required && record.key.is_none() {
                 return Err(Error::InvalidRecord(format!(
-                    "Compacted topic cannot accept message without key (record {count} of the \
-                     batch at offset {}; cleanup.policy=compact)",
-                    b.base_offset()
+                    "Compacted topic cannot accept message without key (record {count} of \
+                     {which}; cleanup.policy=compact)"
                 )));
             }
             if origin == AppendOrigin::Client && record.offset - b.base_offset() != count {
                 return Err(Error::InvalidRecord(format!(
-                    "record {} of batch at offset {} has offset delta {}; deltas must be consecutive from 0",
+                    "record {} of {which} has offset delta {}; deltas must be consecutive from 0",
                     count,
-                    b.base_offset(),
                     record.offset - b.base_offset()
                 )));
             }
@@ -951,15 +961,11 @@ impl Log {
             count += 1;
         }
         if count == 0 {
-            return Err(Error::InvalidRecord(format!(
-                "batch at offset {} holds no records",
-                b.base_offset()
-            )));
+            return Err(Error::InvalidRecord(format!("{which} holds no records")));
         }
         if origin == AppendOrigin::Client && b.last_offset_delta() as i64 != count - 1 {
             return Err(Error::InvalidRecord(format!(
-                "batch at offset {} declares last offset delta {} for {count} records",
-                b.base_offset(),
+                "{which} declares last offset delta {} for {count} records",
                 b.last_offset_delta()
             )));
         }

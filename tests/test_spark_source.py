@@ -1462,6 +1462,11 @@ def test_topic_option_overrides_column(spark, tmp_path):
     writer(df, d, topic="forced").save()
     check_data_dir_clean(d, ["forced-0"])
     assert sorted(r.value for r in log_records(d / "forced-0")) == [b"v1", b"v2"]
+    # Under the option the column is not read, whatever its type, as in Spark's sink (an int
+    # column was refused; a black-box tester).
+    numbers = spark.createDataFrame([("v3", 5)], "value string, topic int")
+    writer(numbers, d, topic="forced").save()
+    assert sorted(r.value for r in log_records(d / "forced-0")) == [b"v1", b"v2", b"v3"]
 
 
 def test_write_keyed_rows_use_murmur2(spark, tmp_path):

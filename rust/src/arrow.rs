@@ -1318,7 +1318,7 @@ pub fn check_sink_schema(
     topic: Option<&str>,
     data_dir: Option<&std::path::Path>,
 ) -> Result<()> {
-    SinkColumns::new(&RecordBatch::new_empty(schema.clone()))?;
+    SinkColumns::for_write(&RecordBatch::new_empty(schema.clone()), topic.is_some())?;
     if topic.is_none() && schema.index_of("topic").is_err() {
         return Err(Error::InvalidArgument(
             "Kafka's sink needs the 'topic' option or a 'topic' column".into(),
@@ -1333,6 +1333,21 @@ pub fn check_sink_schema(
 }
 
 impl SinkColumns {
+    /// [`Self::new`] for a write that may name its topic by option: then, as in Spark's sink,
+    /// the option wins and a `topic` column is not read, whatever its type.
+    pub fn for_write(batch: &RecordBatch, topic_option: bool) -> Result<Self> {
+        match batch.schema().index_of("topic") {
+            Ok(topic) if topic_option => {
+                let others: Vec<usize> = (0..batch.num_columns()).filter(|&i| i != topic).collect();
+                let without_topic = batch
+                    .project(&others)
+                    .map_err(|e| Error::InvalidArgument(e.to_string()))?;
+                Self::new(&without_topic)
+            }
+            _ => Self::new(batch),
+        }
+    }
+
     /// Checks a batch's columns against Spark's Kafka sink; a wrong type names the column.
     pub fn new(batch: &RecordBatch) -> Result<Self> {
         let schema = batch.schema();
@@ -1639,6 +1654,11 @@ pub struct PartitionRouter {
 }
 
 impl PartitionRouter {
+    /// Whether the write names its topic by option (a `topic` column is then not read).
+    pub fn has_topic_option(&self) -> bool {
+        self.topic_option.is_some()
+    }
+
     pub fn new(
         topic_option: Option<String>,
         counts: BTreeMap<String, i32>,
@@ -2300,6 +2320,31 @@ mod tests {
             err.contains("'value'") && err.contains("has type int64;"),
             "{err}"
         );
+    }
+
+    /// With the `topic` option, Spark's sink does not read a `topic` column, whatever its type
+    /// (kafkalog refused an int one; a black-box tester); without it the column is checked.
+    #[test]
+    fn a_topic_option_leaves_the_topic_column_unread() {
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("value", DataType::Utf8, true),
+            Field::new("topic", DataType::Int64, true),
+        ]));
+        let batch = RecordBatch::try_new(
+            schema.clone(),
+            vec![
+                Arc::new(arrow_array::StringArray::from(vec!["v"])),
+                Arc::new(Int64Array::from(vec![5])),
+            ],
+        )
+        .unwrap();
+        assert!(!SinkColumns::for_write(&batch, true).unwrap().has_topic());
+        check_sink_schema(schema.clone(), Some("t"), None).unwrap();
+        let err = check_sink_schema(schema, None, None)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("'topic'"), "{err}");
+        assert!(SinkColumns::for_write(&batch, false).is_err());
     }
 
     #[test]

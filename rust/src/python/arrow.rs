@@ -306,7 +306,8 @@ fn stage_arrow(
         let mut row_index = 0usize;
         for batch in reader {
             let batch = batch.map_err(arrow_error)?;
-            let columns = SinkColumns::new(&batch)?.numbered_from(row_index);
+            let columns =
+                SinkColumns::for_write(&batch, router.has_topic_option())?.numbered_from(row_index);
             let now = now_ms();
             for i in 0..columns.num_rows() {
                 let row = columns.row(i)?;

@@ -421,9 +421,9 @@ pub fn deep_records<'a>(
     Ok(records)
 }
 
-/// A wrapper's inner offsets as a broker assigns them: increasing, the last one the wrapper's
-/// own offset for v0 (whose inner offsets are absolute; a v1 wrapper's last is its own by
-/// construction) unless the wrapper's is 0. Otherwise a reader handed out offsets twice or backwards (a consumer skips
+/// A wrapper's inner offsets as a broker assigns them: increasing, and for v0 (absolute inner
+/// offsets) the last one the wrapper's own unless that is 0 (a v1 wrapper's last is its own by
+/// construction). Otherwise a reader handed out offsets twice or backwards (a consumer skips
 /// those below its position, losing them unsaid), so it is damage for readers; the dump tool
 /// prints such a wrapper as Kafka's does (`inner_records` alone).
 fn check_inner_offsets(wrapper: &LegacyEntry<'_>, records: &[Record<'_>]) -> Result<()> {

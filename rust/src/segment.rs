@@ -286,6 +286,21 @@ impl LogSegment {
         self.rebuild_private_indexes()
     }
 
+    /// Replaces a read-only segment's transaction index that fails its sanity check with an empty
+    /// private one, leaving the file on disk untouched: the loader then replays the segment and
+    /// keeps its aborted transactions in memory, as Kafka's recovery rebuilds the file.
+    pub fn ignore_txn_index_privately(&mut self) -> Result<()> {
+        if self._scratch_dir.is_none() {
+            self._scratch_dir =
+                Some(tempfile::tempdir().map_err(|e| Error::io(std::env::temp_dir(), e))?);
+        }
+        let dir = self._scratch_dir.as_ref().expect("set above").path();
+        // The private path is never created: a read-only index of a missing file is empty.
+        let path = segment_file(dir, self.base_offset, TXN_INDEX_FILE_SUFFIX, "");
+        self.txn_index = TransactionIndex::open(path, self.base_offset, false)?;
+        Ok(())
+    }
+
     /// Fills the private indexes, then trims them to their entries: a read-only view never
     /// appends to them, and a reader of a live broker's dir holds one pair per active segment.
     fn rebuild_private_indexes(&mut self) -> Result<()> {

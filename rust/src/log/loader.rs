@@ -541,6 +541,13 @@ fn load_segment_files(
             needs_recovery.push(base);
         } else if corrupt {
             segment.rebuild_indexes_privately(config)?;
+            // A transaction index Kafka would rebuild (zero-filled, entries below the segment)
+            // cannot tell read_committed readers what was aborted: the recovery walk replays the
+            // segment instead and keeps its aborted transactions in memory.
+            if segment.txn_index().sanity_check().is_err() {
+                segment.ignore_txn_index_privately()?;
+                needs_recovery.push(base);
+            }
         }
         segments.add(segment);
     }

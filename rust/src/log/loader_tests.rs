@@ -671,3 +671,85 @@ fn a_refused_writable_open_keeps_the_producer_snapshots() {
         "snapshots past the recovered end: {beyond:?}"
     );
 }
+
+/// A transactional batch of two records from producer 7, then its COMMIT or ABORT marker.
+fn append_transaction(log: &Log, seq: i32, abort: bool) {
+    use crate::record::builder::{end_txn_marker_batch, BatchBuilder};
+    use crate::record::control::{ControlRecordType, EndTransactionMarker};
+    let mut b = BatchBuilder::new(BatchOptions {
+        producer_id: 7,
+        producer_epoch: 0,
+        base_sequence: seq,
+        is_transactional: true,
+        ..Default::default()
+    });
+    b.append(2_000, None, Some(b"txn"), &[]).unwrap();
+    b.append(2_000, None, Some(b"txn"), &[]).unwrap();
+    log.append_as_leader(&b.build().unwrap(), 0).unwrap();
+    let control_type = if abort {
+        ControlRecordType::Abort
+    } else {
+        ControlRecordType::Commit
+    };
+    let marker = EndTransactionMarker {
+        control_type,
+        coordinator_epoch: 0,
+    };
+    let marker = end_txn_marker_batch(0, 2_001, 0, 7, 0, marker).unwrap();
+    log.append_txn_marker(&marker, 0).unwrap();
+}
+
+#[test]
+fn a_read_only_open_replays_a_segment_whose_txn_index_kafka_would_rebuild() {
+    // Kafka's sanity check refuses a `.txnindex` whose entries end below the segment (zeros
+    // left by a crashed page cache, say) and the broker rebuilds it; a read-only view cannot
+    // write the file, so read_committed readers must still learn what was aborted.
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("t-0");
+    let log = open(&dir);
+    for i in 0..6 {
+        log.append_as_leader(&batch_at(0, &[i, i]), 0).unwrap();
+    }
+    for (seq, abort) in [(0, true), (2, false), (4, true)] {
+        append_transaction(&log, seq, abort);
+    }
+    log.append_as_leader(&batch_at(0, &[9, 9]), 0).unwrap();
+    let want = log.collect_aborted_transactions(0, i64::MAX).unwrap();
+    let firsts: Vec<i64> = want.iter().map(|t| t.first_offset).collect();
+    assert_eq!(firsts, vec![12, 18]);
+    log.close().unwrap();
+    drop(log);
+    crate::log::checkpoint::CleanShutdownFile::in_log_dir(root.path())
+        .write(7)
+        .unwrap();
+    let indexes: Vec<PathBuf> = files(&dir, ".txnindex")
+        .into_iter()
+        .filter(|p| fs::metadata(p).unwrap().len() > 0 && base_offset_of(p) > 0)
+        .collect();
+    assert!(
+        !indexes.is_empty(),
+        "the aborts are indexed past the first segment"
+    );
+    for p in &indexes {
+        let len = fs::metadata(p).unwrap().len() as usize;
+        fs::write(p, vec![0u8; len]).unwrap();
+    }
+    let before = tree(root.path());
+    let read_only = Log::open(&dir, options(true)).unwrap();
+    assert_eq!(
+        read_only.collect_aborted_transactions(0, i64::MAX).unwrap(),
+        want
+    );
+    drop(read_only);
+    assert_eq!(
+        tree(root.path()),
+        before,
+        "a read-only open changes nothing"
+    );
+    // A writable open rebuilds the files as Kafka's recovery does.
+    let writable = open(&dir);
+    assert_eq!(
+        writable.collect_aborted_transactions(0, i64::MAX).unwrap(),
+        want
+    );
+}

@@ -44,6 +44,7 @@ import os
 import random
 import re
 import shutil
+import subprocess
 import time
 import traceback
 import uuid
@@ -66,7 +67,13 @@ T_RECOMPRESS = "logrecompress"
 T_CONFIGURED = {
     "logappendtime": {"message.timestamp.type": "LogAppendTime", "compression.type": "lz4"},
     "logcompacted": {"cleanup.policy": "compact", "max.message.bytes": "2000000"},
+    # No configs of its own (retention.ms aside): it runs with the broker's dynamic configs.
+    "logbrokerdefaults": {},
 }
+# Dynamic broker configs (`kafka-configs --entity-type brokers`), set once the other topics are
+# written: the cluster-wide default (--entity-default) and the broker's own (--entity-name 1).
+BROKER_DEFAULT_CONFIGS = {"message.max.bytes": "3500000"}
+BROKER_OWN_CONFIGS = {"compression.type": "gzip"}
 # What producers send to a topic with compression.type=zstd: (their codec, their records). The
 # timestamps are recent, so the broker's retention (7 days) keeps them.
 _RECOMPRESS_TS = int(time.time() * 1000) - 60_000
@@ -224,6 +231,22 @@ def _alter_topic_configs(bootstrap: str, topic: str, set_: Dict[str, str], delet
     admin = kh._admin(bootstrap)  # held until the futures are done: its handle serves them
     for future in admin.incremental_alter_configs([resource]).values():
         future.result(timeout=30)
+
+
+def _alter_broker_configs(version: str, bootstrap: str, broker: Optional[int], configs: Dict[str, str]) -> None:
+    """Kafka's ConfigCommand: the cluster-wide dynamic broker configs (``broker`` None,
+    --entity-default) or one broker's; the broker writes CONFIG_RECORDs of resource type BROKER
+    to its metadata log (librdkafka's admin refuses the default's empty resource name)."""
+    cp = kh.kafka_classpath(version, tools=True)
+    jars = {Path(p).parent for p in cp.split(os.pathsep)}
+    cls = next(c for c in ("org.apache.kafka.tools.ConfigCommand", "kafka.admin.ConfigCommand")
+               if kh._class_in_jars(jars, c))
+    entity = ["--entity-default"] if broker is None else ["--entity-name", str(broker)]
+    add = ",".join(f"{k}={v}" for k, v in configs.items())
+    run = subprocess.run(["java", "-Xmx256m", "-XX:TieredStopAtLevel=1", "-cp", cp, cls, "--bootstrap-server",
+                          bootstrap, "--alter", "--entity-type", "brokers", *entity, "--add-config", add],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stdout + run.stderr
 
 
 def _segment_bases(pdir: Path) -> List[int]:
@@ -453,6 +476,18 @@ def env(request, tmp_path_factory):
         targets = ts[::11] + [ts[0] - 1, ts[-1], ts[-1] + 1, ts[len(ts) // 2] + 1, ts_base - 10**6, now + 3_600_000]
         state["ts_targets"] = sorted(set(targets))
         state["list_offsets_ts"] = _offsets_for_timestamps(bs, T_READ, state["ts_targets"])
+        _alter_broker_configs(version, bs, None, BROKER_DEFAULT_CONFIGS)
+        _alter_broker_configs(version, bs, broker.node_id, BROKER_OWN_CONFIGS)
+        # The broker takes a record over the 1 MiB default under them, and stores it in gzip.
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                kh.produce(bs, "logbrokerdefaults", [{"key": b"k", "value": b"x" * 2_000_000}])
+                break
+            except Exception:  # the configs reach the broker's log manager asynchronously
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.5)
         state["session1_s"] = time.monotonic() - t0
 
         rc = broker.stop()
@@ -609,6 +644,25 @@ def test_writes_follow_the_topic_configs_in_the_brokers_metadata(env):
     log = kafkalog.Log(data / "logappendtime-0", read_only=False, config={"compression.type": "producer"})
     log.append([{"key": b"k", "value": b"v"}], compression="gzip")
     assert [b.compression for b in log.batches()] == ["lz4", "gzip"]
+    log.close()
+
+
+def test_writes_follow_the_dynamic_broker_configs_in_the_brokers_metadata(env):
+    """Dynamic broker configs (`kafka-configs --entity-type brokers --entity-default`, and the
+    broker's own) are in the data dir's metadata log, under their broker names: a topic without
+    its own configs runs with them, at the broker (it took a 2 MB record under
+    `message.max.bytes=3500000` and stored it in gzip) and in a writable `Log` (it refused the
+    record with Kafka's 1 MiB default and kept the producer's codec before). `Topic.config`
+    still lists only the topic's own, as `kafka-configs --describe` does."""
+    data = env["configured"]
+    assert kafkalog.DataDir(data).topic("logbrokerdefaults").config == {"retention.ms": "86400000"}
+    log = kafkalog.Log(data / "logbrokerdefaults-0", read_only=False)
+    [broker_batch] = log.batches()
+    assert broker_batch.compression == "gzip", broker_batch
+    log.append([{"key": b"k", "value": b"y" * 2_500_000}])
+    assert [b.compression for b in log.batches()] == ["gzip", "gzip"]
+    with pytest.raises(kafkalog.KafkaLogError, match="3500000"):
+        log.append([{"key": b"k", "value": b"z" * 3_600_000}])
     log.close()
 
 

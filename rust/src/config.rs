@@ -99,6 +99,135 @@ pub const MAX_DECOMPRESSED_BATCH_BYTES: &str = "kafkalog.max.decompressed.batch.
 /// The start of [`LogConfig::set`]'s error for a name it does not know.
 const UNKNOWN_CONFIG: &str = "unknown log config";
 
+const MINUTE_MS: i64 = 60_000;
+const HOUR_MS: i64 = 60 * MINUTE_MS;
+
+/// Kafka's `ServerTopicConfigSynonyms`: for each topic config, the broker configs it falls back
+/// to, in order (the first one set wins: `log.retention.ms`, then `.minutes`, then `.hours`),
+/// with the factor turning the broker config's unit into the topic config's.
+const TOPIC_CONFIG_SYNONYMS: &[(&str, &[(&str, i64)])] = &[
+    ("segment.bytes", &[("log.segment.bytes", 1)]),
+    (
+        "segment.ms",
+        &[("log.roll.ms", 1), ("log.roll.hours", HOUR_MS)],
+    ),
+    (
+        "segment.jitter.ms",
+        &[
+            ("log.roll.jitter.ms", 1),
+            ("log.roll.jitter.hours", HOUR_MS),
+        ],
+    ),
+    ("segment.index.bytes", &[("log.index.size.max.bytes", 1)]),
+    ("flush.messages", &[("log.flush.interval.messages", 1)]),
+    (
+        "flush.ms",
+        &[
+            ("log.flush.interval.ms", 1),
+            ("log.flush.scheduler.interval.ms", 1),
+        ],
+    ),
+    ("retention.bytes", &[("log.retention.bytes", 1)]),
+    (
+        "retention.ms",
+        &[
+            ("log.retention.ms", 1),
+            ("log.retention.minutes", MINUTE_MS),
+            ("log.retention.hours", HOUR_MS),
+        ],
+    ),
+    ("max.message.bytes", &[("message.max.bytes", 1)]),
+    ("index.interval.bytes", &[("log.index.interval.bytes", 1)]),
+    (
+        "delete.retention.ms",
+        &[("log.cleaner.delete.retention.ms", 1)],
+    ),
+    (
+        "min.compaction.lag.ms",
+        &[("log.cleaner.min.compaction.lag.ms", 1)],
+    ),
+    (
+        "max.compaction.lag.ms",
+        &[("log.cleaner.max.compaction.lag.ms", 1)],
+    ),
+    (
+        "file.delete.delay.ms",
+        &[("log.segment.delete.delay.ms", 1)],
+    ),
+    (
+        "min.cleanable.dirty.ratio",
+        &[("log.cleaner.min.cleanable.ratio", 1)],
+    ),
+    ("cleanup.policy", &[("log.cleanup.policy", 1)]),
+    (
+        "unclean.leader.election.enable",
+        &[("unclean.leader.election.enable", 1)],
+    ),
+    ("min.insync.replicas", &[("min.insync.replicas", 1)]),
+    ("compression.type", &[("compression.type", 1)]),
+    ("compression.gzip.level", &[("compression.gzip.level", 1)]),
+    ("compression.lz4.level", &[("compression.lz4.level", 1)]),
+    ("compression.zstd.level", &[("compression.zstd.level", 1)]),
+    ("preallocate", &[("log.preallocate", 1)]),
+    (
+        "message.format.version",
+        &[("log.message.format.version", 1)],
+    ),
+    (
+        "message.timestamp.type",
+        &[("log.message.timestamp.type", 1)],
+    ),
+    (
+        "message.timestamp.difference.max.ms",
+        &[("log.message.timestamp.difference.max.ms", 1)],
+    ),
+    (
+        "message.timestamp.before.max.ms",
+        &[("log.message.timestamp.before.max.ms", 1)],
+    ),
+    (
+        "message.timestamp.after.max.ms",
+        &[("log.message.timestamp.after.max.ms", 1)],
+    ),
+    (
+        "message.downconversion.enable",
+        &[("log.message.downconversion.enable", 1)],
+    ),
+    ("local.retention.ms", &[("log.local.retention.ms", 1)]),
+    ("local.retention.bytes", &[("log.local.retention.bytes", 1)]),
+];
+
+/// The topic configs a broker's configs give a topic that does not set them itself, as Kafka's
+/// `LogManager` makes a log's defaults from its broker's (`log.retention.hours=2` gives
+/// `retention.ms=7200000`): each topic config from the first of its broker synonyms set.
+/// Returns (topic config, value, the broker config it came from).
+pub fn topic_defaults_from_broker(
+    broker: &std::collections::BTreeMap<String, String>,
+) -> Result<Vec<(&'static str, String, &'static str)>> {
+    let mut out = Vec::new();
+    for &(topic_config, synonyms) in TOPIC_CONFIG_SYNONYMS {
+        let Some(&(name, factor)) = synonyms.iter().find(|(n, _)| broker.contains_key(*n)) else {
+            continue;
+        };
+        let value = &broker[name];
+        let value = if factor == 1 {
+            value.clone()
+        } else {
+            value
+                .trim()
+                .parse::<i64>()
+                .ok()
+                .and_then(|v| v.checked_mul(factor))
+                .ok_or_else(|| {
+                    Error::InvalidArgument(format!("{name}: '{value}' is not a valid number"))
+                })?
+                .to_string()
+        };
+        out.push((topic_config, value, name));
+    }
+    Ok(out)
+}
+
 impl LogConfig {
     /// The topic's level for `codec` (`compression.gzip.level`, ...), `None` at Kafka's default.
     pub fn compression_level(&self, codec: Compression) -> Option<i32> {

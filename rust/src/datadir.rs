@@ -177,8 +177,16 @@ fn topic_config_path(data_dir: &Path, topic: &str) -> PathBuf {
 /// metadata log holds (as `kafka-configs --describe` lists a topic's own), and those kafkalog
 /// stored when it created the topic.
 pub fn read_topic_config(data_dir: &Path, topic: &str) -> Result<BTreeMap<String, String>> {
-    let mut configs = crate::internal_topics::cluster_metadata::topic_configs(data_dir, topic)?
-        .unwrap_or_default();
+    let stored = crate::internal_topics::cluster_metadata::topic_configs(data_dir, topic)?;
+    with_kafkalog_topic_config(data_dir, topic, stored.unwrap_or_default())
+}
+
+/// `configs` overlaid with those kafkalog stored when it created `topic`.
+fn with_kafkalog_topic_config(
+    data_dir: &Path,
+    topic: &str,
+    mut configs: BTreeMap<String, String>,
+) -> Result<BTreeMap<String, String>> {
     let path = topic_config_path(data_dir, topic);
     let stored: BTreeMap<String, String> = match std::fs::read(&path) {
         Ok(b) => serde_json::from_slice(&b).map_err(|e| {
@@ -194,12 +202,29 @@ pub fn read_topic_config(data_dir: &Path, topic: &str) -> Result<BTreeMap<String
     Ok(configs)
 }
 
-/// The `LogConfig` of a topic: defaults overlaid with its configs ([`read_topic_config`]), as
-/// Kafka's `LogManager` makes a log's config from the topic's overrides. Configs of Kafka's
-/// that change nothing kafkalog does (a newer broker's, tiered storage's) are passed over.
+/// The `LogConfig` of a topic as Kafka's `LogManager` makes a log's config: Kafka's defaults,
+/// overlaid with the broker's dynamic configs its metadata log holds (`kafka-configs
+/// --entity-type brokers`, cluster-wide or the dir's broker's, by their broker names:
+/// `log.cleanup.policy`, `log.retention.hours`, ...), then with the topic's own
+/// ([`read_topic_config`]). Configs of Kafka's that change nothing kafkalog does (a newer
+/// broker's, tiered storage's) are passed over. The broker's static `server.properties` is not
+/// in the data dir.
 pub fn topic_log_config(data_dir: &Path, topic: &str) -> Result<crate::config::LogConfig> {
+    let stored = crate::internal_topics::cluster_metadata::stored_configs(data_dir, topic)?
+        .unwrap_or_default();
     let mut config = crate::config::LogConfig::default();
-    for (k, v) in read_topic_config(data_dir, topic)? {
+    for (k, v, from) in crate::config::topic_defaults_from_broker(&stored.broker)? {
+        if crate::config::LogConfig::is_known(k) {
+            config.set(k, &v).map_err(|e| {
+                Error::InvalidArgument(format!(
+                    "the dynamic broker config {from} that data dir {}'s __cluster_metadata log \
+                     holds gives {k}={v}, which kafkalog cannot take: {e}",
+                    data_dir.display()
+                ))
+            })?;
+        }
+    }
+    for (k, v) in with_kafkalog_topic_config(data_dir, topic, stored.topic)? {
         if crate::config::LogConfig::is_known(&k) {
             // Said where it came from: the caller passed no such value.
             config.set(&k, &v).map_err(|e| {

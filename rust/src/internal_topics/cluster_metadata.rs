@@ -141,13 +141,54 @@ pub fn topic_configs(
     data_dir: &Path,
     topic: &str,
 ) -> crate::error::Result<Option<BTreeMap<String, String>>> {
+    Ok(stored_configs(data_dir, topic)?.map(|c| c.topic))
+}
+
+/// What a KRaft data dir's metadata log holds of the configs a log of `topic` runs with.
+#[derive(Debug, Default, PartialEq)]
+pub struct StoredConfigs {
+    /// Those set on the topic ([`topic_configs`]).
+    pub topic: BTreeMap<String, String>,
+    /// The dynamic broker configs (`kafka-configs --entity-type brokers`, CONFIG_RECORDs of
+    /// resource type BROKER) of the broker whose dir it is: the cluster-wide defaults
+    /// (`--entity-default`) overlaid with its own (`--entity-name <node.id>`, the id in the dir's
+    /// `meta.properties`), as a broker resolves each of its configs.
+    pub broker: BTreeMap<String, String>,
+}
+
+/// [`StoredConfigs`] of `topic` in `data_dir`, from one replay of its metadata log; empty
+/// without a metadata log, `None` when the log's records before its start are gone.
+pub fn stored_configs(data_dir: &Path, topic: &str) -> crate::error::Result<Option<StoredConfigs>> {
     if !data_dir
         .join(format!("{CLUSTER_METADATA_TOPIC}-0"))
         .is_dir()
     {
-        return Ok(Some(BTreeMap::new()));
+        return Ok(Some(StoredConfigs::default()));
     }
-    Ok(replay(data_dir)?.map(|mut replay| replay.configs.remove(topic).unwrap_or_default()))
+    let Some(mut replay) = replay(data_dir)? else {
+        return Ok(None);
+    };
+    let mut broker = replay.broker_configs.remove("").unwrap_or_default();
+    if let Some(id) = node_id(data_dir) {
+        broker.extend(replay.broker_configs.remove(&id).unwrap_or_default());
+    }
+    Ok(Some(StoredConfigs {
+        topic: replay.configs.remove(topic).unwrap_or_default(),
+        broker,
+    }))
+}
+
+/// The broker's id in the data dir's `meta.properties` (`node.id`, or a ZooKeeper-era
+/// `broker.id`).
+fn node_id(data_dir: &Path) -> Option<String> {
+    let text = std::fs::read_to_string(data_dir.join("meta.properties")).ok()?;
+    let value = |key: &str| {
+        text.lines().find_map(|line| {
+            let (k, v) = line.split_once('=')?;
+            (k.trim() == key).then(|| v.trim().to_owned())
+        })
+    };
+    value("node.id").or_else(|| value("broker.id"))
 }
 
 /// The metadata log of `data_dir` replayed (see [`topic_partitions`]).
@@ -230,10 +271,14 @@ struct TopicReplay {
     names: HashMap<String, String>,
     partitions: HashMap<String, BTreeSet<i32>>,
     configs: HashMap<String, BTreeMap<String, String>>,
+    /// Dynamic broker configs by broker id, `""` holding the cluster-wide defaults.
+    broker_configs: HashMap<String, BTreeMap<String, String>>,
 }
 
 /// `ConfigResource.Type.TOPIC`'s id in a CONFIG_RECORD's `resourceType`.
 const TOPIC_RESOURCE_TYPE: i64 = 2;
+/// `ConfigResource.Type.BROKER`'s.
+const BROKER_RESOURCE_TYPE: i64 = 4;
 
 impl TopicReplay {
     fn apply(&mut self, value: Option<&[u8]>, from: &Path) -> crate::error::Result<()> {
@@ -256,12 +301,17 @@ impl TopicReplay {
                         .insert(p as i32);
                 }
             }
-            "CONFIG_RECORD" if field("resourceType").as_i64() == Some(TOPIC_RESOURCE_TYPE) => {
+            "CONFIG_RECORD" => {
                 let text = |name: &str| record.data.get(name).and_then(Value::as_str);
-                let (Some(topic), Some(name)) = (text("resourceName"), text("name")) else {
+                let (Some(resource), Some(name)) = (text("resourceName"), text("name")) else {
                     return Ok(());
                 };
-                let configs = self.configs.entry(topic.to_owned()).or_default();
+                let configs = match field("resourceType").as_i64() {
+                    Some(TOPIC_RESOURCE_TYPE) => &mut self.configs,
+                    Some(BROKER_RESOURCE_TYPE) => &mut self.broker_configs,
+                    _ => return Ok(()),
+                };
+                let configs = configs.entry(resource.to_owned()).or_default();
                 match text("value") {
                     Some(value) => configs.insert(name.to_owned(), value.to_owned()),
                     None => configs.remove(name),
@@ -379,6 +429,58 @@ mod tests {
             topic_configs(plain.path(), "t").unwrap(),
             Some(BTreeMap::new())
         );
+    }
+
+    /// Dynamic broker configs (`kafka-configs --entity-type brokers`) are the defaults of a
+    /// topic that does not set its own, by their broker names and units (Kafka's
+    /// `ServerTopicConfigSynonyms`): the cluster-wide ones overlaid with the dir's broker's own
+    /// (its `meta.properties` id), never another broker's.
+    #[test]
+    fn dynamic_broker_configs_are_the_defaults_of_a_topics_log_config() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = crate::testutil::create_log(&dir.path().join("__cluster_metadata-0"));
+        std::fs::write(dir.path().join("meta.properties"), "version=1\nnode.id=1\n").unwrap();
+        let values = [
+            topic_value("plain", 1),
+            topic_value("own", 2),
+            config_value(2, "own", "cleanup.policy", Some("delete")),
+            config_value(2, "own", "retention.ms", Some("5")),
+            config_value(4, "", "log.cleanup.policy", Some("compact")),
+            config_value(4, "", "log.retention.hours", Some("2")),
+            config_value(4, "", "message.max.bytes", Some("2000")),
+            config_value(4, "", "log.segment.bytes", Some("99999999")),
+            config_value(4, "", "log.segment.bytes", None),
+            // The dir's broker's own: its minutes come before the cluster's hours.
+            config_value(4, "1", "log.retention.minutes", Some("3")),
+            config_value(4, "2", "log.segment.delete.delay.ms", Some("7")),
+        ];
+        let mut builder = crate::record::builder::BatchBuilder::new(Default::default());
+        for value in &values {
+            builder.append(1, None, Some(value), &[]).unwrap();
+        }
+        log.append_as_leader(&builder.build().unwrap(), 0).unwrap();
+        log.close().unwrap();
+
+        let defaults = crate::config::LogConfig::default();
+        let plain = crate::datadir::topic_log_config(dir.path(), "plain").unwrap();
+        assert!(plain.cleanup_policy_compact);
+        assert_eq!(plain.retention_ms, 3 * 60_000);
+        assert_eq!(plain.max_message_bytes, 2000);
+        assert_eq!(plain.segment_bytes, defaults.segment_bytes);
+        assert_eq!(plain.file_delete_delay_ms, defaults.file_delete_delay_ms);
+        // The topic's own configs win; `read_topic_config` lists only them, as
+        // `kafka-configs --describe` lists a topic's.
+        let own = crate::datadir::topic_log_config(dir.path(), "own").unwrap();
+        assert!(!own.cleanup_policy_compact);
+        assert_eq!((own.retention_ms, own.max_message_bytes), (5, 2000));
+        assert_eq!(
+            crate::datadir::read_topic_config(dir.path(), "plain").unwrap(),
+            BTreeMap::new()
+        );
+        // Without its broker's id, a dir takes the cluster-wide configs alone.
+        std::fs::remove_file(dir.path().join("meta.properties")).unwrap();
+        let plain = crate::datadir::topic_log_config(dir.path(), "plain").unwrap();
+        assert_eq!(plain.retention_ms, 2 * 3_600_000);
     }
 
     #[test]

@@ -292,7 +292,7 @@ fn list_log_bases(dir: &Path) -> Result<Vec<i64>> {
         if !name.ends_with(LOG_FILE_SUFFIX) {
             continue;
         }
-        match offset_from_file_name(&name).filter(|_| name.len() == 20 + LOG_FILE_SUFFIX.len()) {
+        match offset_from_file_name(&name).filter(|_| !is_misnamed_log_file(&name)) {
             Some(base) => {
                 out.insert(base);
             }
@@ -301,12 +301,7 @@ fn list_log_bases(dir: &Path) -> Result<Vec<i64>> {
             // missing with nothing said.
             None => {
                 return Err(Error::LogDamaged {
-                    message: format!(
-                        "{} ends in .log but is not named as a segment is (<20-digit base \
-                         offset>.log): a broker would not load this log as it is (or load the \
-                         file at another offset); rename it to its base offset or move it out",
-                        path.display()
-                    ),
+                    message: format!("{} {MISNAMED_LOG_FILE}", path.display()),
                     damage: Vec::new(),
                 })
             }
@@ -314,6 +309,18 @@ fn list_log_bases(dir: &Path) -> Result<Vec<i64>> {
     }
     Ok(out.into_iter().collect())
 }
+
+/// Whether a file named `name` in a partition folder is one a broker's loader parses as a
+/// segment (any `*.log`) though its name is not a segment's (`<20-digit base offset>.log`).
+pub(crate) fn is_misnamed_log_file(name: &str) -> bool {
+    name.ends_with(LOG_FILE_SUFFIX)
+        && !(name.len() == 20 + LOG_FILE_SUFFIX.len() && offset_from_file_name(name).is_some())
+}
+
+/// What is wrong with such a file (see [`is_misnamed_log_file`]), said after its path.
+pub(crate) const MISNAMED_LOG_FILE: &str = "ends in .log but is not named as a segment is \
+     (<20-digit base offset>.log): a broker would not load this log as it is (or load the file \
+     at another offset); rename it to its base offset or move it out";
 
 /// Index files whose `.log` is gone are deleted when writable (Kafka does the same).
 fn delete_orphan_indexes(dir: &Path, bases: &[i64]) -> Result<()> {

@@ -98,6 +98,8 @@ struct Files {
     snapshots: BTreeMap<i64, PathBuf>,
     /// Segment-named entries that are not regular files (a FIFO would block a reader).
     irregular: Vec<PathBuf>,
+    /// `*.log` files not named as segments, which a broker's loader fails on.
+    misnamed_logs: Vec<PathBuf>,
 }
 
 fn list_files(dir: &Path) -> Result<Files> {
@@ -108,6 +110,10 @@ fn list_files(dir: &Path) -> Result<Files> {
         let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
             continue;
         };
+        if crate::log::loader::is_misnamed_log_file(name) {
+            files.misnamed_logs.push(path);
+            continue;
+        }
         let named = name.ends_with(".snapshot") || offset_from_file_name(name).is_some();
         if named && !entry.file_type().is_ok_and(|t| t.is_file()) {
             files.irregular.push(path);
@@ -251,6 +257,9 @@ pub fn verify_partition(
         || crate::log::loader::is_compacted_internal_topic(dir);
     let mut gap_problems = Vec::new();
 
+    for path in &files.misnamed_logs {
+        problems.push(problem(path, None, crate::log::loader::MISNAMED_LOG_FILE));
+    }
     for path in &files.irregular {
         problems.push(problem(
             path,
@@ -1396,6 +1405,27 @@ mod tests {
             "{:?}",
             r.problems
         );
+    }
+
+    /// A `*.log` not named as a segment (an application's `server.log` dropped in the folder)
+    /// fails a broker's load of the log, as it fails kafkalog's: verify says so.
+    #[test]
+    fn a_log_file_not_named_as_a_segment_is_a_problem() {
+        let (_data, dir) = sound_log();
+        for name in ["server.log", "42.log", "00000000000000000000x.log"] {
+            let stray = dir.join(name);
+            std::fs::write(&stray, b"not a segment").unwrap();
+            let r = verify(&dir);
+            assert!(
+                r.problems
+                    .iter()
+                    .any(|p| p.file == stray && p.message.contains("not named as a segment")),
+                "{name}: {:?}",
+                r.problems
+            );
+            std::fs::remove_file(&stray).unwrap();
+        }
+        assert!(verify(&dir).problems.is_empty());
     }
 
     #[test]

@@ -158,6 +158,10 @@ pub struct LogSegment {
     /// Aborted transactions a read-only view found by replaying an unverified tail whose
     /// `.txnindex` entries are missing (written after the last flush and lost with the OS).
     in_memory_aborted: Vec<AbortedTxn>,
+    /// The base offset of the segment's first batch where it is below the segment's own (a file
+    /// named one past it, as Kafka's loader takes it), once the loader found the segment before
+    /// ending right there; `None` otherwise.
+    first_batch_below_base: Option<i64>,
 }
 
 /// Empty writable indexes in a private temp folder, for a read-only segment whose own indexes
@@ -236,6 +240,7 @@ impl LogSegment {
             created_ms: now_ms,
             _scratch_dir: scratch_dir,
             in_memory_aborted: Vec::new(),
+            first_batch_below_base: None,
         };
         if segment._scratch_dir.is_some() {
             segment.rebuild_private_indexes()?;
@@ -538,6 +543,18 @@ impl LogSegment {
         }
     }
 
+    /// Lets the segment's first batch start at `offset`, below the segment's base offset: the
+    /// loader found the segment before it ending right there (see `first_batch_below_base`).
+    pub fn set_first_batch_below_base(&mut self, offset: i64) {
+        self.first_batch_below_base = Some(offset);
+    }
+
+    /// The lowest offset the segment's batches may hold: its base offset, or its first batch's
+    /// below it (see `first_batch_below_base`).
+    pub fn lowest_offset(&self) -> i64 {
+        self.first_batch_below_base.unwrap_or(self.base_offset)
+    }
+
     /// Kafka's `translateOffset`: the first batch whose last offset is >= `offset`, searching from
     /// the offset index's floor entry (or `starting_position`, if later).
     /// The batches the search steps over must hold offsets that rise from the segment's base
@@ -558,9 +575,11 @@ impl LogSegment {
             } else {
                 h.last_offset
             };
-            if first < self.base_offset
-                || h.last_offset < first
-                || previous_last.is_some_and(|p| first <= p)
+            let lowest = match self.first_batch_below_base {
+                Some(first_batch) if h.position == 0 => first_batch,
+                _ => self.base_offset,
+            };
+            if first < lowest || h.last_offset < first || previous_last.is_some_and(|p| first <= p)
             {
                 return Err(Error::corrupt(format!(
                     "batch of offsets {first}..{} is out of place in the segment of base offset {}{}",

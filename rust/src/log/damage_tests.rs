@@ -732,3 +732,46 @@ fn a_new_partition_folder_beside_a_broker_is_refused() {
     let log = Log::open(&dir, options(false, OnCorruption::Error)).unwrap();
     assert_eq!(log.log_end_offset(), 160);
 }
+
+/// A segment whose file name is one past its first batch's base offset (renamed by hand, or as
+/// logs of old brokers have them) right where the segment before it ends: Kafka's loader takes
+/// it, as its recovery checks only that a batch's last offset fits the segment, and its fetches
+/// read on into it, so every record stays readable and a recovery keeps them all (a black-box
+/// tester's 4.4 broker kept 300 records where kafkalog's truncate cut 180).
+#[test]
+fn a_segment_named_past_its_first_batch_is_read_as_kafka_reads_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = four_segments(tmp.path());
+    for suffix in ["log", "index", "timeindex"] {
+        let from = dir.join(format!("{:020}.{suffix}", 80));
+        if from.exists() {
+            std::fs::rename(&from, dir.join(format!("{:020}.{suffix}", 81))).unwrap();
+        }
+    }
+    let all: Vec<i64> = (0..160).collect();
+    for mode in [OnCorruption::Error, OnCorruption::Skip] {
+        let log = open_ro(&dir, mode).unwrap();
+        assert!(
+            log.damaged_ranges().is_empty(),
+            "{:?}",
+            log.damaged_ranges()
+        );
+        assert_eq!(offsets(&log), all);
+        let fetched = log.read(80, 1 << 20, FetchIsolation::LogEnd, true).unwrap();
+        assert_eq!(crate::testutil::offsets_of(&fetched.records)[0], (80, 83));
+    }
+    for mode in [OnCorruption::Error, OnCorruption::Truncate] {
+        let log = Log::open(&dir, options(false, mode)).unwrap();
+        assert_eq!(log.log_end_offset(), 160);
+        assert_eq!(offsets(&log), all);
+        log.close().unwrap();
+    }
+    // A gap is still a gap: a segment whose first batch is below its name but not where the
+    // segment before ends (the one between deleted) is damage as before.
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = four_segments(tmp.path());
+    std::fs::rename(seg(&dir, 80), seg(&dir, 85)).unwrap();
+    std::fs::remove_file(seg(&dir, 40)).unwrap();
+    let msg = damaged_message(open_ro(&dir, OnCorruption::Error));
+    assert!(msg.contains("00000000000000000085.log"), "{msg}");
+}

@@ -23,7 +23,7 @@ use crate::log::epoch::LeaderEpochFileCache;
 use crate::log::producer_state::ProducerStateManager;
 use crate::log::segments::LogSegments;
 use crate::log::{Log, LogOptions, LogState};
-use crate::record::batch::Batch;
+use crate::record::batch::{Batch, MAGIC_V2};
 use crate::segment::{
     offset_from_file_name, segment_file, BatchVerdict, LogOffsetMetadata, LogSegment, SegmentScan,
     CLEANED_FILE_SUFFIX, DELETED_FILE_SUFFIX, INDEX_FILE_SUFFIX, LOG_FILE_SUFFIX, SWAP_FILE_SUFFIX,
@@ -615,6 +615,37 @@ struct Checked {
     torn_tail: bool,
 }
 
+/// Segments whose first batch starts below the segment's own base offset, right where the
+/// segment before ends (a file named one past its first offset, by hand or by an old broker):
+/// Kafka's loader takes them, as its recovery checks only that a batch's last offset fits the
+/// segment, and its fetches read on into them; so do kafkalog's. Anything else below a base
+/// offset stays damage.
+fn take_first_batches_below_base(segments: &mut LogSegments) {
+    let bases = segments.base_offsets();
+    for pair in bases.windows(2) {
+        let (previous, base) = (pair[0], pair[1]);
+        let Some(segment) = segments.get(base) else {
+            continue;
+        };
+        let Some(first) = segment
+            .log()
+            .read_header(0, usize::MAX)
+            .ok()
+            .flatten()
+            .filter(|h| h.magic >= MAGIC_V2 && h.base_offset < base && h.last_offset >= base)
+            .map(|h| h.base_offset)
+        else {
+            continue;
+        };
+        let previous_end = segments.get(previous).map(LogSegment::read_next_offset);
+        if matches!(previous_end, Some(Ok(end)) if end == first) {
+            if let Some(segment) = segments.get_mut(base) {
+                segment.set_first_batch_below_base(first);
+            }
+        }
+    }
+}
+
 /// Kafka's `recoverLog`: after an unclean shutdown, the segments from the recovery point on are
 /// validated batch by batch (with `Skip`, every segment); offsets are checked across batches and
 /// segments; damage is told from a torn tail and handled as `options.on_corruption` says.
@@ -649,6 +680,7 @@ fn recover_log(
             .filter(|b| *b >= floor || needs_recovery.contains(b))
             .collect()
     };
+    take_first_batches_below_base(segments);
     let log_start_hint = checkpoints
         .log_start_offset
         .unwrap_or(i64::MIN)
@@ -686,11 +718,12 @@ fn recover_log(
             .zip(&sizes[i + 1..])
             .find(|(_, size)| **size > 0)
             .map(|(b, _)| *b);
-        // The segment boundary: its base offset against where the previous segment ended.
+        let start = segment.lowest_offset();
+        // The segment boundary: where its offsets start against where the previous one ended.
         if let Some(e) = expected {
-            if base > e {
+            if start > e {
                 gap_damage.push(gap(dir, &bases, &sizes, i, e, base));
-            } else if base < e {
+            } else if start < e {
                 damage.push(DamagedRange {
                     file: log_path(base),
                     position: 0,
@@ -704,7 +737,7 @@ fn recover_log(
                 });
             }
         }
-        let expected_at_start = Some(expected.map_or(base, |e| e.max(base)));
+        let expected_at_start = Some(expected.map_or(base, |e| e.max(start)));
         if !to_check.contains(&base) {
             // A damaged unchecked segment is reported when read; its end is then unknown here.
             expected = segment.read_next_offset().ok();

@@ -175,7 +175,7 @@ impl Log {
             // A flushed segment is not validated on open: offsets rewritten outside the CRC
             // (a base offset) show here, as a batch that does not fit where it lies.
             let (floor, ceiling) = (
-                segment.base_offset(),
+                segment.lowest_offset(),
                 st.segments
                     .higher(segment.base_offset())
                     .map_or(i64::MAX, |s| s.base_offset()),

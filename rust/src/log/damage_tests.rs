@@ -775,3 +775,39 @@ fn a_segment_named_past_its_first_batch_is_read_as_kafka_reads_it() {
     let msg = damaged_message(open_ro(&dir, OnCorruption::Error));
     assert!(msg.contains("00000000000000000085.log"), "{msg}");
 }
+
+/// A magic byte flipped above 2 lies outside the CRC: the batch's v2 CRC still holds, so it is a
+/// whole batch Kafka's recovery keeps (its consumers then fail on it), never a crash's torn
+/// tail: at the log's very end too it is damage, not dropped in silence, and a truncating
+/// recovery says Kafka's would have kept it (a black-box tester's 4.4 broker kept 300 records).
+#[test]
+fn a_magic_byte_flipped_past_2_is_damage_never_a_torn_tail() {
+    for last in [false, true] {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = four_segments(tmp.path());
+        let p = seg(&dir, if last { 120 } else { 80 });
+        let at = if last {
+            *positions(&p).last().unwrap()
+        } else {
+            positions(&p)[5]
+        } as usize;
+        let mut bytes = std::fs::read(&p).unwrap();
+        bytes[at + 16] = 7;
+        std::fs::write(&p, &bytes).unwrap();
+        let msg = damaged_message(open_ro(&dir, OnCorruption::Error));
+        assert!(msg.contains("unknown magic 7"), "{msg}");
+        assert!(msg.contains(&format!("at position {at}")), "{msg}");
+        let log = open_ro(&dir, OnCorruption::Skip).unwrap();
+        assert_eq!(offsets(&log).len(), 156);
+        drop(log);
+        let log = Log::open(&dir, options(false, OnCorruption::Truncate)).unwrap();
+        assert_eq!(log.log_end_offset(), if last { 156 } else { 100 });
+        let removed = &log.damaged_ranges()[0];
+        assert_eq!(removed.action, DamageAction::Removed);
+        assert!(
+            removed.reason.contains("its CRC holds"),
+            "{}",
+            removed.reason
+        );
+    }
+}

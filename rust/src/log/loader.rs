@@ -969,10 +969,20 @@ fn recover_log(
             position,
             bytes: size - position,
             offsets,
-            reason: format!(
-                "truncated at the first invalid batch, as Kafka's recovery does: {}",
-                c.scan.invalid[0].reason
-            ),
+            reason: if c.scan.invalid[0].whole_batch_refused {
+                format!(
+                    "truncated at the first invalid batch: {} (its CRC holds, so Kafka's recovery, \
+                     which checks sizes and CRCs only, would keep it and what follows, and its \
+                     consumers would fail or misread there; read around it read-only with \
+                     on_corruption='skip')",
+                    c.scan.invalid[0].reason
+                )
+            } else {
+                format!(
+                    "truncated at the first invalid batch, as Kafka's recovery does: {}",
+                    c.scan.invalid[0].reason
+                )
+            },
             action: DamageAction::Removed,
         });
         for &base in bases.iter().filter(|b| **b > cut_base) {

@@ -811,3 +811,27 @@ fn a_magic_byte_flipped_past_2_is_damage_never_a_torn_tail() {
         );
     }
 }
+
+/// A leader-epoch checkpoint that does not parse stops a broker's load of the log and a default
+/// open; a read-only view that skips damage reads every record without it and lists it.
+#[test]
+fn a_garbled_leader_epoch_checkpoint_is_skipped_by_a_view_that_skips_damage() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = four_segments(tmp.path());
+    let checkpoint = dir.join("leader-epoch-checkpoint");
+    std::fs::write(&checkpoint, "0\n2\n0 0\nnot an entry\n").unwrap();
+    match open_ro(&dir, OnCorruption::Error) {
+        Err(Error::CorruptRecord { message, .. }) => assert!(message.contains("line"), "{message}"),
+        other => panic!("expected CorruptRecord, got {:?}", other.map(|_| ())),
+    }
+    let log = open_ro(&dir, OnCorruption::Skip).unwrap();
+    assert_eq!(offsets(&log), (0..160).collect::<Vec<_>>());
+    let [skipped] = log.damaged_ranges() else {
+        panic!("{:?}", log.damaged_ranges())
+    };
+    assert_eq!(
+        (&skipped.file, skipped.action),
+        (&checkpoint, DamageAction::Skipped)
+    );
+    assert!(Log::open(&dir, options(false, OnCorruption::Truncate)).is_err());
+}

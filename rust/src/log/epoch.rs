@@ -73,6 +73,19 @@ impl LeaderEpochFileCache {
         Ok(cache)
     }
 
+    /// A read-only cache that knows no epoch, in place of a checkpoint that does not parse (a
+    /// read-only view that skips damage reads on without it).
+    pub fn empty_read_only(partition_dir: &Path) -> Self {
+        LeaderEpochFileCache {
+            checkpoint: CheckpointFile::new(
+                partition_dir.join(LEADER_EPOCH_CHECKPOINT_FILE),
+                CHECKPOINT_VERSION,
+            ),
+            read_only: true,
+            epochs: BTreeMap::new(),
+        }
+    }
+
     pub fn path(&self) -> &Path {
         self.checkpoint.path()
     }

@@ -487,8 +487,27 @@ pub(crate) fn load(dir: &Path, options: LogOptions) -> Result<Log> {
     // Recovery drops the snapshots past where it starts before it knows whether the log opens:
     // their files go only once it does.
     producer_state.defer_deletes();
-    let epoch_cache = LeaderEpochFileCache::open(dir, options.read_only)?;
-    let recovery = recover_log(
+    // A leader-epoch checkpoint that does not parse stops a broker's load of the log, and a
+    // default open's; a read-only view that skips damage reads the records without it.
+    let (epoch_cache, epoch_damage) = match LeaderEpochFileCache::open(dir, options.read_only) {
+        Err(Error::CorruptRecord { message, location })
+            if options.read_only && options.on_corruption == OnCorruption::Skip =>
+        {
+            let cache = LeaderEpochFileCache::empty_read_only(dir);
+            let bytes = std::fs::metadata(cache.path()).map_or(0, |m| m.len());
+            let damage = DamagedRange {
+                file: cache.path().to_path_buf(),
+                position: location.position.unwrap_or(0),
+                bytes,
+                offsets: None,
+                reason: format!("{message} (read without leader epochs)"),
+                action: DamageAction::Skipped,
+            };
+            (cache, Some(damage))
+        }
+        other => (other?, None),
+    };
+    let mut recovery = recover_log(
         dir,
         &mut segments,
         &needs_recovery,
@@ -497,6 +516,7 @@ pub(crate) fn load(dir: &Path, options: LogOptions) -> Result<Log> {
         &options,
         now,
     )?;
+    recovery.damage.extend(epoch_damage);
     let clean_shutdown = checkpoints.clean_shutdown;
     let log = complete_load(
         dir,

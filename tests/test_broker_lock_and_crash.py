@@ -65,3 +65,28 @@ def test_sigkilled_broker_is_read_as_the_restarted_broker_serves_it(broker):
     # Once the broker is gone, the folder is free to write.
     with kafkalog.Log(folder, read_only=False) as writable:
         assert writable.log_end_offset == 3000
+
+
+def test_a_broker_cannot_start_on_a_log_kafkalog_is_writing(broker):
+    """A writable `Log` in a broker's data dir holds a share of the dir's `.lock`: a broker
+    started meanwhile fails its own lock, as a second Kafka on the dir does, instead of appending
+    beside kafkalog (a black-box tester's broker started, took offset 2 again, and a record
+    kafkalog had acknowledged was gone). Writers of the dir's partitions share it; closed, the
+    broker starts and serves what kafkalog wrote."""
+    if not broker.running():
+        broker.start()
+    kh.create_topic(broker.bootstrap, "guarded", partitions=2)
+    kh.produce(broker.bootstrap, "guarded", [{"value": b"broker", "partition": 0}])
+    broker.stop()
+    with kafkalog.Log(broker.partition_dir("guarded", 0), read_only=False) as log, \
+            kafkalog.Log(broker.partition_dir("guarded", 1), read_only=False) as other:
+        log.append([{"value": b"kafkalog"}])
+        with pytest.raises(kh.KafkaHarnessError, match="Failed to acquire lock"):
+            broker.start()
+        log.append([{"value": b"still the only writer"}])
+        other.append([{"value": b"beside it"}])
+    broker.start()
+    served = kh.consume_all(broker.bootstrap, "guarded")
+    assert sorted(m["value"] for m in served) == \
+        sorted([b"broker", b"kafkalog", b"still the only writer", b"beside it"])
+    broker.stop()

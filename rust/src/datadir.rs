@@ -480,8 +480,9 @@ pub fn commit_staged(
 pub const BROKER_LOCK_FILE: &str = ".lock";
 
 /// Whether a live process holds the lock on a data dir's `.lock`, as a running broker does
-/// (Java's `FileChannel.tryLock`, a POSIX record lock: asked with `F_GETLK`, which never takes
-/// it, so a crashed broker's file, whose lock died with it, reads as free).
+/// (Java's `FileChannel.tryLock`, an exclusive POSIX record lock: asked with `F_GETLK`, which
+/// never takes it, so a crashed broker's file, whose lock died with it, reads as free). The
+/// shared locks kafkalog's writers hold there ([`lock_partition_dir`]) are not a broker's.
 pub fn broker_lock_holder(data_dir: &Path) -> Option<i32> {
     use std::os::fd::AsRawFd;
     let file = std::fs::File::open(data_dir.join(BROKER_LOCK_FILE)).ok()?;
@@ -491,7 +492,59 @@ pub fn broker_lock_holder(data_dir: &Path) -> Option<i32> {
     query.l_whence = libc::SEEK_SET as libc::c_short;
     // SAFETY: a valid fd and a pointer to a flock struct that lives across the call.
     let rc = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_GETLK, &mut query) };
-    (rc == 0 && query.l_type != libc::F_UNLCK as libc::c_short).then_some(query.l_pid)
+    (rc == 0 && query.l_type == libc::F_WRLCK as libc::c_short).then_some(query.l_pid)
+}
+
+/// What a writable `Log` holds while it lives: the partition folder's one-writer lock and, in a
+/// broker's data dir, a shared lock on the dir's `.lock`, so a broker started meanwhile fails its
+/// own lock (Kafka's "Failed to acquire lock on file .lock") rather than write the log beside
+/// this writer. Both go when it drops or the process dies.
+#[derive(Debug)]
+pub struct WriterLock {
+    _partition_dir: std::fs::File,
+    _broker_lock: Option<std::fs::File>,
+}
+
+/// Takes a shared open-file-description lock on `data_dir`'s `.lock` (created if missing, as
+/// the broker creates it; never removed, as other writers may hold it): it conflicts with the
+/// exclusive POSIX lock Java's `tryLock` asks for, while every kafkalog writer of the dir shares
+/// it. Only in a broker's data dir (`meta.properties`), so other folders get no `.lock`.
+#[cfg(target_os = "linux")]
+fn share_broker_lock(data_dir: &Path) -> Result<Option<std::fs::File>> {
+    use std::os::fd::AsRawFd;
+    if !data_dir.join("meta.properties").is_file() {
+        return Ok(None);
+    }
+    let path = data_dir.join(BROKER_LOCK_FILE);
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+        .map_err(|e| Error::io(&path, e))?;
+    // SAFETY: flock is plain data; zeroed is a whole-file lock request once its type is set.
+    let mut lock: libc::flock = unsafe { std::mem::zeroed() };
+    lock.l_type = libc::F_RDLCK as libc::c_short;
+    lock.l_whence = libc::SEEK_SET as libc::c_short;
+    // SAFETY: a valid fd and a pointer to a flock struct that lives across the call.
+    if unsafe { libc::fcntl(file.as_raw_fd(), libc::F_OFD_SETLK, &lock) } != 0 {
+        let e = std::io::Error::last_os_error();
+        if matches!(e.raw_os_error(), Some(libc::EAGAIN) | Some(libc::EACCES)) {
+            return Err(Error::ConcurrentWriter(format!(
+                "a Kafka broker took {} while the log was being opened; stop the broker before \
+                 writing, or open the log read-only",
+                path.display()
+            )));
+        }
+        return Err(Error::io(&path, e));
+    }
+    Ok(Some(file))
+}
+
+#[cfg(not(target_os = "linux"))]
+fn share_broker_lock(_data_dir: &Path) -> Result<Option<std::fs::File>> {
+    Ok(None)
 }
 
 /// Whether anything may be writing a partition folder now: a running broker holding the data
@@ -509,18 +562,21 @@ pub fn partition_has_writer(dir: &Path) -> bool {
 
 /// Takes the one-writer lock of a partition folder for a writable `Log`: an exclusive `flock`
 /// on the folder itself (no file is added, so a broker sees nothing new), released when the
-/// handle drops or the process dies, so a crash never leaves the folder locked. Refused while a
-/// running broker holds the data dir around it.
-pub fn lock_partition_dir(dir: &Path) -> Result<std::fs::File> {
+/// handle drops or the process dies, so a crash never leaves the folder locked; and, in a
+/// broker's data dir, a share of its `.lock` that keeps a broker from starting meanwhile.
+/// Refused while a running broker holds the data dir around it.
+pub fn lock_partition_dir(dir: &Path) -> Result<WriterLock> {
+    let mut broker_lock = None;
     if let Some(data_dir) = dir.parent() {
         if let Some(pid) = broker_lock_holder(data_dir) {
-            return Err(Error::IllegalState(format!(
+            return Err(Error::ConcurrentWriter(format!(
                 "{} belongs to a running Kafka broker (process {pid} holds {}); stop the broker \
                  before writing, or open the log read-only",
                 dir.display(),
                 data_dir.join(BROKER_LOCK_FILE).display()
             )));
         }
+        broker_lock = share_broker_lock(data_dir)?;
     }
     let handle = std::fs::File::open(dir).map_err(|e| Error::io(dir, e))?;
     // A reader's `partition_has_writer` holds a shared lock for a moment: a writer that meets
@@ -528,7 +584,12 @@ pub fn lock_partition_dir(dir: &Path) -> Result<std::fs::File> {
     let deadline = std::time::Instant::now() + WRITER_LOCK_PATIENCE;
     loop {
         match handle.try_lock() {
-            Ok(()) => return Ok(handle),
+            Ok(()) => {
+                return Ok(WriterLock {
+                    _partition_dir: handle,
+                    _broker_lock: broker_lock,
+                })
+            }
             Err(std::fs::TryLockError::WouldBlock) if std::time::Instant::now() < deadline => {
                 std::thread::sleep(std::time::Duration::from_millis(1));
             }

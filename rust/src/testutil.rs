@@ -31,6 +31,34 @@ pub fn batch_with(options: BatchOptions, timestamps: &[i64]) -> Vec<u8> {
     b.build().unwrap()
 }
 
+/// Appends a transaction of producer 7 to `log` as the leader of `epoch`: a transactional batch
+/// of two records (`txn`, sequences from `seq`), then its COMMIT or ABORT marker.
+pub fn append_transaction(log: &crate::log::Log, seq: i32, abort: bool, epoch: i32) {
+    use crate::record::builder::end_txn_marker_batch;
+    use crate::record::control::{ControlRecordType, EndTransactionMarker};
+    let mut b = BatchBuilder::new(BatchOptions {
+        producer_id: 7,
+        producer_epoch: 0,
+        base_sequence: seq,
+        is_transactional: true,
+        ..Default::default()
+    });
+    b.append(2_000, None, Some(b"txn"), &[]).unwrap();
+    b.append(2_000, None, Some(b"txn"), &[]).unwrap();
+    log.append_as_leader(&b.build().unwrap(), epoch).unwrap();
+    let control_type = if abort {
+        ControlRecordType::Abort
+    } else {
+        ControlRecordType::Commit
+    };
+    let marker = EndTransactionMarker {
+        control_type,
+        coordinator_epoch: 0,
+    };
+    let marker = end_txn_marker_batch(0, 2_001, epoch, 7, 0, marker).unwrap();
+    log.append_txn_marker(&marker, epoch).unwrap();
+}
+
 /// `(base_offset, last_offset)` of every batch in `bytes`.
 pub fn offsets_of(bytes: &[u8]) -> Vec<(i64, i64)> {
     headers_in(bytes)

@@ -17,8 +17,7 @@ use crate::config::LogConfig;
 use crate::log::damage_tests::{batch_of, snapshot};
 use crate::log::{FetchIsolation, Log, LogOptions};
 use crate::record::batch::Batch;
-use crate::record::builder::{end_txn_marker_batch, BatchBuilder, BatchOptions};
-use crate::record::control::{ControlRecordType, EndTransactionMarker};
+
 use crate::record::file_records::{headers_in, FileRecords};
 
 /// The largest single allocation of this thread, so a case can show it trusted no length field.
@@ -104,35 +103,8 @@ fn fixture() -> Fixture {
         log.append_as_leader(&batch_of(1 + i as i64 % 3, 12), epoch)
             .unwrap();
         if i % 7 == 3 {
-            let mut b = BatchBuilder::new(BatchOptions {
-                producer_id: 7,
-                producer_epoch: 0,
-                base_sequence: seq,
-                is_transactional: true,
-                ..Default::default()
-            });
-            b.append(2_000, None, Some(b"txn"), &[]).unwrap();
-            b.append(2_000, None, Some(b"txn"), &[]).unwrap();
+            crate::testutil::append_transaction(&log, seq, i % 2 != 0, epoch);
             seq += 2;
-            log.append_as_leader(&b.build().unwrap(), epoch).unwrap();
-            let control_type = if i % 2 == 0 {
-                ControlRecordType::Commit
-            } else {
-                ControlRecordType::Abort
-            };
-            let marker = end_txn_marker_batch(
-                0,
-                2_001,
-                epoch,
-                7,
-                0,
-                EndTransactionMarker {
-                    control_type,
-                    coordinator_epoch: 0,
-                },
-            )
-            .unwrap();
-            log.append_txn_marker(&marker, epoch).unwrap();
         }
     }
     log.close().unwrap();

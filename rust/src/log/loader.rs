@@ -1180,7 +1180,7 @@ fn complete_load(
     checkpoints: &Checkpoints,
     producer_state: ProducerStateManager,
     mut epoch_cache: LeaderEpochFileCache,
-    writer_lock: Option<std::fs::File>,
+    writer_lock: Option<crate::datadir::WriterLock>,
     mut recovery: Recovery,
     now: i64,
 ) -> Result<Log> {

@@ -672,33 +672,6 @@ fn a_refused_writable_open_keeps_the_producer_snapshots() {
     );
 }
 
-/// A transactional batch of two records from producer 7, then its COMMIT or ABORT marker.
-fn append_transaction(log: &Log, seq: i32, abort: bool) {
-    use crate::record::builder::{end_txn_marker_batch, BatchBuilder};
-    use crate::record::control::{ControlRecordType, EndTransactionMarker};
-    let mut b = BatchBuilder::new(BatchOptions {
-        producer_id: 7,
-        producer_epoch: 0,
-        base_sequence: seq,
-        is_transactional: true,
-        ..Default::default()
-    });
-    b.append(2_000, None, Some(b"txn"), &[]).unwrap();
-    b.append(2_000, None, Some(b"txn"), &[]).unwrap();
-    log.append_as_leader(&b.build().unwrap(), 0).unwrap();
-    let control_type = if abort {
-        ControlRecordType::Abort
-    } else {
-        ControlRecordType::Commit
-    };
-    let marker = EndTransactionMarker {
-        control_type,
-        coordinator_epoch: 0,
-    };
-    let marker = end_txn_marker_batch(0, 2_001, 0, 7, 0, marker).unwrap();
-    log.append_txn_marker(&marker, 0).unwrap();
-}
-
 #[test]
 fn a_read_only_open_replays_a_segment_whose_txn_index_kafka_would_rebuild() {
     // Kafka's sanity check refuses a `.txnindex` whose entries end below the segment (zeros
@@ -711,7 +684,7 @@ fn a_read_only_open_replays_a_segment_whose_txn_index_kafka_would_rebuild() {
         log.append_as_leader(&batch_at(0, &[i, i]), 0).unwrap();
     }
     for (seq, abort) in [(0, true), (2, false), (4, true)] {
-        append_transaction(&log, seq, abort);
+        crate::testutil::append_transaction(&log, seq, abort, 0);
     }
     log.append_as_leader(&batch_at(0, &[9, 9]), 0).unwrap();
     let want = log.collect_aborted_transactions(0, i64::MAX).unwrap();

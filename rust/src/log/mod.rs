@@ -143,7 +143,7 @@ pub(crate) struct LogState {
     /// the segments, and with them their file descriptors and maps.
     pub(crate) closed_segments: Option<(Vec<i64>, u64)>,
     /// The one-writer lock of a writable log's folder; dropped (released) on close.
-    pub(crate) writer_lock: Option<std::fs::File>,
+    pub(crate) writer_lock: Option<crate::datadir::WriterLock>,
 }
 
 pub mod checkpoint;

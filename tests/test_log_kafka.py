@@ -45,6 +45,7 @@ import random
 import re
 import shutil
 import subprocess
+import sys
 import time
 import traceback
 import uuid
@@ -1144,3 +1145,44 @@ def test_repro_aborted_marker_in_later_segment(tmp_path):
     assert [b.base_offset for b in rd["batches"]] == [0]
     assert rd["aborted_transactions"] == [entry]                  # kafkalog: []
     log.close()
+
+
+def test_a_transaction_left_open_below_the_log_start_as_a_broker_answers(tmp_path):
+    """A transaction left open whose records DeleteRecords then removed: Kafka raises the first
+    unstable offset to the log start and turns it into offset metadata by a read, which lands on
+    the base offset of the batch holding the log start: a last stable offset of 5 where the log
+    start 5 begins a batch, 3 where it lies in a batch of offsets 3..12. kafkalog gave the open
+    transaction's first offset 0, below the log start, and its CLI and Spark source then failed
+    a read_committed read a consumer ends empty (a black-box tester's case)."""
+    with kh.Broker(kh.KAFKA_VERSIONS[0]) as broker:
+        broker.start()
+        bs = broker.bootstrap
+        kh.create_topic(bs, "hung", partitions=2)
+        producer = _TxnProducer(bs, "hung", "none")
+        producer.begin()
+        producer.send("hung", [{"value": b"open %d" % i, "partition": p} for p in (0, 1) for i in range(3)])
+        for i in range(10):  # partition 0: a batch a record
+            kh.produce(bs, "hung", [{"value": b"plain %d" % i, "partition": 0}])
+        kh.produce(bs, "hung", [{"value": b"plain %d" % i, "partition": 1} for i in range(10)],
+                   linger_ms=200)  # partition 1: one batch
+        from confluent_kafka import TopicPartition
+        admin = kh._admin(bs)
+        cut = [TopicPartition("hung", p, 5) for p in (0, 1)]
+        for future in admin.delete_records(cut, request_timeout=30, operation_timeout=30).values():
+            future.result(timeout=30)
+        broker.restart()  # the answers of a broker that loaded the log, as kafkalog does
+        answered = {p: kh.list_offsets(bs, "hung", p) for p in (0, 1)}
+        broker.stop()
+        data = _copy_topics(broker.log_dir, ["hung"], tmp_path / "data")
+        shutil.copytree(broker.log_dir / "hung-1", data / "hung-1")
+    assert [answered[p]["last_stable"] for p in (0, 1)] == [5, 3], answered
+    for p in (0, 1):
+        log = kafkalog.Log(data / f"hung-{p}")
+        assert log.log_start_offset == answered[p]["earliest"] == 5
+        assert log.last_stable_offset == answered[p]["last_stable"]
+        assert log.latest_offset("read_committed") == answered[p]["last_stable"]
+        assert list(log.records(isolation="read_committed")) == []
+        assert log.to_arrow(isolation="read_committed").read_all().num_rows == 0
+        run = subprocess.run([sys.executable, "-m", "kafkalog", "records", str(data / f"hung-{p}"),
+                              "--isolation", "read_committed"], capture_output=True, text=True)
+        assert run.returncode == 0 and run.stdout == "", run.stdout + run.stderr

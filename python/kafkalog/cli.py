@@ -191,7 +191,7 @@ def cmd_records(args) -> int:
         }))
     if count == 0:
         print(f"kafkalog records: no records in the range asked; {args.dir} holds "
-              f"[{log.log_start_offset}, {log.latest_offset(args.isolation)})", file=sys.stderr)
+              f"[{log.log_start_offset}, {cli_tools.readable_end(log, args.isolation)})", file=sys.stderr)
     return cli_tools.report_damage(args.cmd, log, args.on_corruption)
 
 

@@ -309,10 +309,16 @@ def check_range(first: int | None, last: int | None, first_flag: str, last_flag:
                          f"[{first}, {last}) is empty")
 
 
+def readable_end(log, isolation: str) -> int:
+    """Where a read of `isolation` ends, never below the log start: a transaction left open
+    below the log start gives a last stable offset there (Kafka's answer too), an empty read."""
+    return max(log.latest_offset(isolation), log.log_start_offset)
+
+
 def resolve_range(log, first: int | None, last: int | None, isolation: str,
                   from_time: int | None = None, to_time: int | None = None) -> tuple[int, int]:
     """[start, end) of one partition under the range rule (RANGE_RULE)."""
-    log_start, upper = log.log_start_offset, log.latest_offset(isolation)
+    log_start, upper = log.log_start_offset, readable_end(log, isolation)
 
     def at_time(t: int) -> int:
         found = log.offset_for_timestamp(t)
@@ -379,7 +385,7 @@ def cmd_cat(args) -> int:
         start, end = resolve_range(log, args.from_offset, args.to_offset, args.isolation,
                                    args.from_time, args.to_time)
         ends.append(f"{_name(topic, partition)} holds [{log.log_start_offset}, "
-                    f"{log.latest_offset(args.isolation)})")
+                    f"{readable_end(log, args.isolation)})")
         if start >= end:
             continue
         for r in log.records(start=start, end=end, isolation=args.isolation):
@@ -516,7 +522,7 @@ def cmd_export(args) -> int:
                           f"exported from offset {log_end} on may no longer be in the log, and "
                           f"records written again at offsets below {reached} are not exported")
         start = max(reached, log_start)
-        end = log.latest_offset(args.isolation)
+        end = readable_end(log, args.isolation)
         # Closed until its turn: a data dir may hold more segments than the open-file limit.
         log.close()
         plans.append((topic, partition, folder, target, start, end))

@@ -358,10 +358,39 @@ impl Log {
     }
     fn last_stable_offset_of(st: &LogState) -> i64 {
         let hw = st.high_watermark.message_offset;
-        match st.producer_state.first_unstable_offset() {
+        match Self::first_unstable_offset_of(st) {
             Some(first) if first < hw => first,
             _ => hw,
         }
+    }
+    /// Kafka's `firstUnstableOffset` (`maybeIncrementFirstUnstableOffset`): the first offset of
+    /// the earliest open transaction; one whose start DeleteRecords or retention removed is
+    /// raised to the log start offset, and turned into offset metadata as Kafka does, by a read
+    /// there, which lands on the base offset of the batch holding it (a transaction left open
+    /// below a log start of 5 inside a batch of offsets 3..12: 3, as 4.4 and 3.9 brokers answer).
+    fn first_unstable_offset_of(st: &LogState) -> Option<i64> {
+        let first = st.producer_state.first_unstable_offset()?;
+        let start = st.log_start_offset;
+        if first >= start {
+            return Some(first);
+        }
+        if start >= st.log_end_offset.message_offset {
+            return Some(st.log_end_offset.message_offset);
+        }
+        let batch_base = st.segments.from_offset(start).find_map(|segment| {
+            let found = segment.translate_offset(start, 0).ok().flatten()?;
+            let header = segment
+                .log()
+                .read_header(found.position, segment.max_batch_size())
+                .ok()
+                .flatten()?;
+            Some(if header.magic >= crate::record::batch::MAGIC_V2 {
+                header.base_offset
+            } else {
+                start
+            })
+        });
+        Some(batch_base.unwrap_or(start))
     }
     /// The last offset (exclusive) a consumer with `isolation` may read: the log end, the high
     /// watermark, or the last stable offset.
@@ -370,7 +399,7 @@ impl Log {
         Self::max_offset_metadata(&st, isolation).message_offset
     }
     pub fn first_unstable_offset(&self) -> Option<i64> {
-        self.read_state().producer_state.first_unstable_offset()
+        Self::first_unstable_offset_of(&self.read_state())
     }
     /// Kafka's check on where a read starts (`Log.read`): from the log start offset to the log
     /// end offset, where a read gets nothing; past either it is out of range. `None` is the log

@@ -516,13 +516,19 @@ fn share_broker_lock(data_dir: &Path) -> Result<Option<std::fs::File>> {
         return Ok(None);
     }
     let path = data_dir.join(BROKER_LOCK_FILE);
-    let file = std::fs::OpenOptions::new()
+    let file = match std::fs::OpenOptions::new()
         .read(true)
         .write(true)
         .create(true)
         .truncate(false)
         .open(&path)
-        .map_err(|e| Error::io(&path, e))?;
+    {
+        Ok(file) => file,
+        // A data dir this user may not write (its partition folder alone lent out): the
+        // running-broker check at open is all the guard there is, as before.
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => return Ok(None),
+        Err(e) => return Err(Error::io(&path, e)),
+    };
     // SAFETY: flock is plain data; zeroed is a whole-file lock request once its type is set.
     let mut lock: libc::flock = unsafe { std::mem::zeroed() };
     lock.l_type = libc::F_RDLCK as libc::c_short;
@@ -627,6 +633,50 @@ mod tests {
         }
         assert!(!dir.path().join("__cluster_metadata-0").exists());
         create_topic(dir.path(), "__consumer_offsets", 1).unwrap();
+    }
+
+    /// A writer in a broker's data dir holds a share of its `.lock` that the exclusive POSIX
+    /// lock a starting broker asks for (Java's `tryLock`) fails on; writers of the dir's other
+    /// partitions share it, and it is no broker's; a folder that is no broker's gets no `.lock`.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_writer_holds_a_share_of_the_brokers_lock() {
+        use std::os::fd::AsRawFd;
+        let java_try_lock = |data_dir: &Path| {
+            let file = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open(data_dir.join(BROKER_LOCK_FILE))
+                .unwrap();
+            // SAFETY: plain data, then a valid fd and a flock struct alive across the call.
+            let mut lock: libc::flock = unsafe { std::mem::zeroed() };
+            lock.l_type = libc::F_WRLCK as libc::c_short;
+            lock.l_whence = libc::SEEK_SET as libc::c_short;
+            unsafe { libc::fcntl(file.as_raw_fd(), libc::F_SETLK, &lock) == 0 }
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let first = crate::testutil::create_log(&dir.path().join("t-0"));
+        let second = crate::testutil::create_log(&dir.path().join("t-1"));
+        assert!(!dir.path().join(BROKER_LOCK_FILE).exists());
+        drop((first, second));
+        std::fs::write(dir.path().join("meta.properties"), "node.id=1\n").unwrap();
+        let writable = || LogOptions {
+            read_only: false,
+            ..Default::default()
+        };
+        let first = Log::open(&dir.path().join("t-0"), writable()).unwrap();
+        let second = Log::open(&dir.path().join("t-1"), writable()).unwrap();
+        assert_eq!(broker_lock_holder(dir.path()), None);
+        assert!(
+            !java_try_lock(dir.path()),
+            "a broker would start under the writers"
+        );
+        first.close().unwrap();
+        drop(first);
+        assert!(!java_try_lock(dir.path()));
+        second.close().unwrap();
+        drop(second);
+        assert!(java_try_lock(dir.path()), "the lock outlived its writers");
     }
 
     #[test]

@@ -171,6 +171,11 @@ def test_errors_are_kafkalog_errors(tmp_path):
             log.to_arrow(batch_rows=0)
         with pytest.raises(ValueError, match="batch_bytes"):
             log.to_arrow(batch_bytes=0)
+        # Bad arguments the conversions of other libraries met first (a black-box tester's).
+        with pytest.raises(kafkalog.InvalidArgumentError, match="must be Arrow data"):
+            log.append_arrow([{"value": b"x"}])
+    with pytest.raises(kafkalog.InvalidArgumentError, match="num_partitions"):
+        kafkalog.partition_for_key(b"x", 0)
 
 
 def test_large_records_cut_arrow_batches_by_bytes(tmp_path):

@@ -618,6 +618,35 @@ def test_dump_reports_damage_as_dump_log_segments(env, tmp_path):
     assert "Mismatches in :" in java.stderr and "Found timestamp mismatch" in java.stderr
 
 
+def test_dump_of_a_damaged_compressed_batch_prints_none_of_its_records(env, tmp_path):
+    """Kafka's `DefaultRecordBatch.iterator()` reads a compressed batch's records whole into a
+    list before it hands out one, so a batch whose record count is one short (each record
+    inflates, then bytes are left) prints its batch line and none of its records before the
+    error; kafkalog printed them all first (a black-box tester's zstd and gzip cases)."""
+    pdir = env["pdirs"][T_MAIN]
+    for base in _bases(pdir):
+        df = _dump_log(env, T_MAIN, base)
+        hits = [b for b in df.batches if str(b["compresscodec"]).lower() != "none"
+                and int(b["count"]) > 2]
+        if hits:
+            break
+    else:
+        raise AssertionError("no compressed broker batch of more than two records")
+    name = f"{base:020d}"
+    shutil.copyfile(pdir / f"{name}.log", tmp_path / f"{name}.log")
+    os.chmod(tmp_path / f"{name}.log", 0o644)
+    count_at = hits[0]["position"] + 57  # recordsCount, the batch header's last field
+    with open(tmp_path / f"{name}.log", "r+b") as f:
+        f.seek(count_at)
+        count = int.from_bytes(f.read(4), "big")
+        f.seek(count_at)
+        f.write((count - 1).to_bytes(4, "big"))
+    for options in (["--deep-iteration"], ["--print-data-log"], ["--skip-record-metadata", "--deep-iteration"]):
+        java = compat_util.assert_same_dump(env["version"], [tmp_path / f"{name}.log"], options,
+                                            fails_with="declared batch size")
+    assert "isvalid: false" in java.stdout
+
+
 def test_verify_and_stats_on_the_broker_folders(env):
     """kafkalog verify finds a broker's cleanly stopped folders sound (segments, indexes, txn
     index, checkpoints of its log dir, leader epochs, producer snapshots), and kafkalog stats

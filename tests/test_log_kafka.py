@@ -313,8 +313,10 @@ def _write_with_kafkalog(pdir: Path) -> Dict[str, Any]:
     rng = random.Random(99)
     ts = int(time.time() * 1000) - 120_000
     expected: List[Dict[str, Any]] = []
+    # compression.type: the broker's own dynamic config (BROKER_OWN_CONFIGS) would recompress
+    # the batches this test lays out byte for byte.
     cfg = {"segment.bytes": WRITE_SEGMENT_BYTES, "index.interval.bytes": WRITE_INDEX_INTERVAL,
-           "file.delete.delay.ms": 0}
+           "file.delete.delay.ms": 0, "compression.type": "producer"}
     log = kafkalog.Log(pdir, read_only=False, config=cfg)
     assert log.log_end_offset == 0 and log.log_start_offset == 0, repr(log)
     seqs: Dict[int, int] = {}

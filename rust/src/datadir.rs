@@ -155,7 +155,12 @@ pub fn colliding_topic(data_dir: &Path, topic: &str) -> Result<Option<String>> {
 /// never inside, since a broker refuses to load a data dir with folders not named
 /// `<topic>-<partition>` (as the Spark writer's staging folder does).
 pub fn kafkalog_meta_dir(data_dir: &Path) -> PathBuf {
-    let abs = std::path::absolute(data_dir).unwrap_or_else(|_| data_dir.to_path_buf());
+    // The dir itself, whatever path reaches it: through a symlink (`/var/lib/kafka/data` linked
+    // to a disk's folder) the same groups and topic configs, not a second, empty set beside
+    // the link.
+    let abs = std::fs::canonicalize(data_dir)
+        .or_else(|_| std::path::absolute(data_dir))
+        .unwrap_or_else(|_| data_dir.to_path_buf());
     let name = abs
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -664,8 +669,8 @@ mod tests {
             read_only: false,
             ..Default::default()
         };
-        let first = Log::open(&dir.path().join("t-0"), writable()).unwrap();
-        let second = Log::open(&dir.path().join("t-1"), writable()).unwrap();
+        let first = Log::open(dir.path().join("t-0"), writable()).unwrap();
+        let second = Log::open(dir.path().join("t-1"), writable()).unwrap();
         assert_eq!(broker_lock_holder(dir.path()), None);
         assert!(
             !java_try_lock(dir.path()),
@@ -677,6 +682,28 @@ mod tests {
         second.close().unwrap();
         drop(second);
         assert!(java_try_lock(dir.path()), "the lock outlived its writers");
+    }
+
+    /// A data dir reached through a symlink keeps the groups and topic configs kafkalog keeps
+    /// beside it (a black-box tester's link read `{}` and let keyless records into a compacted
+    /// topic).
+    #[test]
+    fn a_data_dir_through_a_symlink_keeps_its_topic_configs() {
+        let root = tempfile::tempdir().unwrap();
+        let real = root.path().join("disk1");
+        std::fs::create_dir(&real).unwrap();
+        let link = root.path().join("data");
+        std::os::unix::fs::symlink(&real, &link).unwrap();
+        let config: BTreeMap<String, String> =
+            [("cleanup.policy".to_owned(), "compact".to_owned())].into();
+        create_topic_with_config(&real, "users", 1, &config).unwrap();
+        assert_eq!(kafkalog_meta_dir(&link), kafkalog_meta_dir(&real));
+        assert_eq!(read_topic_config(&link, "users").unwrap(), config);
+        assert!(
+            topic_log_config(&link, "users")
+                .unwrap()
+                .cleanup_policy_compact
+        );
     }
 
     #[test]

@@ -92,6 +92,22 @@ pub fn log_to_arrow(
     })
 }
 
+/// Arrow data handed in from Python (anything with `__arrow_c_stream__` or `__arrow_c_array__`);
+/// anything else is a bad argument, an `InvalidArgumentError`.
+pub fn arrow_input(data: &Bound<'_, PyAny>) -> PyResult<AnyRecordBatch> {
+    data.extract::<AnyRecordBatch>().map_err(|e| {
+        let kind = data
+            .get_type()
+            .name()
+            .map_or_else(|_| "?".to_owned(), |n| n.to_string());
+        Error::InvalidArgument(format!(
+            "data must be Arrow data (a table, record batch or stream: an object with \
+             __arrow_c_stream__ or __arrow_c_array__), not {kind}: {e}"
+        ))
+        .into()
+    })
+}
+
 /// `Log.append_arrow`: appends Arrow rows with Spark's Kafka sink columns as the leader, one
 /// append (all or nothing) per Arrow batch. Returns (first offset, last offset), or None when
 /// there were no rows.
@@ -247,9 +263,7 @@ fn murmur2(key: &[u8]) -> i32 {
 #[pyfunction]
 fn partition_for_key(key: &[u8], num_partitions: i32) -> PyResult<i32> {
     if num_partitions < 1 {
-        return Err(pyo3::exceptions::PyValueError::new_err(
-            "num_partitions must be at least 1",
-        ));
+        return Err(Error::InvalidArgument("num_partitions must be at least 1".into()).into());
     }
     Ok(crate::producer::partition_for_key(key, num_partitions))
 }

@@ -523,14 +523,14 @@ impl Log {
     fn append_arrow(
         &self,
         py: Python<'_>,
-        data: pyo3_arrow::input::AnyRecordBatch,
+        data: &Bound<'_, PyAny>,
         compression: &str,
         batch_bytes: i64,
     ) -> PyResult<Option<(i64, i64)>> {
         crate::python::arrow::log_append_arrow(
             py,
             self.inner.clone(),
-            data,
+            crate::python::arrow::arrow_input(data)?,
             compression,
             non_negative_size("batch_bytes", batch_bytes)?,
         )

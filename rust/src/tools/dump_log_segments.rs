@@ -873,16 +873,23 @@ impl FileDump<'_> {
         abs: &str,
     ) -> Result<()> {
         // Records are decoded one at a time, so a damaged record stops the dump right after the
-        // lines before it, as in Kafka's tool.
+        // lines before it, as in Kafka's tool; but Kafka's `DefaultRecordBatch.iterator()` reads
+        // a compressed batch's records whole into a list first, so there a damaged record stops
+        // it before any line of the batch.
         let records: Box<dyn Iterator<Item = Result<DeepRecord<'_>>>> = match batch {
             Batch::V2(b) => {
                 let payload = b.records_payload(scratch, DEFAULT_MAX_DECOMPRESSED_BYTES)?;
-                Box::new(b.records_in(payload).map(|r| {
+                let records = b.records_in(payload).map(|r| {
                     r.map(|record| DeepRecord {
                         record,
                         legacy: None,
                     })
-                }))
+                });
+                if b.compression()? == crate::record::codec::Compression::None {
+                    Box::new(records)
+                } else {
+                    Box::new(records.collect::<Result<Vec<_>>>()?.into_iter().map(Ok))
+                }
             }
             Batch::Legacy(e) => Box::new(legacy_deep_records(e, scratch)?.into_iter().map(Ok)),
         };

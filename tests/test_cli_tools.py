@@ -709,3 +709,14 @@ def test_records_says_what_a_folder_is_in_the_command_lines_words(tmp_path):
     empty.mkdir()
     message = one_line_error(run("records", empty), 1)
     assert "not a Kafka partition folder" in message and "create=True" not in message
+
+
+def test_cat_json_values_are_read_as_utf8_text(tmp_path):
+    """A value starting with a NUL: json.loads on bytes guessed UTF-16 from it and reported that
+    guess's error (a black-box tester's); the value is JSON's UTF-8 text, so the error is JSON's."""
+    with kafkalog.Log(tmp_path / "t-0", read_only=False, create=True) as log:
+        log.append([{"value": b'\x00{"n": 1}'}])
+    bad = run("cat", tmp_path / "t-0", "--value-decoder", "json")
+    message = one_line_error(bad, 1)
+    assert "the value is not json" in message and "Expecting value" in message, message
+    assert "utf-16" not in message, message

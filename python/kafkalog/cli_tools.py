@@ -362,7 +362,13 @@ def _decoder(name: str):
         return bytes.hex
 
     def as_json(b: bytes):
-        return json.loads(b)
+        # UTF-8 first, as JSON is: json.loads on bytes guesses an encoding from the first bytes
+        # (a NUL reads as UTF-16) and reports that guess's error.
+        try:
+            text = b.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise ValueError(f"not UTF-8 text: {e}") from None
+        return json.loads(text)
     return as_json
 
 
@@ -658,7 +664,9 @@ def add_parsers(sub, formatter) -> None:
     for which in ("key", "value"):
         c.add_argument(f"--{which}-decoder", default="utf8", choices=["utf8", "base64", "hex", "json"],
                        help=f"how to print the {which} bytes: utf8 (default; bad bytes become U+FFFD), "
-                            f"base64, hex, or json (embedded as JSON) (e.g. --{which}-decoder hex)")
+                            f"base64, hex, or json (embedded as JSON) (e.g. --{which}-decoder hex)"
+                            + ("; header values are printed as the values are, utf8 under json"
+                               if which == "value" else ""))
     c.set_defaults(func=cmd_cat)
 
     e = sub.add_parser(

@@ -137,6 +137,7 @@ fn dump_log_segments(
     kafka_major: u8,
     message_parser: &str,
 ) -> PyResult<(usize, u64, u64, u64)> {
+    let parser = MessageParser::from_name(message_parser)?;
     let opts = DumpOptions {
         print_data_log,
         deep_iteration,
@@ -147,14 +148,15 @@ fn dump_log_segments(
         max_message_size,
         key_decoder: Decoder::from_class_name(key_decoder_class)?,
         value_decoder: Decoder::from_class_name(value_decoder_class)?,
-        parser: MessageParser::from_name(message_parser)?,
+        parser,
         json,
         kafka_major,
         // Kafka 3.x's tool warns, on stdout, of each option naming an old decoder class, as it
-        // makes them: the value's decoder, then the key's.
+        // makes them: the value's decoder, then the key's; under an internal topic's decoder
+        // (`--offsets-decoder`, ...) it makes none.
         decoder_notes: [value_decoder_class, key_decoder_class]
             .into_iter()
-            .filter(|_| kafka_major < 4)
+            .filter(|_| kafka_major < 4 && parser == MessageParser::Decoders)
             .filter_map(|class| {
                 let short = class.strip_prefix("kafka.serializer.")?;
                 Some(format!(

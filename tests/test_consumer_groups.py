@@ -262,6 +262,9 @@ def test_read_committed_consumer_skips_aborted_transactions(tmp_path):
         with Consumer(tmp_path, "ru", ["t"]) as c:
             assert sorted(r.value for r in c.poll()) == [b"drop-0", b"keep-0", b"keep-1", b"open"]
         p.commit_transaction()
+    # A consumer's isolation.level has two values; reading to the log end is a replica's.
+    with pytest.raises(kafkalog.InvalidArgumentError, match="read_uncommitted or read_committed"):
+        Consumer(tmp_path, "le", ["t"], isolation="log_end")
 
 
 def test_consumers_of_one_group_in_one_process_share_partitions(tmp_path):

@@ -50,6 +50,18 @@ impl FetchIsolation {
             ))),
         }
     }
+
+    /// A consumer's `isolation.level` (Kafka's `IsolationLevel`): read_uncommitted or
+    /// read_committed; only a replica's fetch reads to the log end.
+    pub fn from_consumer_level(name: &str) -> Result<Self> {
+        match Self::from_name(name)? {
+            FetchIsolation::LogEnd => Err(Error::InvalidArgument(format!(
+                "isolation '{name}': a consumer's is read_uncommitted or read_committed (Kafka's \
+                 isolation.level)"
+            ))),
+            isolation => Ok(isolation),
+        }
+    }
 }
 
 pub use loader::{DamageAction, DamagedRange, OnCorruption};

@@ -333,7 +333,7 @@ impl PyConsumer {
     ) -> PyResult<Self> {
         let options = ConsumerOptions {
             strategy: AssignmentStrategy::from_name(strategy)?,
-            isolation: FetchIsolation::from_name(isolation)?,
+            isolation: FetchIsolation::from_consumer_level(isolation)?,
             auto_offset_reset: OffsetReset::from_name(auto_offset_reset)?,
             session_timeout_ms,
             sync_interval: Duration::from_millis(non_negative(

@@ -34,8 +34,6 @@ pub fn batch_with(options: BatchOptions, timestamps: &[i64]) -> Vec<u8> {
 /// Appends a transaction of producer 7 to `log` as the leader of `epoch`: a transactional batch
 /// of two records (`txn`, sequences from `seq`), then its COMMIT or ABORT marker.
 pub fn append_transaction(log: &crate::log::Log, seq: i32, abort: bool, epoch: i32) {
-    use crate::record::builder::end_txn_marker_batch;
-    use crate::record::control::{ControlRecordType, EndTransactionMarker};
     let mut b = BatchBuilder::new(BatchOptions {
         producer_id: 7,
         producer_epoch: 0,
@@ -46,6 +44,20 @@ pub fn append_transaction(log: &crate::log::Log, seq: i32, abort: bool, epoch: i
     b.append(2_000, None, Some(b"txn"), &[]).unwrap();
     b.append(2_000, None, Some(b"txn"), &[]).unwrap();
     log.append_as_leader(&b.build().unwrap(), epoch).unwrap();
+    append_end_txn_marker(log, 7, abort, epoch, 2_001);
+}
+
+/// Appends the COMMIT or ABORT marker of `producer_id` (epoch 0) to `log` as the leader of
+/// `epoch`, stamped `timestamp`.
+pub fn append_end_txn_marker(
+    log: &crate::log::Log,
+    producer_id: i64,
+    abort: bool,
+    epoch: i32,
+    timestamp: i64,
+) {
+    use crate::record::builder::end_txn_marker_batch;
+    use crate::record::control::{ControlRecordType, EndTransactionMarker};
     let control_type = if abort {
         ControlRecordType::Abort
     } else {
@@ -55,7 +67,7 @@ pub fn append_transaction(log: &crate::log::Log, seq: i32, abort: bool, epoch: i
         control_type,
         coordinator_epoch: 0,
     };
-    let marker = end_txn_marker_batch(0, 2_001, epoch, 7, 0, marker).unwrap();
+    let marker = end_txn_marker_batch(0, timestamp, epoch, producer_id, 0, marker).unwrap();
     log.append_txn_marker(&marker, epoch).unwrap();
 }
 

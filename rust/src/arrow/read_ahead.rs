@@ -223,9 +223,8 @@ impl Drop for ReadAhead {
 mod tests {
     use super::*;
     use crate::log::{FetchIsolation, Log, LogOptions};
-    use crate::record::builder::{end_txn_marker_batch, BatchBuilder, BatchOptions};
+    use crate::record::builder::{BatchBuilder, BatchOptions};
     use crate::record::codec::Compression;
-    use crate::record::control::{ControlRecordType, EndTransactionMarker};
     use arrow_array::cast::AsArray;
     use arrow_array::types::{Int64Type, TimestampMicrosecondType};
     use arrow_array::Array;
@@ -282,17 +281,13 @@ mod tests {
             log.append_as_leader(&b.build().unwrap(), 0).unwrap();
             if txn {
                 sequence += 100;
-                let control_type = if i % 50 == 5 {
-                    ControlRecordType::Abort
-                } else {
-                    ControlRecordType::Commit
-                };
-                let marker = EndTransactionMarker {
-                    control_type,
-                    coordinator_epoch: 0,
-                };
-                let marker = end_txn_marker_batch(0, 1_700_000_000_000, 0, pid, 0, marker);
-                log.append_txn_marker(&marker.unwrap(), 0).unwrap();
+                crate::testutil::append_end_txn_marker(
+                    &log,
+                    pid,
+                    i % 50 == 5,
+                    0,
+                    1_700_000_000_000,
+                );
                 offset += 1;
             }
         }

@@ -50,10 +50,20 @@ START_TIMEOUT = 150
 # helpers
 
 
+_GIVEN_PORTS: set = set()
+
+
 def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A free port, never one given before in this process: a port is free again once its probe
+    closes, and two daemons handed the same one (a worker's UI on the master's) answer for each
+    other."""
+    while True:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port not in _GIVEN_PORTS:
+            _GIVEN_PORTS.add(port)
+            return port
 
 
 def http_json(url, timeout=5):
@@ -245,7 +255,7 @@ def cluster(tmp_path_factory):
                 alive = [w for w in state.get("workers", []) if w.get("state") == "ALIVE"]
                 if len(alive) >= 2:
                     break
-            except OSError:
+            except (OSError, ValueError):  # not up yet, or a page before the JSON (run 11-27)
                 pass
             time.sleep(1)
         else:

@@ -221,6 +221,8 @@ pub fn topic_defaults_from_broker(
                 .ok_or_else(|| {
                     Error::InvalidArgument(format!("{name}: '{value}' is not a valid number"))
                 })?
+                // As `KafkaConfig.logRetentionTimeMillis`: any negative time is -1, unlimited.
+                .max(-1)
                 .to_string()
         };
         out.push((topic_config, value, name));

@@ -481,6 +481,13 @@ mod tests {
         std::fs::remove_file(dir.path().join("meta.properties")).unwrap();
         let plain = crate::datadir::topic_log_config(dir.path(), "plain").unwrap();
         assert_eq!(plain.retention_ms, 2 * 3_600_000);
+        // A negative time in hours or minutes is unlimited, -1, as Kafka's broker reads it.
+        let broker: BTreeMap<String, String> =
+            [("log.retention.hours".to_owned(), "-1".to_owned())].into();
+        assert_eq!(
+            crate::config::topic_defaults_from_broker(&broker).unwrap(),
+            vec![("retention.ms", "-1".to_owned(), "log.retention.hours")]
+        );
     }
 
     #[test]

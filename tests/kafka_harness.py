@@ -767,7 +767,8 @@ def offset_for_timestamp(bootstrap: str, topic: str, partition: int, timestamp: 
     from confluent_kafka.admin import OffsetSpec
 
     tp = TopicPartition(topic, partition)
-    res = _admin(bootstrap).list_offsets({tp: OffsetSpec.for_timestamp(timestamp)}, request_timeout=timeout)
+    admin = _admin(bootstrap)  # held until the answer comes: a client collected first never answers
+    res = admin.list_offsets({tp: OffsetSpec.for_timestamp(timestamp)}, request_timeout=timeout)
     return res[tp].result(timeout=timeout).offset
 
 

@@ -133,6 +133,10 @@ def test_bad_values_to_writes_are_invalid_argument_errors_and_change_nothing(tmp
                                                                  producer_epoch=40000, base_sequence=0),
         "base_sequence 2147483648 does not fit": lambda: log.append([{"value": b"a"}], base_sequence=2**31),
         "leader_epoch 2147483648 does not fit": lambda: log.append([{"value": b"a"}], leader_epoch=2**31),
+        # Kafka's epochs are 0 and up, -1 for none; -5 was stamped into the batch (a user tester).
+        "leader epoch -5: a leader epoch is 0 or more": lambda: log.append([{"value": b"a"}], leader_epoch=-5),
+        "leader epoch -2: a leader epoch is 0 or more": lambda: log.append_txn_marker(
+            1, 0, commit=True, leader_epoch=-2),
         "coordinator_epoch -2147483649 does not fit": lambda: log.append_txn_marker(
             1, 0, commit=True, coordinator_epoch=-2**31 - 1),
         "header key '\\\\ud800' is not valid UTF-8": lambda: log.append([{"value": b"a", "headers": [("\ud800", b"")]}]),
@@ -378,3 +382,16 @@ def test_decode_batches_of_anything(data, length):
         outcome(kafkalog.decode_batches, blob)
         outcome(kafkalog.decode_batches, blob, max_decompressed_bytes=0)
         outcome(kafkalog.decode_batches, blob, max_decompressed_bytes=2**64 - 1)
+
+
+def test_paths_are_taken_as_os_takes_them(tmp_path):
+    """str, bytes and os.PathLike, as Python's `os` functions take paths (a user tester's
+    `Log(b"/path")` was refused with pyo3's "cannot be converted to 'PyString'")."""
+    kafkalog.Topic.create(os.fsencode(tmp_path), "t", 1)
+    with kafkalog.Log(os.fsencode(tmp_path / "t-0"), read_only=False) as log:
+        log.append([{"value": b"v"}])
+    assert [r.value for r in kafkalog.Log(os.fsencode(tmp_path / "t-0")).records()] == [b"v"]
+    assert kafkalog.DataDir(os.fsencode(tmp_path)).topics() == {"t": 1}
+    assert kafkalog.Topic.open(os.fsencode(tmp_path), "t").partitions == 1
+    with pytest.raises(TypeError, match="expected str, bytes or os.PathLike object, not int"):
+        kafkalog.Log(5)

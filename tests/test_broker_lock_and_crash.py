@@ -90,3 +90,44 @@ def test_a_broker_cannot_start_on_a_log_kafkalog_is_writing(broker):
     assert sorted(m["value"] for m in served) == \
         sorted([b"broker", b"kafkalog", b"still the only writer", b"beside it"])
     broker.stop()
+
+
+def test_a_time_index_the_broker_keeps_empty_is_a_problem_and_the_advice_works(broker):
+    """After a clean shutdown a broker rebuilds a segment's indexes only when its `.index` is
+    missing: a lone missing `.timeindex` is created empty for good, and ListOffsets then finds
+    nothing for that segment's timestamps (a black-box tester: verify said "a broker rebuilds
+    it"). verify reports it and says to delete the `.index` too; done, the broker answers as
+    kafkalog does."""
+    if not broker.running():
+        broker.start()
+    kh.create_topic(broker.bootstrap, "timeless", partitions=1, config={"segment.bytes": "600"})
+    base = int(time.time() * 1000) - 3_600_000
+    for i in range(8):  # one batch each, several segments
+        kh.produce(broker.bootstrap, "timeless", [{"value": b"v%d" % j, "timestamp": base + 1000 * i + j}
+                                                   for j in range(5)])
+    # In the second segment: the first one, its empty index standing for its mtime (now), is
+    # where the broker looks for it, and finds nothing.
+    target = base + 6002
+    assert kh.offset_for_timestamp(broker.bootstrap, "timeless", 0, target) == 32
+    broker.stop()
+    folder = broker.partition_dir("timeless", 0)
+    first = sorted(folder.glob("*.log"))[0]
+    assert len(sorted(folder.glob("*.log"))) >= 2  # the first one closed
+    first.with_suffix(".timeindex").unlink()
+
+    def time_index_problems():
+        problems = kafkalog._kafkalog.verify_partition(folder)[4]
+        return [m for f, _, m in problems if f.endswith(".timeindex")]
+
+    assert time_index_problems()[0].startswith("missing, though the segment's batches have timestamps")
+    assert kafkalog.Log(folder).offset_for_timestamp(target).offset == 32
+    broker.start()  # the quirk itself: the empty index stays, the broker finds nothing
+    assert kh.offset_for_timestamp(broker.bootstrap, "timeless", 0, target) == -1
+    broker.stop()
+    assert first.with_suffix(".timeindex").stat().st_size == 0
+    assert "delete the segment's .index too" in time_index_problems()[0]
+    first.with_suffix(".index").unlink()  # verify's advice
+    assert time_index_problems() == []
+    broker.start()
+    assert kh.offset_for_timestamp(broker.bootstrap, "timeless", 0, target) == 32
+    broker.stop()

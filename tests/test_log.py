@@ -110,6 +110,12 @@ def test_delete_records_bounds(tmp_path):
     assert log.offset_for_timestamp(kafkalog.EARLIEST_TIMESTAMP)[1] == 3
     assert log.delete_records(5) == 5  # == HW is allowed
     assert log.log_start_offset == 5
+    # Kafka's DeleteRecordsRequest.HIGH_WATERMARK, and a negative offset out of range (a
+    # black-box tester's -1 and -2 did nothing without a word).
+    log.update_high_watermark(8)
+    with pytest.raises(kafkalog.OffsetOutOfRangeError):
+        log.delete_records(-2)
+    assert log.delete_records(-1) == 8
 
 
 def test_records_out_of_range_raises_as_every_other_read(tmp_path):
@@ -1245,8 +1251,8 @@ def test_checkpoints_topic_partition_dir(tmp_path):
 
 
 def test_compact_policy_keeps_segments_past_retention(tmp_path):
-    """Kafka applies retention.ms/retention.bytes only to cleanup.policy=delete logs; the log start
-    offset still removes whole segments below it."""
+    """Kafka applies retention.ms/retention.bytes only to cleanup.policy=delete logs, and its
+    DeleteRecords refuses a log without `delete` (PolicyViolation)."""
     config = {"segment.bytes": 600, "retention.ms": 1, "retention.bytes": 0, "file.delete.delay.ms": 0,
               "message.timestamp.before.max.ms": 10**13}
     for policy, survives in (("compact", True), ("delete", False), ("compact,delete", False)):
@@ -1259,9 +1265,9 @@ def test_compact_policy_keeps_segments_past_retention(tmp_path):
         log.delete_old_segments()
         assert (log.segments == before) is survives, (policy, before, log.segments)
         if survives:
-            log.delete_records(before[2])
-            log.delete_old_segments()
-            assert log.segments == before[2:]
+            with pytest.raises(kafkalog.InvalidArgumentError, match="cleanup.policy has no 'delete'"):
+                log.delete_records(before[2])
+            assert log.log_start_offset == 0
         log.close()
     with pytest.raises(ValueError):
         kafkalog.Log(tmp_path / "bad-0", read_only=False, create=True, config={"cleanup.policy": "shred"})

@@ -94,6 +94,16 @@ def test_data_dir_lists_topics_and_leaves_internal_ones_out(tmp_path):
     assert "c" not in d.topics(), "a refused config creates nothing"
 
 
+def test_a_partition_folder_is_refused_as_a_data_dir(tmp_path):
+    """DataDir on a partition folder listed no topics without a word (a user tester)."""
+    Topic.create(tmp_path, "a", 1)
+    with Log(tmp_path / "a-0", read_only=False) as log:
+        log.append([{"value": b"v"}])
+    with pytest.raises(kafkalog.InvalidArgumentError, match="is a partition folder, not a data dir"):
+        DataDir(tmp_path / "a-0")
+    assert DataDir(tmp_path).topics() == {"a": 1}
+
+
 def test_topic_create_checks_configs_as_a_broker_does(tmp_path):
     """CreateTopics' config checks (4.4 and 3.9 brokers agree on each): values below Kafka's
     bounds are refused and create nothing, and KIP-390's compression levels are taken, the

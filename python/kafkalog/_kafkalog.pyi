@@ -35,7 +35,7 @@ from kafkalog.results import (
     TimestampTypeName,
 )
 
-_Path = Union[str, PathLike[str]]
+_Path = Union[str, bytes, PathLike[str], PathLike[bytes]]
 _Bytes = Union[bytes, bytearray, str]
 _OptBytes = Union[bytes, str, None]
 _Headers = Sequence[Tuple[str, Optional[bytes]]]
@@ -114,6 +114,7 @@ __all__ = [
     "add_partitions",
     "topic_config",
     "topic_partition_counts",
+    "check_not_a_partition_folder",
     "topic_collision",
     "__version__",
 ]
@@ -556,4 +557,5 @@ def create_topic_with_config(data_dir: _Path, topic: str, partitions: int, confi
 def add_partitions(data_dir: _Path, topic: str, total: int) -> int: ...
 def topic_config(data_dir: _Path, topic: str) -> dict[str, str]: ...
 def topic_partition_counts(data_dir: _Path) -> dict[str, int]: ...
+def check_not_a_partition_folder(data_dir: _Path) -> None: ...
 def topic_collision(data_dir: _Path, topic: str) -> tuple[bool, Optional[str]]: ...

@@ -35,19 +35,19 @@ class Topic:
     handle that checks nothing (a topic not there yet has 0 partitions); ``Topic.open`` raises
     for a topic that is not in the data dir, ``Topic.create`` makes one."""
 
-    def __init__(self, data_dir: Union[str, os.PathLike], name: str) -> None:
-        self.data_dir = os.fspath(data_dir)
+    def __init__(self, data_dir: Union[str, bytes, os.PathLike], name: str) -> None:
+        self.data_dir = os.fsdecode(data_dir)
         self.name = name
 
     @classmethod
-    def create(cls, data_dir: Union[str, os.PathLike], name: str, partitions: int = 1,
+    def create(cls, data_dir: Union[str, bytes, os.PathLike], name: str, partitions: int = 1,
                config: Optional[Mapping[str, Any]] = None) -> "Topic":
         """Kafka's CreateTopics: the name is validated as Kafka's ``Topic.validate`` does, a name
         that collides with an existing topic once '.' and '_' are made equal is refused, and a
         name with '.' or '_' gets Kafka's warning. ``config`` takes topic configs by Kafka name
         (``segment.bytes``, ``retention.ms``, ...), kept for the topic's writers: its producers,
         Spark writes, and ``Log(..., read_only=False)`` opens of its partitions."""
-        data_dir = os.fspath(data_dir)
+        data_dir = os.fsdecode(data_dir)
         _kafkalog.validate_topic_name(name)
         has_chars, _ = _kafkalog.topic_collision(data_dir, name)
         configs = {str(k): str(v) for k, v in (config or {}).items()}
@@ -61,9 +61,9 @@ class Topic:
         return cls(data_dir, name)
 
     @classmethod
-    def open(cls, data_dir: Union[str, os.PathLike], name: str) -> "Topic":
+    def open(cls, data_dir: Union[str, bytes, os.PathLike], name: str) -> "Topic":
         """An existing topic (its folders must be in ``data_dir``)."""
-        data_dir = os.fspath(data_dir)
+        data_dir = os.fsdecode(data_dir)
         _kafkalog.validate_topic_name(name)
         if name not in _kafkalog.topic_partition_counts(data_dir):
             raise _kafkalog.UnknownTopicOrPartitionError(
@@ -118,12 +118,13 @@ class DataDir:
     """A Kafka data dir, kafkalog's or a broker's, read only: its topics, partitions and
     kafkalog groups. Internal topics (``__consumer_offsets``, ...) are left out unless asked."""
 
-    def __init__(self, path: Union[str, os.PathLike]) -> None:
-        self.path = os.fspath(path)
+    def __init__(self, path: Union[str, bytes, os.PathLike]) -> None:
+        self.path = os.fsdecode(path)
         if not os.path.exists(self.path):
             raise _kafkalog.PathNotFoundError(f"{self.path}: no such data dir")
         if not os.path.isdir(self.path):
             raise _kafkalog.KafkaStorageError(f"{self.path}: a file, not a data dir")
+        _kafkalog.check_not_a_partition_folder(self.path)
 
     def topics(self, include_internal: bool = False) -> Dict[str, int]:
         """{topic: partition count}; Kafka's internal topics (``__consumer_offsets``, ...) only
@@ -284,8 +285,8 @@ class ConsumerGroup:
     unknown folders inside it), replaced atomically (temp file, fsync, rename); its members and the
     partition assignors."""
 
-    def __init__(self, data_dir: Union[str, os.PathLike], group_id: str) -> None:
-        self.data_dir = os.fspath(data_dir)
+    def __init__(self, data_dir: Union[str, bytes, os.PathLike], group_id: str) -> None:
+        self.data_dir = os.fsdecode(data_dir)
         self.group_id = group_id
         _kafkalog.group_exists(self.data_dir, group_id)  # validates the id
 
@@ -352,13 +353,13 @@ class Consumer:
     ``isolation``: ``read_uncommitted`` or ``read_committed``. ``close()`` commits the positions
     and leaves the group (``close(commit=False)`` leaves without committing)."""
 
-    def __init__(self, data_dir: Union[str, os.PathLike], group_id: str, topics: Union[str, Sequence[str]],
+    def __init__(self, data_dir: Union[str, bytes, os.PathLike], group_id: str, topics: Union[str, Sequence[str]],
                  isolation: Isolation = "read_uncommitted", strategy: AssignmentStrategy = "range",
                  auto_offset_reset: OffsetReset = "earliest",
                  session_timeout_ms: int = 45000, sync_interval_ms: int = 100) -> None:
         if isinstance(topics, str):
             topics = [topics]
-        self.data_dir = os.fspath(data_dir)
+        self.data_dir = os.fsdecode(data_dir)
         self.group_id = group_id
         self.topics = list(topics)
         self._inner = _kafkalog._Consumer(

@@ -1305,6 +1305,14 @@ fn type_name(t: &DataType) -> String {
         DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => "string".into(),
         DataType::Binary | DataType::LargeBinary | DataType::BinaryView => "binary".into(),
         DataType::Dictionary(_, value) => format!("dictionary<{}>", type_name(value)),
+        DataType::Map(entries, _) => match entries.data_type() {
+            DataType::Struct(kv) if kv.len() == 2 => format!(
+                "map<{}, {}>",
+                type_name(kv[0].data_type()),
+                type_name(kv[1].data_type())
+            ),
+            other => format!("map<{}>", type_name(other)),
+        },
         other => other.to_string().to_lowercase(),
     }
 }
@@ -2318,6 +2326,35 @@ mod tests {
         let err = SinkColumns::new(&batch).err().unwrap().to_string();
         assert!(
             err.contains("'value'") && err.contains("has type int64;"),
+            "{err}"
+        );
+    }
+
+    /// A map headers column is named as Spark names the type (a user tester saw Arrow's debug
+    /// form of every nested field).
+    #[test]
+    fn a_map_headers_column_is_named_map_of_string_to_binary() {
+        let mut headers =
+            arrow_array::builder::MapBuilder::new(None, StringBuilder::new(), BinaryBuilder::new());
+        headers.keys().append_value("k");
+        headers.values().append_value(b"v");
+        headers.append(true).unwrap();
+        let headers = headers.finish();
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("value", DataType::Binary, true),
+            Field::new("headers", headers.data_type().clone(), true),
+        ]));
+        let batch = RecordBatch::try_new(
+            schema,
+            vec![
+                Arc::new(arrow_array::BinaryArray::from(vec![Some(&b"v"[..])])),
+                Arc::new(headers),
+            ],
+        )
+        .unwrap();
+        let err = SinkColumns::new(&batch).err().unwrap().to_string();
+        assert!(
+            err.contains("'headers' has type map<string, binary>;"),
             "{err}"
         );
     }

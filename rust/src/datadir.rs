@@ -76,6 +76,24 @@ pub fn partition_folders(data_dir: &Path) -> Result<Vec<PartitionFolder>> {
     Ok(out)
 }
 
+/// A data dir holds partition folders; one holding segments itself is a partition folder taken
+/// for a data dir (it would list no topics, saying nothing).
+pub fn check_not_a_partition_folder(data_dir: &Path) -> Result<()> {
+    for entry in std::fs::read_dir(data_dir).map_err(|e| Error::io(data_dir, e))? {
+        let entry = entry.map_err(|e| Error::io(data_dir, e))?;
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        if name.ends_with(".log") && crate::segment::offset_from_file_name(name).is_some() {
+            return Err(Error::InvalidArgument(format!(
+                "{} holds Kafka segments ({name}): it is a partition folder, not a data dir; \
+                 open it with Log(...), or its parent folder as the data dir",
+                data_dir.display()
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// Partition count of each topic of a data dir (the highest partition + 1, as a broker that
 /// holds every partition of a topic has them).
 pub fn topic_partition_counts(data_dir: &Path) -> Result<BTreeMap<String, i32>> {
@@ -782,6 +800,21 @@ mod tests {
         let folders = partition_folders(dir.path()).unwrap();
         assert_eq!(folders.len(), 3);
         assert_eq!(topic_partition_counts(dir.path()).unwrap()["t"], 3);
+    }
+
+    #[test]
+    fn a_partition_folder_is_not_taken_for_a_data_dir() {
+        let dir = tempfile::tempdir().unwrap();
+        create_topic(dir.path(), "t", 1).unwrap();
+        check_not_a_partition_folder(dir.path()).unwrap();
+        let partition = dir.path().join("t-0");
+        std::fs::write(partition.join("00000000000000000000.log"), b"").unwrap();
+        let e = check_not_a_partition_folder(&partition).unwrap_err();
+        assert!(matches!(e, Error::InvalidArgument(_)), "{e:?}");
+        assert!(e.to_string().contains("is a partition folder"), "{e}");
+        // A stray server.log is no segment.
+        std::fs::write(dir.path().join("server.log"), b"").unwrap();
+        check_not_a_partition_folder(dir.path()).unwrap();
     }
 
     #[test]

@@ -458,7 +458,44 @@ fn create_needs_writable(dir: &Path) -> Error {
     ))
 }
 
+/// Opens of a read-only log that retry when a file went while the folder was read.
+const READ_ONLY_OPEN_ATTEMPTS: usize = 10;
+
 pub(crate) fn load(dir: &Path, options: LogOptions) -> Result<Log> {
+    let mut attempt = 1;
+    loop {
+        match load_once(dir, options.clone()) {
+            // A writer deleting segments (retention renames them `.deleted`, as Kafka's does)
+            // can take a file between the folder's listing and its open: a read-only open lists
+            // the folder again, as one starting after the deletion would.
+            Err(Error::Io {
+                path: Some(file),
+                source,
+            }) if options.read_only
+                && source.kind() == std::io::ErrorKind::NotFound
+                && file.parent() == Some(dir)
+                && dir.is_dir()
+                && attempt < READ_ONLY_OPEN_ATTEMPTS =>
+            {
+                attempt += 1;
+            }
+            other => return other,
+        }
+    }
+}
+
+#[cfg(test)]
+pub(crate) type ListingHook = Box<dyn FnMut(&Path)>;
+
+#[cfg(test)]
+thread_local! {
+    /// Called between a load's listing of the folder and its opening of the segments (tests
+    /// race a deletion there).
+    pub(crate) static AFTER_LISTING: std::cell::RefCell<Option<ListingHook>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+fn load_once(dir: &Path, options: LogOptions) -> Result<Log> {
     let config = &options.config;
     config.validate()?;
     let writable = !options.read_only;
@@ -557,6 +594,12 @@ fn load_segment_files(
         delete_orphan_indexes(dir, &bases)?;
     }
     make_room_for_open_files(bases.len());
+    #[cfg(test)]
+    AFTER_LISTING.with(|hook| {
+        if let Some(hook) = hook.borrow_mut().as_mut() {
+            hook(dir)
+        }
+    });
     let mut segments = LogSegments::new();
     let mut needs_recovery = Vec::new();
     for &base in &bases {

@@ -583,6 +583,13 @@ impl Log {
         leader_epoch: Option<i32>,
         assign_offsets: bool,
     ) -> Result<LogAppendInfo> {
+        // Kafka's epochs are 0 and up; -1 (RecordBatch.NO_PARTITION_LEADER_EPOCH) is "none".
+        // Anything else would be stamped into the batches and read back as damage.
+        if let Some(epoch) = leader_epoch.filter(|e| *e < -1) {
+            return Err(Error::InvalidArgument(format!(
+                "leader epoch {epoch}: a leader epoch is 0 or more, or -1 for none"
+            )));
+        }
         let mut st = self.write_state()?;
         let now = self.now();
         let config = &self.config;

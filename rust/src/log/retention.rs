@@ -15,6 +15,9 @@ pub enum DeletionReason {
     LogStartOffset,
 }
 
+/// Kafka's `DeleteRecordsRequest.HIGH_WATERMARK`: delete records up to the high watermark.
+pub const DELETE_TO_HIGH_WATERMARK: i64 = -1;
+
 impl Log {
     /// Kafka's `deleteOldSegments`: applies the log start offset (always), then `retention.bytes`
     /// and `retention.ms` (for `cleanup.policy=delete` logs), in Kafka 4's order, so one call
@@ -102,10 +105,36 @@ impl Log {
         Ok(deletable.len())
     }
 
-    /// Kafka's `deleteRecords` (`maybeIncrementLogStartOffset`): moves the log start offset to
-    /// `offset`, never past the high watermark; segments wholly below it go on the next
-    /// `delete_old_segments`. Returns the new log start offset.
+    /// Kafka's `deleteRecords` (`Partition.deleteRecordsOnLeader`): moves the log start offset
+    /// to `offset`, never past the high watermark (-1, `DeleteRecordsRequest.HIGH_WATERMARK`:
+    /// to it); segments wholly below it go on the next `delete_old_segments`. A topic whose
+    /// `cleanup.policy` lacks `delete` refuses it, as Kafka's PolicyViolation. Returns the new
+    /// log start offset.
     pub fn delete_records(&self, offset: i64) -> Result<i64> {
+        if !self.config.cleanup_policy_delete {
+            return Err(Error::InvalidArgument(format!(
+                "records of {} cannot be deleted: its cleanup.policy has no 'delete' (Kafka's \
+                 PolicyViolation)",
+                self.dir.display()
+            )));
+        }
+        let offset = match offset {
+            DELETE_TO_HIGH_WATERMARK => self.high_watermark(),
+            offset if offset < 0 => {
+                return Err(Error::OffsetOutOfRange {
+                    offset,
+                    start: self.log_start_offset(),
+                    end: self.high_watermark(),
+                })
+            }
+            offset => offset,
+        };
+        self.maybe_increment_log_start_offset(offset)
+    }
+
+    /// Kafka's `UnifiedLog.maybeIncrementLogStartOffset`: [`Self::delete_records`] without the
+    /// partition's checks (any cleanup policy; a negative offset changes nothing).
+    pub fn maybe_increment_log_start_offset(&self, offset: i64) -> Result<i64> {
         let mut st = self.write_state()?;
         let hw = st.high_watermark.message_offset;
         if offset > hw {

@@ -190,7 +190,7 @@ fn should_delete_segments_ready_to_be_deleted_when_cleanup_policy_is_compact_and
 #[test]
 fn should_delete_start_offset_breached_segments_when_policy_does_not_include_delete() {
     let (_dir, log) = three_segments(&[("cleanup.policy", "compact".into())], 10);
-    assert_eq!(log.delete_records(6).unwrap(), 6);
+    assert_eq!(log.maybe_increment_log_start_offset(6).unwrap(), 6);
     assert_eq!(log.delete_old_segments().unwrap(), 1);
     assert_eq!(log.segment_base_offsets(), [5, 10]);
     assert_eq!(log.log_start_offset(), 6);
@@ -230,6 +230,31 @@ fn delete_records_past_the_high_watermark_is_refused() {
         other => panic!("expected OffsetOutOfRange, got {other:?}"),
     }
     assert_eq!(log.log_start_offset(), 0);
+}
+
+/// Kafka's `deleteRecordsOnLeader`: -1 (`DeleteRecordsRequest.HIGH_WATERMARK`) deletes up to
+/// the high watermark, another negative offset is out of range, and a topic whose cleanup.policy
+/// has no `delete` refuses it (a black-box tester's -1 and -2 did nothing without a word).
+#[test]
+fn delete_records_to_the_high_watermark_and_below_zero() {
+    let (_dir, log) = three_segments(&[], NOW);
+    for offset in [-2, i64::MIN] {
+        let err = log.delete_records(offset).unwrap_err();
+        assert!(matches!(err, Error::OffsetOutOfRange { .. }), "{err:?}");
+    }
+    assert_eq!(log.log_start_offset(), 0);
+    assert_eq!(log.delete_records(-1).unwrap(), log.high_watermark());
+    assert_eq!(log.log_start_offset(), 15);
+
+    let dir = tempfile::tempdir().unwrap();
+    let compacted = create_log(dir.path(), &[("cleanup.policy", "compact".into())], true);
+    compacted.append_as_leader(&singleton(NOW), 0).unwrap();
+    let err = compacted.delete_records(1).unwrap_err();
+    assert!(
+        err.to_string().contains("cleanup.policy has no 'delete'"),
+        "{err}"
+    );
+    assert_eq!(compacted.log_start_offset(), 0);
 }
 
 /// Nothing at or past the high watermark is deleted, however old: a follower may still need it.

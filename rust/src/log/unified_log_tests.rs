@@ -799,3 +799,19 @@ fn truncating_below_the_log_start_brings_it_down_and_checkpoints_it() {
     let log = open(dir.path(), &[]);
     assert_eq!((log.log_start_offset(), log.log_end_offset()), (3, 3));
 }
+
+/// A leader epoch below -1 (Kafka's "none") is refused before anything is written; it would be
+/// stamped into the batch and read back as a damaged one.
+#[test]
+fn leader_epoch_below_none_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = open(dir.path(), &[]);
+    let err = log.append_as_leader(&batch_at(0, &[NOW]), -5).unwrap_err();
+    assert!(matches!(err, Error::InvalidArgument(_)), "{err:?}");
+    assert!(err.to_string().contains("leader epoch -5"), "{err}");
+    assert_eq!(log.log_end_offset(), 0);
+    // -1 is Kafka's "no epoch": taken, nothing assigned to the epoch cache.
+    log.append_as_leader(&batch_at(0, &[NOW]), -1).unwrap();
+    assert_eq!(log.log_end_offset(), 1);
+    assert_eq!(log.current_leader_epoch(), 0);
+}

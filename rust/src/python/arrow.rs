@@ -232,7 +232,10 @@ fn kafka_source_schema_arrow(py: Python<'_>, include_headers: bool) -> PyResult<
 
 /// The live `<topic>-<partition>` folders of a data dir: [(topic, partition, path)].
 #[pyfunction]
-fn partition_folders(py: Python<'_>, data_dir: PathBuf) -> PyResult<Vec<(String, i32, PathBuf)>> {
+fn partition_folders(
+    py: Python<'_>,
+    data_dir: super::FsPath,
+) -> PyResult<Vec<(String, i32, PathBuf)>> {
     let folders = py.release_gil(|| datadir::partition_folders(&data_dir))?;
     Ok(folders
         .into_iter()
@@ -248,7 +251,12 @@ fn validate_topic_name(name: &str) -> PyResult<()> {
 
 /// Creates a topic's partition folders in a data dir.
 #[pyfunction]
-fn create_topic(py: Python<'_>, data_dir: PathBuf, topic: &str, partitions: i32) -> PyResult<()> {
+fn create_topic(
+    py: Python<'_>,
+    data_dir: super::FsPath,
+    topic: &str,
+    partitions: i32,
+) -> PyResult<()> {
     Ok(py.release_gil(|| datadir::create_topic(&data_dir, topic, partitions))?)
 }
 
@@ -295,8 +303,8 @@ fn check_sink_schema(
 fn stage_arrow(
     py: Python<'_>,
     data: AnyRecordBatch,
-    data_dir: PathBuf,
-    staging_dir: PathBuf,
+    data_dir: super::FsPath,
+    staging_dir: super::FsPath,
     prefix: &str,
     topic: Option<String>,
     new_topic_partitions: i32,
@@ -341,7 +349,7 @@ fn stage_arrow(
 #[pyo3(signature = (data_dir, staged, *, new_topic_partitions = 1))]
 fn commit_staged(
     py: Python<'_>,
-    data_dir: PathBuf,
+    data_dir: super::FsPath,
     staged: Vec<(String, i32, PathBuf)>,
     new_topic_partitions: i32,
 ) -> PyResult<Vec<(String, i32, i64, i64)>> {

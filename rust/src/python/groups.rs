@@ -4,7 +4,6 @@
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -78,7 +77,7 @@ impl PyProducer {
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
-        data_dir: PathBuf,
+        data_dir: super::FsPath,
         topic: &str,
         partitioner: &str,
         compression: &str,
@@ -322,7 +321,7 @@ impl PyConsumer {
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
-        data_dir: PathBuf,
+        data_dir: super::FsPath,
         group_id: &str,
         topics: Vec<String>,
         isolation: &str,
@@ -459,7 +458,7 @@ type CommittedTuple = (i64, String, i64);
 #[pyfunction]
 fn group_committed(
     py: Python<'_>,
-    data_dir: PathBuf,
+    data_dir: super::FsPath,
     group_id: &str,
 ) -> PyResult<BTreeMap<(String, i32), CommittedTuple>> {
     let store = GroupStore::new(&data_dir, group_id)?;
@@ -473,7 +472,7 @@ fn group_committed(
 #[pyfunction]
 fn group_commit(
     py: Python<'_>,
-    data_dir: PathBuf,
+    data_dir: super::FsPath,
     group_id: &str,
     offsets: Vec<(String, i32, i64, String)>,
 ) -> PyResult<()> {
@@ -493,7 +492,7 @@ fn group_commit(
 #[allow(clippy::too_many_arguments)]
 fn group_read_done(
     py: Python<'_>,
-    data_dir: PathBuf,
+    data_dir: super::FsPath,
     group_id: &str,
     read_id: &str,
     topic: String,
@@ -509,19 +508,19 @@ fn group_read_done(
 
 /// Whether the kafkalog group `group_id` has a folder in `data_dir`.
 #[pyfunction]
-fn group_exists(data_dir: PathBuf, group_id: &str) -> PyResult<bool> {
+fn group_exists(data_dir: super::FsPath, group_id: &str) -> PyResult<bool> {
     Ok(GroupStore::new(&data_dir, group_id)?.exists())
 }
 
 /// The kafkalog groups of `data_dir`.
 #[pyfunction]
-fn list_groups(data_dir: PathBuf) -> PyResult<Vec<String>> {
+fn list_groups(data_dir: super::FsPath) -> PyResult<Vec<String>> {
     Ok(group::list_groups(&data_dir)?)
 }
 
 /// The group's members file as JSON text (generation, protocol, members, assignment, owners).
 #[pyfunction]
-fn group_describe(data_dir: PathBuf, group_id: &str) -> PyResult<String> {
+fn group_describe(data_dir: super::FsPath, group_id: &str) -> PyResult<String> {
     let state = membership::describe(&GroupStore::new(&data_dir, group_id)?)?;
     Ok(serde_json::to_string(&state).expect("plain data serializes"))
 }
@@ -570,7 +569,7 @@ fn assign_partitions(
 #[pyo3(signature = (data_dir, topic, partitions, configs = None))]
 fn create_topic_with_config(
     py: Python<'_>,
-    data_dir: PathBuf,
+    data_dir: super::FsPath,
     topic: &str,
     partitions: i32,
     configs: Option<BTreeMap<String, String>>,
@@ -582,7 +581,12 @@ fn create_topic_with_config(
 
 /// Kafka's CreatePartitions: grows `topic` to `total` partitions; returns the new count.
 #[pyfunction]
-fn add_partitions(py: Python<'_>, data_dir: PathBuf, topic: &str, total: i32) -> PyResult<i32> {
+fn add_partitions(
+    py: Python<'_>,
+    data_dir: super::FsPath,
+    topic: &str,
+    total: i32,
+) -> PyResult<i32> {
     Ok(py.release_gil(|| datadir::add_partitions(&data_dir, topic, total))?)
 }
 
@@ -591,21 +595,30 @@ fn add_partitions(py: Python<'_>, data_dir: PathBuf, topic: &str, total: i32) ->
 #[pyfunction]
 fn topic_config(
     py: Python<'_>,
-    data_dir: PathBuf,
+    data_dir: super::FsPath,
     topic: &str,
 ) -> PyResult<BTreeMap<String, String>> {
     Ok(py.release_gil(|| datadir::read_topic_config(&data_dir, topic))?)
 }
 
+/// Refuses a partition folder given as a data dir.
+#[pyfunction]
+fn check_not_a_partition_folder(py: Python<'_>, data_dir: super::FsPath) -> PyResult<()> {
+    Ok(py.release_gil(|| datadir::check_not_a_partition_folder(&data_dir))?)
+}
+
 /// {topic: partitions} of the data dir.
 #[pyfunction]
-fn topic_partition_counts(py: Python<'_>, data_dir: PathBuf) -> PyResult<BTreeMap<String, i32>> {
+fn topic_partition_counts(
+    py: Python<'_>,
+    data_dir: super::FsPath,
+) -> PyResult<BTreeMap<String, i32>> {
     Ok(py.release_gil(|| datadir::topic_partition_counts(&data_dir))?)
 }
 
 /// (has '.' or '_', the existing topic of `data_dir` it collides with)
 #[pyfunction]
-fn topic_collision(data_dir: PathBuf, topic: &str) -> PyResult<(bool, Option<String>)> {
+fn topic_collision(data_dir: super::FsPath, topic: &str) -> PyResult<(bool, Option<String>)> {
     let other = if data_dir.is_dir() {
         datadir::colliding_topic(&data_dir, topic)?
     } else {
@@ -630,6 +643,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(add_partitions, m)?)?;
     m.add_function(wrap_pyfunction!(topic_config, m)?)?;
     m.add_function(wrap_pyfunction!(topic_partition_counts, m)?)?;
+    m.add_function(wrap_pyfunction!(check_not_a_partition_folder, m)?)?;
     m.add_function(wrap_pyfunction!(topic_collision, m)?)?;
     Ok(())
 }

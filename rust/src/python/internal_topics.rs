@@ -1,7 +1,5 @@
 //! Bindings of `crate::internal_topics`: a broker's committed offsets as Python dicts.
 
-use std::path::PathBuf;
-
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
 
@@ -17,7 +15,7 @@ use crate::python::ReleaseGil;
 #[pyo3(signature = (data_dir, group_id = None))]
 fn broker_committed_offsets<'py>(
     py: Python<'py>,
-    data_dir: PathBuf,
+    data_dir: super::FsPath,
     group_id: Option<String>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let groups = py.release_gil(|| committed(&data_dir, group_id.as_deref()))?;
@@ -48,7 +46,7 @@ fn broker_committed_offsets<'py>(
 #[pyfunction]
 fn metadata_topic_partitions(
     py: Python<'_>,
-    data_dir: PathBuf,
+    data_dir: super::FsPath,
 ) -> PyResult<Option<std::collections::HashMap<String, Vec<i32>>>> {
     let found = py.release_gil(|| topic_partitions(&data_dir))?;
     Ok(found.map(|topics| {

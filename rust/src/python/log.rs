@@ -55,7 +55,7 @@ impl Log {
         on_corruption = "error"))]
     fn new(
         py: Python<'_>,
-        path: PathBuf,
+        path: super::FsPath,
         read_only: bool,
         config: Option<&Bound<'_, PyDict>>,
         create: bool,
@@ -90,7 +90,7 @@ impl Log {
         on_corruption = "error"))]
     fn open(
         py: Python<'_>,
-        path: PathBuf,
+        path: super::FsPath,
         read_only: bool,
         config: Option<&Bound<'_, PyDict>>,
         create: bool,
@@ -606,7 +606,9 @@ impl Log {
         let log = self.inner.clone();
         Ok(py.release_gil(move || log.delete_old_segments())?)
     }
-    /// Kafka's deleteRecords: moves the log start offset (never past the high watermark).
+    /// Kafka's deleteRecords: moves the log start offset (never past the high watermark; -1 is
+    /// up to it, as `DeleteRecordsRequest.HIGH_WATERMARK`). Refused where `cleanup.policy` has no
+    /// `delete`, as Kafka's PolicyViolation.
     fn delete_records(&self, offset: i64) -> PyResult<i64> {
         Ok(self.inner.delete_records(offset)?)
     }

@@ -13,6 +13,35 @@ mod tools;
 
 use pyo3::prelude::*;
 
+/// A path argument as Python's `os` functions take one: `str`, `bytes` (the file system's own
+/// bytes, as `os.fsencode` gives them) or an `os.PathLike` of either (pyo3's `PathBuf` takes no
+/// bytes).
+pub(crate) struct FsPath(pub std::path::PathBuf);
+
+impl<'py> FromPyObject<'py> for FsPath {
+    fn extract_bound(ob: &Bound<'py, PyAny>) -> PyResult<Self> {
+        use std::os::unix::ffi::OsStrExt;
+        let path = ob.py().import("os")?.call_method1("fspath", (ob,))?;
+        match path.downcast::<pyo3::types::PyBytes>() {
+            Ok(bytes) => Ok(FsPath(std::ffi::OsStr::from_bytes(bytes.as_bytes()).into())),
+            Err(_) => path.extract().map(FsPath),
+        }
+    }
+}
+
+impl AsRef<std::path::Path> for FsPath {
+    fn as_ref(&self) -> &std::path::Path {
+        &self.0
+    }
+}
+
+impl std::ops::Deref for FsPath {
+    type Target = std::path::PathBuf;
+    fn deref(&self) -> &Self::Target {
+        &self.0
+    }
+}
+
 /// `Python::allow_threads` for a thread that may come back for the GIL after the interpreter
 /// began to exit (a daemon thread reading a log): CPython before 3.14 ends such a thread with
 /// `pthread_exit`, whose forced unwind would reach pyo3's `catch_unwind` and abort the whole

@@ -99,7 +99,7 @@ macro_rules! py_mmap_index {
                 #[new]
                 #[pyo3(signature = (path, base_offset, *, max_index_size = DEFAULT_MAX_INDEX_SIZE, writable = false))]
                 fn new(
-                    path: PathBuf,
+                    path: super::FsPath,
                     base_offset: i64,
                     max_index_size: usize,
                     writable: bool,
@@ -196,7 +196,7 @@ py_index_file! {
     TransactionIndex(RsTransactionIndex) {
         #[new]
         #[pyo3(signature = (path, start_offset, *, writable = false))]
-        fn new(path: PathBuf, start_offset: i64, writable: bool) -> PyResult<Self> {
+        fn new(path: super::FsPath, start_offset: i64, writable: bool) -> PyResult<Self> {
             Ok(TransactionIndex {
                 inner: RsTransactionIndex::open(path, start_offset, writable)?,
             })
@@ -249,7 +249,7 @@ impl Segment {
     #[pyo3(signature = (directory, base_offset, *, writable = false, config = None, suffix = ""))]
     fn new(
         py: Python<'_>,
-        directory: PathBuf,
+        directory: super::FsPath,
         base_offset: i64,
         writable: bool,
         config: Option<&Bound<'_, PyDict>>,

@@ -63,7 +63,7 @@ type VerifyTuple = (
 #[allow(clippy::type_complexity)]
 fn verify_partition(
     py: Python<'_>,
-    path: std::path::PathBuf,
+    path: super::FsPath,
     compacted: bool,
     progress: Option<PyObject>,
 ) -> PyResult<VerifyTuple> {
@@ -93,7 +93,7 @@ fn verify_partition(
 #[pyo3(signature = (path, *, on_corruption = "error", progress = None))]
 fn partition_stats<'py>(
     py: Python<'py>,
-    path: std::path::PathBuf,
+    path: super::FsPath,
     on_corruption: &str,
     progress: Option<PyObject>,
 ) -> PyResult<Bound<'py, PyDict>> {

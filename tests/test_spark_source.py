@@ -1356,6 +1356,23 @@ def test_client_configs_spark_refuses_are_refused(spark, data, opt):
     expect_error(lambda: read(spark, d, subscribe="orders", **{opt: "x"}), opt)
 
 
+def test_a_batch_read_has_a_partition_per_topic_partition_empty_ones_too(spark, tmp_path):
+    """As Spark's batch source plans a read (a black-box tester counted 8 partitions where Spark
+    had 9): one per topic-partition, empty ranges included, until minPartitions divides them.
+    A serializer is a sink's setting: Spark's source takes one on a read, and so does this."""
+    d = tmp_path / "data"
+    d.mkdir()
+    _prepare_topic(d, "sparse", 3, per_partition=0)
+    with Log(d / "sparse-1", read_only=False) as log:
+        log.append([{"value": b"only"}])
+    df = read(spark, d, subscribe="sparse")
+    assert (df.rdd.getNumPartitions(), df.count()) == (3, 1)
+    assert read(spark, d, subscribe="sparse", minPartitions="4").rdd.getNumPartitions() == 1
+    assert read(spark, d, subscribe="sparse", **{"kafka.key.serializer": "x"}).count() == 1
+    with pytest.warns(UserWarning, match="kafka.key.serializer"):
+        ks.plan_read({"path": str(d), "subscribe": "sparse", "kafka.key.serializer": "x"})
+
+
 def test_invalid_isolation_level(spark, data):
     d, _, _ = data
     expect_error(lambda: read(spark, d, subscribe="tx", **{"kafka.isolation.level": "serializable"}), "isolation", "serializable")

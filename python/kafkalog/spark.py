@@ -188,14 +188,17 @@ _IGNORED_OPTIONS = {
     "fetchoffset.numretries": "offsets come from the files, not a broker",
     "fetchoffset.retryintervalms": "offsets come from the files, not a broker",
 }
-# Client configs (`kafka.*`) Spark's own source refuses, with its reasons; every other `kafka.*`
-# config but those kafkalog uses only configures a client, and is ignored with a warning.
-_REFUSED_CLIENT_CONFIGS = {
+# Client configs (`kafka.*`) Spark's own source (validateGeneralOptions) and sink
+# (kafkaParamsForProducer) refuse, with their reasons; every other `kafka.*` config but those
+# kafkalog uses only configures a client, and is ignored with a warning.
+_REFUSED_READ_CONFIGS = {
     "kafka.auto.offset.reset": "set startingOffsets to earliest or a JSON of offsets instead",
     "kafka.key.deserializer": "keys are bytes (as ByteArrayDeserializer gives them); deserialize with DataFrame operations",
     "kafka.value.deserializer": "values are bytes (as ByteArrayDeserializer gives them); deserialize with DataFrame operations",
     "kafka.enable.auto.commit": "commit with commitToGroup instead",
     "kafka.interceptor.classes": "interceptors could change the records",
+}
+_REFUSED_WRITE_CONFIGS = {
     "kafka.key.serializer": "keys are written as the bytes (or strings) of the key column",
     "kafka.value.serializer": "values are written as the bytes (or strings) of the value column",
 }
@@ -273,15 +276,17 @@ def _path_required(options: Mapping[str, str], what: str) -> KafkaLogOptionError
     return KafkaLogOptionError(f"option path is required: {what}{hint}")
 
 
-def _check_names(options: Mapping[str, str], allowed: Mapping[str, str], warn: bool = True) -> None:
+def _check_names(options: Mapping[str, str], allowed: Mapping[str, str], warn: bool = True,
+                 refused: Mapping[str, str] = _REFUSED_READ_CONFIGS) -> None:
     """Refuses unknown options (a misspelt one would otherwise change the read silently) and the
-    client configs Spark refuses; warns once about those that change nothing here."""
+    client configs Spark refuses (`refused`: a read's or a write's); warns once about those that
+    change nothing here."""
     ignored = []
     for name in options:
         if name in allowed:
             continue
-        if name in _REFUSED_CLIENT_CONFIGS:
-            raise KafkaLogOptionError(f"option {name} is not supported: {_REFUSED_CLIENT_CONFIGS[name]}")
+        if name in refused:
+            raise KafkaLogOptionError(f"option {name} is not supported: {refused[name]}")
         if name in _IGNORED_OPTIONS:
             ignored.append(f"{name} ({_IGNORED_OPTIONS[name]})")
         elif name.startswith("kafka."):
@@ -617,6 +622,21 @@ def _split(ranges: List[OffsetRange], max_records: Optional[int], min_partitions
     return ranges
 
 
+def _batch_ranges(ranges: List[OffsetRange], max_records: Optional[int],
+                  min_partitions: Optional[int]) -> Tuple[List[OffsetRange], bool]:
+    """A batch read's ranges as Spark's batch source plans them (KafkaOffsetReader's
+    getOffsetRangesFromUnresolvedOffsets), and whether they were divided: one range per
+    topic-partition, an empty one included, unless minPartitions is more than the
+    topic-partitions read; then `_split` divides them and the empty ones are no partitions.
+    maxRecordsPerPartition divides them too, as Spark documents it (Spark 4.2.0's batch source
+    applies it only where minPartitions divides)."""
+    if min_partitions is not None and min_partitions < 1:
+        raise KafkaLogOptionError("minPartitions must be positive")
+    if max_records is None and (min_partitions is None or min_partitions <= len(ranges)):
+        return ranges, False
+    return _split(ranges, max_records, min_partitions), True
+
+
 @dataclass
 class GroupCommit:
     """Where a read commits its end offsets: a kafkalog group of a data dir, per read."""
@@ -633,6 +653,8 @@ class ReadPlan:
     include_headers: bool
     commit: Optional[GroupCommit] = None
     fail_on_data_loss: bool = True
+    # Divided by minPartitions or maxRecordsPerPartition: empty ranges are then no partitions.
+    divided: bool = True
 
 
 def _group_data_dir(opts: Mapping[str, str], found: List[TopicPartitionFolder], folders: Optional[Sequence[str]]) -> str:
@@ -729,8 +751,8 @@ def plan_read(options: Mapping[str, Any], folders: Optional[Sequence[str]] = Non
         empty = [(r.topic, r.partition, r.start, "") for r in ranges if r.size == 0]
         if empty:
             _kafkalog.group_commit(commit.data_dir, commit.group_id, empty)
-    ranges = _split(ranges, _int(opts, "maxrecordsperpartition"), _int(opts, "minpartitions"))
-    return ReadPlan(ranges, isolation, include_headers, commit, fail_on_data_loss)
+    ranges, divided = _batch_ranges(ranges, _int(opts, "maxrecordsperpartition"), _int(opts, "minpartitions"))
+    return ReadPlan(ranges, isolation, include_headers, commit, fail_on_data_loss, divided)
 
 
 def read_range(r: OffsetRange, isolation: Isolation, include_headers: bool, fail_on_data_loss: bool = True) -> Iterator[Any]:
@@ -761,7 +783,10 @@ class KafkaLogReader(DataSourceReader):
         self.plan = plan
 
     def partitions(self) -> Sequence[InputPartition]:
-        return [r for r in self.plan.ranges if r.size > 0] or [OffsetRange("", "", 0, 0, 0)]
+        # Spark's batch source reads every topic-partition in a partition of its own, an empty one
+        # too, unless it divided them. (PySpark makes one partition of none.)
+        ranges = [r for r in self.plan.ranges if r.size > 0 or not self.plan.divided]
+        return ranges or [OffsetRange("", "", 0, 0, 0)]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:  # type: ignore[override]
         assert isinstance(partition, OffsetRange)
@@ -1047,7 +1072,7 @@ class KafkaLogWriter(DataSourceArrowWriter):
     def __init__(self, options: Mapping[str, str], schema: Optional[StructType] = None,
                  make_staging: bool = True) -> None:
         opts = _lower(options)
-        _check_names(opts, WRITE_OPTIONS)
+        _check_names(opts, WRITE_OPTIONS, refused=_REFUSED_WRITE_CONFIGS)
         if "path" not in opts:
             raise _path_required(opts, "the Kafka data dir to write into")
         self.data_dir = os.path.abspath(os.path.expanduser(opts["path"]))

@@ -131,3 +131,54 @@ def test_a_time_index_the_broker_keeps_empty_is_a_problem_and_the_advice_works(b
     broker.start()
     assert kh.offset_for_timestamp(broker.bootstrap, "timeless", 0, target) == 32
     broker.stop()
+
+
+def test_a_deleted_topics_folder_restored_beside_its_successor_is_a_stray(broker, tmp_path):
+    """A partition folder of a topic since deleted and made again (a backup put back, a broker
+    down through the change) is no partition of the new topic: its broker sets it aside as a
+    stray and serves none of it. kafkalog listed it, and read the old records as the new
+    topic's partition 1 (a black-box tester), and took writes to it."""
+    import shutil
+    import subprocess
+    import sys
+
+    if not broker.running():
+        broker.start()
+    kh.create_topic(broker.bootstrap, "reborn", partitions=2)
+    kh.produce(broker.bootstrap, "reborn", [{"value": b"OLD-%d" % i, "partition": i % 2} for i in range(6)])
+    broker.stop()
+    backup = tmp_path / "reborn-1"
+    shutil.copytree(broker.partition_dir("reborn", 1), backup)
+    broker.start()
+    admin = kh._admin(broker.bootstrap)  # held: a collected client never answers
+    admin.delete_topics(["reborn"])["reborn"].result(30)
+    deadline = time.monotonic() + 60
+    while True:  # the new topic once the old one is gone from the metadata
+        try:
+            kh.create_topic(broker.bootstrap, "reborn", partitions=1)
+            break
+        except Exception:
+            assert time.monotonic() < deadline, "the deleted topic never went"
+            time.sleep(0.5)
+    kh.produce(broker.bootstrap, "reborn", [{"value": b"NEW-%d" % i} for i in range(4)])
+    broker.stop()
+    data = broker.log_dir
+    shutil.rmtree(data / "reborn-1", ignore_errors=True)
+    shutil.copytree(backup, data / "reborn-1")
+
+    assert kafkalog.DataDir(data).topics()["reborn"] == 1
+    assert kafkalog.DataDir(data).partitions("reborn") == [("reborn", 0)]
+    cat = subprocess.run([sys.executable, "-m", "kafkalog", "cat", str(data), "--topic", "reborn"],
+                         capture_output=True, text=True)
+    assert cat.returncode == 0, cat.stderr
+    assert "OLD" not in cat.stdout and cat.stdout.count("NEW-") == 4, cat.stdout
+    assert "left out" in cat.stderr and "has no partition 1" in cat.stderr, cat.stderr
+    with pytest.raises(kafkalog.InvalidArgumentError, match="not a partition its broker serves"):
+        kafkalog.Log(data / "reborn-1", read_only=False)
+    assert [r.value for r in kafkalog.Log(data / "reborn-1").records()] == [b"OLD-1", b"OLD-3", b"OLD-5"]
+    # The broker agrees: the folder is set aside, the new topic's four records are all it serves.
+    broker.start()
+    assert sorted(m["value"] for m in kh.consume_all(broker.bootstrap, "reborn")) == \
+        [b"NEW-%d" % i for i in range(4)]
+    broker.stop()
+    assert not (data / "reborn-1").exists()

@@ -82,6 +82,10 @@ def partition_dirs(paths: list[str], topic: str | None = None, partition: int | 
             out.append((m.group(1), int(m.group(2))) + (p,) if m else (p.name, None, p))
             continue
         found = kafkalog.partition_folders(str(p))
+        for t, n, d, why in _kafkalog.stray_partition_folders(str(p)):
+            if topic is None or t == topic:
+                print(f"kafkalog {cmd}: left out {d}: {why}; its broker sets it aside (renamed "
+                      "-stray) when it starts; name the folder itself to read it", file=sys.stderr)
         if not found:
             raise DataError(f"{arg}: neither a partition folder (no .log segment files) nor a data dir "
                             "(no <topic>-<partition> folders)")

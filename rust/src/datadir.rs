@@ -6,7 +6,9 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
+use crate::internal_topics::cluster_metadata::{self, LiveTopics};
 use crate::log::checkpoint::parse_topic_partition;
+use crate::log::checkpoint::{parse_partition_dir, PartitionDirKind, PartitionMetadataFile};
 use crate::log::{Log, LogOptions};
 use crate::record::file_records::FileRecords;
 
@@ -76,6 +78,113 @@ pub fn partition_folders(data_dir: &Path) -> Result<Vec<PartitionFolder>> {
     Ok(out)
 }
 
+/// A data dir's partition folders, those its broker serves and the strays with why.
+pub type LiveAndStray = (Vec<PartitionFolder>, Vec<(PartitionFolder, String)>);
+
+/// Why `folder` is no live partition of its KRaft data dir, whose metadata log knows the `live`
+/// topics ([`cluster_metadata::live_topics`]): its topic or partition is not there, or its
+/// `partition.metadata` names another topic id (an older topic of that name, deleted; a restored
+/// backup). A broker moves such a folder aside (`-stray`) when it starts and serves none of it.
+pub fn stray_reason(folder: &PartitionFolder, live: &LiveTopics) -> Option<String> {
+    if folder.topic == cluster_metadata::CLUSTER_METADATA_TOPIC {
+        return None;
+    }
+    let Some((id, partitions)) = live.get(&folder.topic) else {
+        return Some(format!(
+            "the cluster's metadata log has no topic {}",
+            folder.topic
+        ));
+    };
+    if !partitions.contains(&folder.partition) {
+        return Some(format!(
+            "topic {} has no partition {} in the cluster's metadata log",
+            folder.topic, folder.partition
+        ));
+    }
+    match PartitionMetadataFile::in_dir(&folder.path).read() {
+        Ok(Some(own)) if own.to_string() != *id => Some(format!(
+            "its partition.metadata names topic id {own}, the cluster's metadata log {id} (an \
+             older topic of that name)"
+        )),
+        _ => None,
+    }
+}
+
+/// The partition folders of `data_dir` a broker would serve, and those it would set aside as
+/// strays with why ([`stray_reason`]; none without a metadata log to judge by).
+pub fn live_and_stray_partition_folders(data_dir: &Path) -> Result<LiveAndStray> {
+    let live = metadata_topics(data_dir);
+    Ok(split_strays(partition_folders(data_dir)?, live.as_ref()))
+}
+
+/// The topics of the dir's metadata log, when it has one it can read whole. A listing goes on
+/// without it where it cannot (its damage is `verify`'s to report): folders are then taken as
+/// they are, as before the metadata log was read.
+fn metadata_topics(data_dir: &Path) -> Option<LiveTopics> {
+    cluster_metadata::live_topics(data_dir)
+        .ok()
+        .flatten()
+        .filter(|live| !live.is_empty())
+}
+
+fn split_strays(folders: Vec<PartitionFolder>, live: Option<&LiveTopics>) -> LiveAndStray {
+    let Some(live) = live else {
+        return (folders, Vec::new());
+    };
+    let mut strays = Vec::new();
+    let mut kept = Vec::new();
+    for folder in folders {
+        match stray_reason(&folder, live) {
+            Some(why) => strays.push((folder, why)),
+            None => kept.push(folder),
+        }
+    }
+    (kept, strays)
+}
+
+/// A writable log in a broker's data dir is one its broker serves: not a folder renamed for
+/// deletion, a move between log dirs or as a stray, nor a stray by the dir's metadata log
+/// ([`stray_reason`]). What was written there would be deleted or set aside on its start, and
+/// lost without a word (a black-box tester's appends to a `-delete` folder were taken).
+fn refuse_writes_its_broker_would_not_serve(dir: &Path, data_dir: &Path) -> Result<()> {
+    if !data_dir.join("meta.properties").is_file() {
+        return Ok(());
+    }
+    let Some(name) = dir.file_name().and_then(|n| n.to_str()) else {
+        return Ok(());
+    };
+    let refuse = |why: String| {
+        Err(Error::InvalidArgument(format!(
+            "{} is not a partition its broker serves ({why}): records written there would never \
+             be served; open it read-only",
+            dir.display()
+        )))
+    };
+    let Some(parsed) = parse_partition_dir(name) else {
+        return Ok(());
+    };
+    if parsed.kind != PartitionDirKind::Live {
+        return refuse(format!("a folder renamed {:?}", parsed.kind).to_lowercase());
+    }
+    let Some(live) = metadata_topics(data_dir) else {
+        return Ok(());
+    };
+    let folder = PartitionFolder {
+        topic: parsed.topic,
+        partition: parsed.partition,
+        path: dir.to_path_buf(),
+    };
+    match stray_reason(&folder, &live) {
+        Some(why) => refuse(why),
+        None => Ok(()),
+    }
+}
+
+/// [`partition_folders`] less the strays of a KRaft broker's dir.
+pub fn live_partition_folders(data_dir: &Path) -> Result<Vec<PartitionFolder>> {
+    Ok(live_and_stray_partition_folders(data_dir)?.0)
+}
+
 /// A data dir holds partition folders; one holding segments itself is a partition folder taken
 /// for a data dir (it would list no topics, saying nothing).
 pub fn check_not_a_partition_folder(data_dir: &Path) -> Result<()> {
@@ -97,10 +206,20 @@ pub fn check_not_a_partition_folder(data_dir: &Path) -> Result<()> {
 /// Partition count of each topic of a data dir (the highest partition + 1, as a broker that
 /// holds every partition of a topic has them).
 pub fn topic_partition_counts(data_dir: &Path) -> Result<BTreeMap<String, i32>> {
+    let live = metadata_topics(data_dir);
     let mut counts = BTreeMap::new();
-    for f in partition_folders(data_dir)? {
+    for f in split_strays(partition_folders(data_dir)?, live.as_ref()).0 {
         let c = counts.entry(f.topic).or_insert(0);
         *c = (*c).max(f.partition + 1);
+    }
+    // The cluster's count where its metadata log is here: partitions added later may live in
+    // another log dir of the broker (or on another broker).
+    if let Some(live) = live {
+        for (topic, count) in counts.iter_mut() {
+            if let Some(last) = live.get(topic).and_then(|(_, p)| p.last()) {
+                *count = (*count).max(last + 1);
+            }
+        }
     }
     Ok(counts)
 }
@@ -606,6 +725,7 @@ pub fn lock_partition_dir(dir: &Path) -> Result<WriterLock> {
             )));
         }
         broker_lock = share_broker_lock(data_dir)?;
+        refuse_writes_its_broker_would_not_serve(dir, data_dir)?;
     }
     let handle = std::fs::File::open(dir).map_err(|e| Error::io(dir, e))?;
     // A reader's `partition_has_writer` holds a shared lock for a moment: a writer that meets

@@ -132,6 +132,17 @@ pub fn topic_partitions(
     Ok(replay(data_dir)?.map(TopicReplay::by_name))
 }
 
+/// Topics by name: their id and partition numbers.
+pub type LiveTopics = HashMap<String, (String, BTreeSet<i32>)>;
+
+/// The topics a KRaft data dir's metadata log knows, by name: their id (as Kafka's
+/// `Uuid.toString` prints it, as `partition.metadata` holds it) and partition numbers; as
+/// [`topic_partitions`], `None` without a metadata log or when its records before its start are
+/// gone.
+pub fn live_topics(data_dir: &Path) -> crate::error::Result<Option<LiveTopics>> {
+    Ok(replay(data_dir)?.map(TopicReplay::with_ids))
+}
+
 /// The configs set on `topic` in a KRaft data dir's metadata log (`kafka-configs --alter` or
 /// `CreateTopics`' configs: CONFIG_RECORDs of resource type TOPIC, a null value deleting one),
 /// replayed as [`topic_partitions`] replays topics. Empty when the dir has no metadata log or
@@ -329,6 +340,16 @@ impl TopicReplay {
         Ok(())
     }
 
+    fn with_ids(mut self) -> LiveTopics {
+        self.names
+            .into_iter()
+            .map(|(id, name)| {
+                let partitions = self.partitions.remove(&id).unwrap_or_default();
+                (name, (id, partitions))
+            })
+            .collect()
+    }
+
     fn by_name(mut self) -> HashMap<String, BTreeSet<i32>> {
         self.names
             .into_iter()
@@ -429,6 +450,108 @@ mod tests {
             topic_configs(plain.path(), "t").unwrap(),
             Some(BTreeMap::new())
         );
+    }
+
+    fn partition_value(partition: i32, id: u8) -> Vec<u8> {
+        let body = [
+            &partition.to_be_bytes()[..],
+            &[id; 16],
+            &[1, 1, 1, 1], // replicas, isr, removing, adding: empty compact arrays
+            &0i32.to_be_bytes(),
+            &0i32.to_be_bytes(),
+            &0i32.to_be_bytes(),
+        ]
+        .concat();
+        frame(3, &body)
+    }
+
+    /// A broker serves only the partitions its metadata log lists, of the topic id it lists:
+    /// another folder of the name (an older topic's, deleted, from a backup; a partition the
+    /// topic does not have) is a stray it sets aside. kafkalog listed a tester's restored
+    /// `st-1` of a deleted topic as a live partition of the new `st`.
+    #[test]
+    fn folders_the_metadata_log_does_not_list_are_strays() {
+        use crate::log::checkpoint::{PartitionMetadataFile, Uuid};
+        let dir = tempfile::tempdir().unwrap();
+        let log = crate::testutil::create_log(&dir.path().join("__cluster_metadata-0"));
+        let values = [
+            topic_value("st", 1),
+            partition_value(0, 1),
+            topic_value("wide", 2),
+            partition_value(0, 2),
+            partition_value(1, 2),
+            partition_value(2, 2),
+        ];
+        let mut builder = crate::record::builder::BatchBuilder::new(Default::default());
+        for value in &values {
+            builder.append(1, None, Some(value), &[]).unwrap();
+        }
+        log.append_as_leader(&builder.build().unwrap(), 0).unwrap();
+        log.close().unwrap();
+        let folder = |name: &str, id: Option<u8>| {
+            let path = dir.path().join(name);
+            std::fs::create_dir(&path).unwrap();
+            if let Some(id) = id {
+                let id = Uuid(u128::from_be_bytes([id; 16]));
+                PartitionMetadataFile::in_dir(&path).write(id).unwrap();
+            }
+        };
+        folder("st-0", Some(1));
+        folder("st-1", Some(9)); // the deleted topic's second partition
+        folder("wide-0", Some(7)); // an older "wide"
+        folder("wide-1", None); // no partition.metadata: not judged by id
+        folder("gone-0", None);
+        let (live, strays) = crate::datadir::live_and_stray_partition_folders(dir.path()).unwrap();
+        let names = |v: Vec<String>| v.join(" ");
+        assert_eq!(
+            names(
+                live.iter()
+                    .map(|f| format!("{}-{}", f.topic, f.partition))
+                    .collect()
+            ),
+            "__cluster_metadata-0 st-0 wide-1"
+        );
+        let why: Vec<String> = strays
+            .iter()
+            .map(|(f, why)| format!("{}-{}: {why}", f.topic, f.partition))
+            .collect();
+        assert_eq!(why.len(), 3, "{why:?}");
+        assert!(why[0].starts_with("gone-0: the cluster's metadata log has no topic gone"));
+        assert!(why[1].starts_with("st-1: topic st has no partition 1"));
+        assert!(why[2].starts_with("wide-0: its partition.metadata names topic id"));
+        // Partition counts are the cluster's: "wide" has 3 wherever they live.
+        let counts = crate::datadir::topic_partition_counts(dir.path()).unwrap();
+        assert_eq!(counts.get("st"), Some(&1));
+        assert_eq!(counts.get("wide"), Some(&3));
+        assert_eq!(counts.get("gone"), None);
+        // In a broker's dir, a stray or renamed folder is not opened for writing.
+        std::fs::write(dir.path().join("meta.properties"), "version=1\nnode.id=1\n").unwrap();
+        folder("st-1.0123456789abcdef0123456789abcdef-delete", None);
+        let writable = |name: &str| {
+            crate::log::Log::open(
+                dir.path().join(name),
+                crate::log::LogOptions {
+                    read_only: false,
+                    create: true,
+                    ..Default::default()
+                },
+            )
+        };
+        for name in [
+            "st-1",
+            "gone-0",
+            "st-1.0123456789abcdef0123456789abcdef-delete",
+        ] {
+            let Err(err) = writable(name) else {
+                panic!("{name} opened for writing")
+            };
+            assert!(
+                err.to_string()
+                    .contains("is not a partition its broker serves"),
+                "{name}: {err}"
+            );
+        }
+        writable("st-0").unwrap().close().unwrap();
     }
 
     /// Dynamic broker configs (`kafka-configs --entity-type brokers`) are the defaults of a

@@ -1000,6 +1000,19 @@ mod tests {
         (data, dir)
     }
 
+    /// A writable, empty `t-0` in a data dir of its own.
+    fn new_log() -> (tempfile::TempDir, PathBuf, Log) {
+        let data = tempfile::tempdir().unwrap();
+        let dir = data.path().join("t-0");
+        let options = LogOptions {
+            read_only: false,
+            create: true,
+            ..Default::default()
+        };
+        let log = Log::open(&dir, options).unwrap();
+        (data, dir, log)
+    }
+
     fn verify(dir: &Path) -> VerifyReport {
         verify_partition(dir, VerifyOptions::default(), &mut |_| Ok(())).unwrap()
     }
@@ -1353,17 +1366,7 @@ mod tests {
     /// 4.4 broker's compacted partitions damaged.
     #[test]
     fn an_aborted_transaction_the_cleaner_emptied_is_sound_in_a_compacted_log() {
-        let data = tempfile::tempdir().unwrap();
-        let dir = data.path().join("t-0");
-        let log = Log::open(
-            &dir,
-            LogOptions {
-                read_only: false,
-                create: true,
-                ..Default::default()
-            },
-        )
-        .unwrap();
+        let (_data, dir, log) = new_log();
         log.append_as_leader(&batch(5, 1_000, 9, 0, false), 0)
             .unwrap();
         log.append_as_leader(&batch(2, 1_100, 7, 0, true), 0)
@@ -1451,17 +1454,7 @@ mod tests {
     fn an_abort_marker_without_data_needs_no_txn_index_entry() {
         // Kafka indexes only aborted transactions with data: a producer aborting before any of
         // its batches reached this partition leaves a marker alone and no .txnindex.
-        let data = tempfile::tempdir().unwrap();
-        let dir = data.path().join("t-0");
-        let log = Log::open(
-            &dir,
-            LogOptions {
-                read_only: false,
-                create: true,
-                ..Default::default()
-            },
-        )
-        .unwrap();
+        let (_data, dir, log) = new_log();
         log.append_as_leader(&batch(5, 1_000, -1, 0, false), 0)
             .unwrap();
         log.append_txn_marker(&marker(7, ControlRecordType::Abort), 0)

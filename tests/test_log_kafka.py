@@ -250,6 +250,23 @@ def _alter_broker_configs(version: str, bootstrap: str, broker: Optional[int], c
     assert run.returncode == 0, run.stdout + run.stderr
 
 
+def _wait_for_topic_configs(bootstrap: str, topic: str, wanted: Dict[str, str], timeout: float = 60) -> None:
+    """Until the broker describes ``topic`` with ``wanted`` (its own or inherited values)."""
+    from confluent_kafka.admin import ConfigResource
+
+    admin = kh._admin(bootstrap)  # held: a collected client never answers
+    deadline = time.monotonic() + timeout
+    while True:
+        resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
+        entries = admin.describe_configs([resource])[resource].result(30)
+        seen = {k: entries[k].value for k in wanted if k in entries}
+        if seen == wanted:
+            time.sleep(1)  # the describe reads the broker's config; its logs take it just after
+            return
+        assert time.monotonic() < deadline, f"{topic} never ran with {wanted}: {seen}"
+        time.sleep(0.5)
+
+
 def _segment_bases(pdir: Path) -> List[int]:
     return sorted(int(p.stem) for p in pdir.glob("*.log") if p.stem.isdigit())
 
@@ -481,6 +498,10 @@ def env(request, tmp_path_factory):
         state["list_offsets_ts"] = _offsets_for_timestamps(bs, T_READ, state["ts_targets"])
         _alter_broker_configs(version, bs, None, BROKER_DEFAULT_CONFIGS)
         _alter_broker_configs(version, bs, broker.node_id, BROKER_OWN_CONFIGS)
+        # The configs reach the broker's logs asynchronously, each on its own: the topic runs
+        # with both before its record is sent (a 3.9 broker once stored it uncompressed, having
+        # applied only the first).
+        _wait_for_topic_configs(bs, "logbrokerdefaults", {"compression.type": "gzip", "max.message.bytes": "3500000"})
         # The broker takes a record over the 1 MiB default under them, and stores it in gzip.
         deadline = time.monotonic() + 30
         while True:

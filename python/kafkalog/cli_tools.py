@@ -81,8 +81,8 @@ def partition_dirs(paths: list[str], topic: str | None = None, partition: int | 
             m = re.fullmatch(r"(.+)-(\d+)", p.name)
             out.append((m.group(1), int(m.group(2))) + (p,) if m else (p.name, None, p))
             continue
-        found = kafkalog.partition_folders(str(p))
-        for t, n, d, why in _kafkalog.stray_partition_folders(str(p)):
+        found, strays = _kafkalog.live_and_stray_partition_folders(str(p))
+        for t, n, d, why in strays:
             if topic is None or t == topic:
                 print(f"kafkalog {cmd}: left out {d}: {why}; its broker sets it aside (renamed "
                       "-stray) when it starts; name the folder itself to read it", file=sys.stderr)

@@ -464,7 +464,7 @@ const READ_ONLY_OPEN_ATTEMPTS: usize = 10;
 pub(crate) fn load(dir: &Path, options: LogOptions) -> Result<Log> {
     let mut attempt = 1;
     loop {
-        match load_once(dir, options.clone()) {
+        match load_once(dir, &options) {
             // A writer deleting segments (retention renames them `.deleted`, as Kafka's does)
             // can take a file between the folder's listing and its open: a read-only open lists
             // the folder again, as one starting after the deletion would.
@@ -495,7 +495,7 @@ thread_local! {
         const { std::cell::RefCell::new(None) };
 }
 
-fn load_once(dir: &Path, options: LogOptions) -> Result<Log> {
+fn load_once(dir: &Path, options: &LogOptions) -> Result<Log> {
     let config = &options.config;
     config.validate()?;
     let writable = !options.read_only;
@@ -508,7 +508,7 @@ fn load_once(dir: &Path, options: LogOptions) -> Result<Log> {
         ));
     }
     let now = (options.clock)();
-    check_partition_folder(dir, &options)?;
+    check_partition_folder(dir, options)?;
     // Before anything on disk changes: one writer per log, and none beside a running broker.
     let writer_lock = if writable {
         Some(crate::datadir::lock_partition_dir(dir)?)
@@ -519,7 +519,7 @@ fn load_once(dir: &Path, options: LogOptions) -> Result<Log> {
     if writable {
         remove_temp_files_and_complete_swaps(dir, config, now)?;
     }
-    let (mut segments, needs_recovery) = load_segment_files(dir, &options, now)?;
+    let (mut segments, needs_recovery) = load_segment_files(dir, options, now)?;
     let mut producer_state = ProducerStateManager::new(dir, options.read_only)?;
     // Recovery drops the snapshots past where it starts before it knows whether the log opens:
     // their files go only once it does.
@@ -550,14 +550,14 @@ fn load_once(dir: &Path, options: LogOptions) -> Result<Log> {
         &needs_recovery,
         &checkpoints,
         &mut producer_state,
-        &options,
+        options,
         now,
     )?;
     recovery.damage.extend(epoch_damage);
     let clean_shutdown = checkpoints.clean_shutdown;
     let log = complete_load(
         dir,
-        &options,
+        options,
         segments,
         &checkpoints,
         producer_state,

@@ -243,18 +243,28 @@ fn partition_folders(
         .collect())
 }
 
-/// The partition folders of a KRaft broker's data dir its broker would set aside as strays (not
-/// in its metadata log, or an older topic of the name): [(topic, partition, path, why)].
+/// One listing of a data dir: its live folders, as `partition_folders` gives them, and those its
+/// KRaft broker would set aside as strays (not in its metadata log, or an older topic of the
+/// name): ([(topic, partition, path)], [(topic, partition, path, why)]).
 #[pyfunction]
-fn stray_partition_folders(
+#[allow(clippy::type_complexity)]
+fn live_and_stray_partition_folders(
     py: Python<'_>,
     data_dir: super::FsPath,
-) -> PyResult<Vec<(String, i32, PathBuf, String)>> {
-    let (_, strays) = py.release_gil(|| datadir::live_and_stray_partition_folders(&data_dir))?;
-    Ok(strays
-        .into_iter()
-        .map(|(f, why)| (f.topic, f.partition, f.path, why))
-        .collect())
+) -> PyResult<(
+    Vec<(String, i32, PathBuf)>,
+    Vec<(String, i32, PathBuf, String)>,
+)> {
+    let (live, strays) = py.release_gil(|| datadir::live_and_stray_partition_folders(&data_dir))?;
+    Ok((
+        live.into_iter()
+            .map(|f| (f.topic, f.partition, f.path))
+            .collect(),
+        strays
+            .into_iter()
+            .map(|(f, why)| (f.topic, f.partition, f.path, why))
+            .collect(),
+    ))
 }
 
 /// Raises ValueError when `name` is not a legal Kafka topic name.
@@ -399,7 +409,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(check_sink_schema, m)?)?;
     m.add_function(wrap_pyfunction!(records_to_arrow, m)?)?;
     m.add_function(wrap_pyfunction!(partition_folders, m)?)?;
-    m.add_function(wrap_pyfunction!(stray_partition_folders, m)?)?;
+    m.add_function(wrap_pyfunction!(live_and_stray_partition_folders, m)?)?;
     m.add_function(wrap_pyfunction!(validate_topic_name, m)?)?;
     m.add_function(wrap_pyfunction!(create_topic, m)?)?;
     m.add_function(wrap_pyfunction!(murmur2, m)?)?;

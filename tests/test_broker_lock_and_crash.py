@@ -182,3 +182,67 @@ def test_a_deleted_topics_folder_restored_beside_its_successor_is_a_stray(broker
         [b"NEW-%d" % i for i in range(4)]
     broker.stop()
     assert not (data / "reborn-1").exists()
+
+
+def test_verify_finds_a_running_brokers_busy_partition_sound(broker):
+    """A broker appends a batch to the `.log` before its `.index`, `.timeindex` and `.txnindex`
+    entries, and rolls segments meanwhile: verify read the log first and the indexes later,
+    and called a live, healthy partition damaged in 11 of 15 runs (a black-box tester). Now every
+    run while plain and transactional producers write (aborts included) finds it sound, as it
+    does once they stop."""
+    import threading
+
+    from confluent_kafka import Producer
+
+    if not broker.running():
+        broker.start()
+    kh.create_topic(broker.bootstrap, "busy", partitions=1,
+                    config={"segment.bytes": str(64 << 10), "index.interval.bytes": "512"})
+    stop = threading.Event()
+    failures: list = []
+
+    def plain():
+        p = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 2, "logger": kh._NullLogger()})
+        while not stop.is_set():
+            for i in range(20):
+                p.produce("busy", key=b"k%d" % i, value=b"x" * 200)
+            p.poll(0)
+            time.sleep(0.01)
+        p.flush(30)
+
+    def transactional():
+        n = 0
+        while not stop.is_set():
+            kh.produce_transactions(broker.bootstrap, "busy", [
+                ([{"value": b"t%d-%d" % (n, i)} for i in range(5)], n % 2 == 0),
+            ], transactional_id="busy-txn")
+            n += 1
+
+    def run(fn):
+        try:
+            fn()
+        except Exception as e:  # noqa: BLE001 - reported below
+            failures.append(e)
+
+    threads = [threading.Thread(target=run, args=(fn,)) for fn in (plain, transactional)]
+    for t in threads:
+        t.start()
+    folder = broker.partition_dir("busy", 0)
+    try:
+        deadline = time.monotonic() + 60
+        while not list(folder.glob("*.txnindex")) or len(list(folder.glob("*.log"))) < 2:
+            assert time.monotonic() < deadline and not failures, failures
+            time.sleep(0.2)
+        problems = []
+        for _ in range(15):
+            found = kafkalog._kafkalog.verify_partition(folder)[4]
+            problems += found
+        assert problems == []
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(60)
+    assert not failures, failures
+    assert kafkalog._kafkalog.verify_partition(folder)[4] == []
+    broker.stop()
+    assert kafkalog._kafkalog.verify_partition(folder)[4] == []

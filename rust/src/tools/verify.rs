@@ -10,8 +10,8 @@ use std::ops::Deref;
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
-use crate::index::offset::OffsetIndex;
-use crate::index::time::TimeIndex;
+use crate::index::offset::{OffsetIndex, OffsetPosition};
+use crate::index::time::{TimeIndex, TimestampOffset};
 use crate::index::txn::{AbortedTxn, TransactionIndex};
 use crate::index::{IndexEntry, MmapIndex};
 use crate::log::checkpoint::{
@@ -336,10 +336,30 @@ pub fn verify_partition(
 
     for (&base, log_path) in &files.logs {
         report.segments += 1;
+        let identity = segment_identity(log_path);
+        let found_before = (problems.len(), unless_compacted.len(), report.notes.len());
+        // A segment's indexes are trimmed to their entries when it rolls (and at a clean
+        // shutdown): zeros after the entries are only ever the active segment's room.
+        let active = files.logs.range(base + 1..).next().is_none();
+        // The indexes are read before the log: a running broker (or writer) appends a batch to
+        // the `.log` before its index entries, so every entry read first names a batch the scan
+        // below finds, however far the log has grown meanwhile.
+        let mut index_problems = Vec::new();
+        let offset_entries = read_offset_index(&files, base, active, &mut index_problems);
+        let time_entries = read_time_index(&files, base, active, &mut index_problems);
+        let txn_entries = read_txn_index(&files, base, &mut index_problems);
+        #[cfg(test)]
+        tests::AFTER_INDEXES.with(|hook| hook.borrow_mut().as_mut().map(|f| f(log_path)));
         let records = match FileRecords::open(log_path, false) {
             Ok(r) => r,
             Err(e) => {
-                problems.push(problem_of(&e, log_path, None));
+                if segment_identity(log_path) != identity {
+                    report
+                        .notes
+                        .push(problem(log_path, None, CHANGED_WHILE_VERIFYING));
+                } else {
+                    problems.push(problem_of(&e, log_path, None));
+                }
                 continue;
             }
         };
@@ -354,6 +374,7 @@ pub fn verify_partition(
         let mut batches: Vec<BatchPos> = Vec::new();
         let mut expected: Vec<ExpectedAbort> = Vec::new();
         let mut position = 0u64;
+        let mut unreadable_tail: Option<(u64, Problem)> = None;
         while position < size {
             let mut next = position;
             let result = records.for_each_batch(
@@ -466,11 +487,12 @@ pub fn verify_partition(
             match result {
                 Ok(()) => break,
                 Err(e) => {
-                    problems.push(problem_of(&e, log_path, Some(next)));
+                    let found = problem_of(&e, log_path, Some(next));
                     // Go on after a batch whose frame holds (a bad CRC, a bad record); a frame
                     // that does not leaves nothing after it to read.
                     match records.read_header(next, DEFAULT_MAX_BATCH_SIZE) {
                         Ok(Some(h)) if h.size > 0 && next + (h.size as u64) <= size => {
+                            problems.push(found);
                             // Its header still says which offsets it held.
                             report.batches += 1;
                             batches.push(BatchPos {
@@ -486,19 +508,30 @@ pub fn verify_partition(
                             position = next + h.size as u64;
                         }
                         _ => {
-                            if next < size {
-                                problems.push(problem(
-                                    log_path,
-                                    Some(next),
-                                    format!(
-                                        "the last {} bytes of the file cannot be read as batches",
-                                        size - next
-                                    ),
-                                ));
-                            }
+                            unreadable_tail = Some((next, found));
                             break;
                         }
                     }
+                }
+            }
+        }
+        #[cfg(test)]
+        tests::AFTER_SCAN.with(|hook| hook.borrow_mut().as_mut().map(|f| f(log_path)));
+        if let Some((at, found)) = unreadable_tail {
+            let tail = size - at;
+            // A running broker's (or writer's) batch being appended when the scan took the
+            // file's size: the file has grown since.
+            if active && std::fs::metadata(log_path).is_ok_and(|m| m.len() > size) {
+                report.notes.push(problem(log_path, Some(at), format!(
+                    "the last {tail} bytes were still being written (the file grew while verify read it), so not checked")));
+            } else {
+                problems.push(found);
+                if at < size {
+                    problems.push(problem(
+                        log_path,
+                        Some(at),
+                        format!("the last {tail} bytes of the file cannot be read as batches"),
+                    ));
                 }
             }
         }
@@ -535,23 +568,46 @@ pub fn verify_partition(
                 ));
             }
         }
-        // A segment's indexes are trimmed to their entries when it rolls (and at a clean
-        // shutdown): zeros after the entries are only ever the active segment's room.
-        let active = files.logs.range(base + 1..).next().is_none();
+        problems.append(&mut index_problems);
         let mut found = Vec::new();
-        check_offset_index(&files, base, &batches, active, &mut found);
+        if let Some((path, entries)) = &offset_entries {
+            check_offset_index(path, entries, &batches, &mut found);
+        }
         push_capped(problems, found);
         let mut found = Vec::new();
-        check_time_index(&files, base, &batches, active, &mut found);
+        if let Some((path, entries)) = &time_entries {
+            check_time_index(path, entries, &batches, &mut found);
+        }
         push_capped(problems, found);
+        // A writer appends an aborted transaction's entry after its marker: markers the scan
+        // found look for it in the index as it is now (entries are only ever appended).
+        let txn_entries = txn_entries.map(|before| {
+            let mut ignored = Vec::new();
+            match (before, read_txn_index(&files, base, &mut ignored)) {
+                (Ok(before), Some(Ok(now))) if now.starts_with(&before) => Ok((before.len(), now)),
+                (before, _) => before.map(|b| (b.len(), b)),
+            }
+        });
         check_txn_index(
             &files,
             base,
+            txn_entries.as_ref(),
             log_path,
             &expected,
             problems,
             &mut unless_compacted,
         );
+        // A segment replaced or removed meanwhile (a running broker's cleaner swapping it, its
+        // retention deleting it) may have been read half from each file: what was found in it
+        // says nothing of either.
+        if segment_identity(log_path) != identity {
+            problems.truncate(found_before.0);
+            unless_compacted.truncate(found_before.1);
+            report.notes.truncate(found_before.2);
+            report
+                .notes
+                .push(problem(log_path, None, CHANGED_WHILE_VERIFYING));
+        }
         progress(size)?;
     }
 
@@ -743,26 +799,68 @@ fn index_entries<E: IndexEntry, I: Deref<Target = MmapIndex<E>>>(
     Some(entries)
 }
 
-fn check_offset_index(
+/// What a segment's `.index` holds, read before its log (see [`verify_partition`]); None
+/// when it has none (a broker rebuilds it) or it cannot be read (reported).
+fn read_offset_index(
     files: &Files,
     base: i64,
-    batches: &[BatchPos],
     active: bool,
     problems: &mut Vec<Problem>,
-) {
-    let Some(path) = files.indexes.get(&base) else {
-        return; // a broker rebuilds a missing index
-    };
+) -> Option<(PathBuf, Vec<OffsetPosition>)> {
+    let path = files.indexes.get(&base)?;
     let open = |max_size| OffsetIndex::open(path, base, max_size, false);
-    let Some(entries) = index_entries(
-        path,
-        open,
-        |e| e.offset == base && e.position == 0,
-        active,
-        problems,
-    ) else {
-        return;
-    };
+    let zero = |e: &OffsetPosition| e.offset == base && e.position == 0;
+    index_entries(path, open, zero, active, problems).map(|e| (path.clone(), e))
+}
+
+/// [`read_offset_index`] for the `.timeindex`.
+fn read_time_index(
+    files: &Files,
+    base: i64,
+    active: bool,
+    problems: &mut Vec<Problem>,
+) -> Option<(PathBuf, Vec<TimestampOffset>)> {
+    let path = files.time_indexes.get(&base)?;
+    let open = |max_size| TimeIndex::open(path, base, max_size, false);
+    let zero = |e: &TimestampOffset| e.timestamp == 0 && e.offset == base;
+    index_entries(path, open, zero, active, problems).map(|e| (path.clone(), e))
+}
+
+/// [`read_offset_index`] for the `.txnindex`: `Some(Err(()))` when it cannot be read.
+fn read_txn_index(
+    files: &Files,
+    base: i64,
+    problems: &mut Vec<Problem>,
+) -> Option<std::result::Result<Vec<AbortedTxn>, ()>> {
+    let path = files.txn_indexes.get(&base)?;
+    Some(
+        TransactionIndex::open(path, base, false)
+            .and_then(|i| i.sanity_check().and_then(|()| i.all_aborted_txns()))
+            .map_err(|e| problems.push(problem_of(&e, path, None))),
+    )
+}
+
+/// A segment's files as the file system names them now (device and inode, or absent), to see
+/// whether any was replaced or removed while it was checked.
+fn segment_identity(log_path: &Path) -> [Option<(u64, u64)>; 4] {
+    use std::os::unix::fs::MetadataExt;
+    ["log", "index", "timeindex", "txnindex"].map(|suffix| {
+        std::fs::symlink_metadata(log_path.with_extension(suffix))
+            .ok()
+            .map(|m| (m.dev(), m.ino()))
+    })
+}
+
+/// The note for a segment whose files changed while it was checked.
+const CHANGED_WHILE_VERIFYING: &str = "changed while verify read it (a file replaced, removed \
+    or created: a running broker's log cleaner, retention or transactions), so not checked";
+
+fn check_offset_index(
+    path: &Path,
+    entries: &[OffsetPosition],
+    batches: &[BatchPos],
+    problems: &mut Vec<Problem>,
+) {
     let segment_last = batches.last().map(|b| b.last);
     let mut prev: Option<(i64, i32)> = None;
     for (n, e) in entries.iter().enumerate() {
@@ -803,25 +901,11 @@ fn check_offset_index(
 }
 
 fn check_time_index(
-    files: &Files,
-    base: i64,
+    path: &Path,
+    entries: &[TimestampOffset],
     batches: &[BatchPos],
-    active: bool,
     problems: &mut Vec<Problem>,
 ) {
-    let Some(path) = files.time_indexes.get(&base) else {
-        return;
-    };
-    let open = |max_size| TimeIndex::open(path, base, max_size, false);
-    let Some(entries) = index_entries(
-        path,
-        open,
-        |e| e.timestamp == 0 && e.offset == base,
-        active,
-        problems,
-    ) else {
-        return;
-    };
     let mut prev: Option<(i64, i64)> = None;
     for (n, e) in entries.iter().enumerate() {
         let at = Some(n as u64 * 12);
@@ -856,12 +940,13 @@ fn check_time_index(
 fn check_txn_index(
     files: &Files,
     base: i64,
+    entries: Option<&std::result::Result<(usize, Vec<AbortedTxn>), ()>>,
     log_path: &Path,
     expected: &[ExpectedAbort],
     problems: &mut Vec<Problem>,
     unless_compacted: &mut Vec<Problem>,
 ) {
-    let Some(path) = files.txn_indexes.get(&base) else {
+    let (Some(path), Some(entries)) = (files.txn_indexes.get(&base), entries) else {
         for x in expected.iter().filter(|x| x.entry_required) {
             problems.push(problem(log_path, Some(x.marker_position), format!(
                 "ABORT marker of producer {} at offset {} has no .txnindex entry (the segment has no .txnindex)",
@@ -869,14 +954,13 @@ fn check_txn_index(
         }
         return;
     };
-    let entries = match TransactionIndex::open(path, base, false)
-        .and_then(|i| i.sanity_check().and_then(|()| i.all_aborted_txns()))
-    {
-        Ok(e) => e,
-        Err(e) => return problems.push(problem_of(&e, path, None)),
+    // `entries` as read before the scan (`read_before` of them), then as it is after.
+    let Ok((read_before, entries)) = entries else {
+        return; // reported when read
     };
     let mut matched = vec![false; expected.len()];
     for (n, t) in entries.iter().enumerate() {
+        let appended_meanwhile = n >= *read_before;
         let at = Some((n * AbortedTxn::SIZE) as u64);
         if t.first_offset > t.last_offset {
             problems.push(problem(
@@ -892,6 +976,8 @@ fn check_txn_index(
             .iter()
             .position(|x| x.producer_id == t.producer_id && x.marker_offset == t.last_offset);
         match found {
+            // Its marker came after the scan.
+            None if appended_meanwhile => {}
             None => problems.push(problem(path, at, format!(
                 "entry {n}: producer {} aborted at offset {}, but there is no ABORT marker of that producer there in the segment",
                 t.producer_id, t.last_offset))),
@@ -936,6 +1022,29 @@ mod tests {
     use crate::log::{Log, LogOptions};
     use crate::record::builder::{end_txn_marker_batch, BatchBuilder, BatchOptions};
     use crate::record::control::EndTransactionMarker;
+
+    type SegmentHook = Box<dyn FnMut(&Path)>;
+
+    thread_local! {
+        /// Called with a segment's `.log` once its indexes are read, before the log is opened.
+        pub(super) static AFTER_INDEXES: std::cell::RefCell<Option<SegmentHook>> =
+            const { std::cell::RefCell::new(None) };
+        /// Called with a segment's `.log` once it is scanned, before its tail is judged.
+        pub(super) static AFTER_SCAN: std::cell::RefCell<Option<SegmentHook>> =
+            const { std::cell::RefCell::new(None) };
+    }
+
+    /// Runs `verify` with `hook` set on `stage` for this thread.
+    fn verify_with(
+        dir: &Path,
+        stage: &'static std::thread::LocalKey<std::cell::RefCell<Option<SegmentHook>>>,
+        hook: impl FnMut(&Path) + 'static,
+    ) -> VerifyReport {
+        stage.with(|h| *h.borrow_mut() = Some(Box::new(hook)));
+        let report = verify_partition(dir, VerifyOptions::default(), &mut |_| Ok(()));
+        stage.with(|h| *h.borrow_mut() = None);
+        report.unwrap()
+    }
 
     fn batch(count: i64, ts: i64, pid: i64, seq: i32, txn: bool) -> Vec<u8> {
         let mut b = BatchBuilder::new(BatchOptions {
@@ -1176,6 +1285,125 @@ mod tests {
             "{:?}",
             r.problems
         );
+    }
+
+    /// A writer appending while verify reads (a running broker's active segment): Kafka writes
+    /// a batch to the `.log` before its index entries, so whichever of the log and the indexes
+    /// verify read first, entries past what it scanned would look like damage.
+    #[test]
+    fn a_writer_appending_meanwhile_is_not_damage() {
+        let data = tempfile::tempdir().unwrap();
+        let dir = data.path().join("t-0");
+        let mut config = LogConfig::default();
+        config.set("index.interval.bytes", "1").unwrap();
+        let options = LogOptions {
+            config,
+            read_only: false,
+            create: true,
+            ..Default::default()
+        };
+        let log = std::rc::Rc::new(Log::open(&dir, options).unwrap());
+        let round = std::rc::Rc::new(std::cell::Cell::new(0i64));
+        let append = {
+            let (log, round) = (log.clone(), round.clone());
+            move |_: &Path| {
+                // Indexed batches with later timestamps, and an aborted transaction: entries in
+                // all three indexes.
+                let r = round.get() + 1;
+                round.set(r);
+                let ts = 1_000 * r;
+                log.append_as_leader(&batch(3, ts, -1, 0, false), 0)
+                    .unwrap();
+                log.append_as_leader(&batch(2, ts + 10, 7, 2 * (r as i32 - 1), true), 0)
+                    .unwrap();
+                log.append_txn_marker(&marker(7, ControlRecordType::Abort), 0)
+                    .unwrap();
+            }
+        };
+        let first = append.clone();
+        first(&dir);
+        assert!(dir.join("00000000000000000000.txnindex").exists());
+        let before = verify(&dir);
+        assert!(before.problems.is_empty(), "{:?}", before.problems);
+
+        for stage in [&AFTER_INDEXES, &AFTER_SCAN] {
+            let r = verify_with(&dir, stage, append.clone());
+            assert!(r.problems.is_empty(), "{:?}", r.problems);
+            assert!(r.notes.is_empty(), "{:?}", r.notes);
+        }
+        assert_eq!(round.get(), 3, "both hooks ran");
+        let after = verify(&dir);
+        assert!(after.problems.is_empty(), "{:?}", after.problems);
+        assert_eq!(after.batches, 9, "every batch appended was there to check");
+    }
+
+    /// The cleaner swapping a segment for its cleaned copy, or retention deleting it, while
+    /// verify reads it: what verify found there is left out with a note.
+    #[test]
+    fn a_segment_replaced_or_removed_meanwhile_is_a_note_not_damage() {
+        let (_data, dir) = sound_log();
+        let (log, mut bytes, first) = first_segment(&dir);
+        // The replacement is damaged: found, it would be a CRC problem.
+        bytes[first / 2] ^= 0xff;
+        let replaced = verify_with(&dir, &AFTER_INDEXES, {
+            let log = log.clone();
+            move |at| {
+                if at == log {
+                    let tmp = log.with_extension("log.cleaned");
+                    std::fs::write(&tmp, &bytes).unwrap();
+                    std::fs::rename(&tmp, &log).unwrap();
+                }
+            }
+        });
+        assert!(replaced.problems.is_empty(), "{:?}", replaced.problems);
+        assert_eq!(replaced.notes.len(), 1, "{:?}", replaced.notes);
+        assert_eq!(replaced.notes[0].file, log);
+        assert!(replaced.notes[0]
+            .message
+            .starts_with("changed while verify read it"));
+        // Found again, the damage is a problem.
+        assert_eq!(verify(&dir).problems.len(), 1);
+
+        let removed = verify_with(&dir, &AFTER_INDEXES, {
+            let log = log.clone();
+            move |at| {
+                if at == log {
+                    std::fs::rename(&log, log.with_extension("log.deleted")).unwrap();
+                }
+            }
+        });
+        assert!(removed.problems.is_empty(), "{:?}", removed.problems);
+        assert_eq!(removed.notes.len(), 1, "{:?}", removed.notes);
+        assert!(removed.notes[0]
+            .message
+            .starts_with("changed while verify read it"));
+    }
+
+    /// A batch half written when verify took the file's size: the file has grown since.
+    #[test]
+    fn a_tail_still_being_written_is_a_note_a_torn_one_a_problem() {
+        let (_data, dir) = sound_log();
+        let log = segment_logs(&dir).pop().unwrap();
+        let next = batch(4, 9_000, -1, 0, false);
+        let (head, rest) = next.split_at(next.len() / 2);
+        let append = |path: &Path, bytes: &[u8]| {
+            use std::io::Write;
+            let mut f = std::fs::OpenOptions::new().append(true).open(path).unwrap();
+            f.write_all(bytes).unwrap();
+        };
+        append(&log, head);
+        let torn = verify(&dir);
+        assert_eq!(torn.problems.len(), 2, "{:?}", torn.problems);
+        assert!(torn.problems[0].message.contains("exceeds the"));
+        assert!(torn.problems[1]
+            .message
+            .contains("cannot be read as batches"));
+
+        let rest = rest.to_vec();
+        let growing = verify_with(&dir, &AFTER_SCAN, move |at| append(at, &rest));
+        assert!(growing.problems.is_empty(), "{:?}", growing.problems);
+        assert_eq!(growing.notes.len(), 1, "{:?}", growing.notes);
+        assert!(growing.notes[0].message.contains("still being written"));
     }
 
     #[test]

@@ -74,10 +74,12 @@ def _segment_files(folder: Path) -> list[str]:
     return [f for _, _, f in sorted(files)]
 
 
-def _expand_paths(paths: list[str], topic: str | None = None) -> list[str]:
+def _expand_paths(paths: list[str], topic: str | None = None) -> tuple[list[str], list[str]]:
     """Files as they are; a partition folder as its segment files; a data dir as its partitions'
-    (only `topic`'s when given: an internal topic's decoder reads nothing else)."""
+    (only `topic`'s when given: an internal topic's decoder reads nothing else). Returns the
+    files, and those of them found by listing a folder."""
     files: list[str] = []
+    listed: list[str] = []
     for arg in paths:
         p = Path(arg)
         if not p.exists():
@@ -88,6 +90,7 @@ def _expand_paths(paths: list[str], topic: str | None = None) -> list[str]:
         own = _segment_files(p)
         if own:
             files += own
+            listed += own
             continue
         partitions = [(t, Path(d)) for t, _, d in kafkalog.partition_folders(str(p))]
         if not partitions:
@@ -97,8 +100,10 @@ def _expand_paths(paths: list[str], topic: str | None = None) -> list[str]:
             if not partitions:
                 raise DataError(f"{arg}: the data dir holds no {topic} partition to decode")
         for _, d in partitions:
-            files += _segment_files(d)
-    return files
+            own = _segment_files(d)
+            files += own
+            listed += own
+    return files, listed
 
 
 _UNSUPPORTED_DECODERS = {
@@ -134,7 +139,8 @@ def cmd_dump(args) -> int:
     topic: str | None
     parser, topic = next(((name, topic) for attr, (_, name, topic, _) in _TOPIC_DECODERS.items()
                           if getattr(args, attr)), ("decoders", None))
-    files += _expand_paths(args.paths, topic)
+    expanded, listed = _expand_paths(args.paths, topic)
+    files += expanded
     if not files:
         raise UsageError("nothing to dump: give --files F[,F...] or a partition folder")
     decoders_given = args.key_decoder_class is not None or args.value_decoder_class is not None
@@ -154,6 +160,7 @@ def cmd_dump(args) -> int:
         json=args.json,
         kafka_major=args.kafka_major,
         message_parser=parser,
+        listed_from_folders=listed,
     )
     # Kafka's tool exits 0 whatever it reports; --strict makes problems an error for scripts.
     return 1 if args.strict and problems else 0

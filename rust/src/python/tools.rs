@@ -111,15 +111,16 @@ fn partition_stats<'py>(
 
 /// Kafka's DumpLogSegments over `files`, printed to stdout (reports to stderr).
 /// `message_parser`: "decoders" (the key and value decoders), "offsets", "transaction-log"
-/// or "cluster-metadata" (Kafka's internal topic decoders). Returns (files, batches, records,
-/// problems).
+/// or "cluster-metadata" (Kafka's internal topic decoders). `listed_from_folders`: the files
+/// found by listing a folder, skipped with a note when removed meanwhile. Returns (files,
+/// batches, records, problems).
 #[pyfunction]
 #[pyo3(signature = (files, *, print_data_log = false, deep_iteration = false,
     skip_record_metadata = false, index_sanity_check = false, verify_index_only = false,
     max_bytes = i32::MAX, max_message_size = 5 * 1024 * 1024,
     key_decoder_class = "org.apache.kafka.tools.api.StringDecoder",
     value_decoder_class = "org.apache.kafka.tools.api.StringDecoder", json = false, kafka_major = 4,
-    message_parser = "decoders"))]
+    message_parser = "decoders", listed_from_folders = Vec::new()))]
 #[allow(clippy::too_many_arguments)]
 fn dump_log_segments(
     py: Python<'_>,
@@ -136,6 +137,7 @@ fn dump_log_segments(
     json: bool,
     kafka_major: u8,
     message_parser: &str,
+    listed_from_folders: Vec<String>,
 ) -> PyResult<(usize, u64, u64, u64)> {
     let parser = MessageParser::from_name(message_parser)?;
     let opts = DumpOptions {
@@ -164,6 +166,7 @@ fn dump_log_segments(
                 ))
             })
             .collect(),
+        listed_from_folders: listed_from_folders.into_iter().collect(),
     };
     let summary = py.release_gil(|| {
         let mut out = BufWriter::with_capacity(1 << 16, std::io::stdout().lock());

@@ -167,6 +167,9 @@ pub struct DumpOptions {
     /// Lines printed before each log file's batches, where Kafka's tool makes its decoders
     /// (3.x's deprecation notes for `kafka.serializer.*` classes).
     pub decoder_notes: Vec<String>,
+    /// Files found by listing a folder (not named by the user): one a running broker removed
+    /// since (retention, the log cleaner) is skipped with a note, not an error.
+    pub listed_from_folders: std::collections::HashSet<String>,
 }
 
 impl Default for DumpOptions {
@@ -185,6 +188,7 @@ impl Default for DumpOptions {
             json: false,
             kafka_major: 4,
             decoder_notes: Vec::new(),
+            listed_from_folders: Default::default(),
         }
     }
 }
@@ -544,32 +548,48 @@ pub fn dump_log_segments(
             reports: &mut reports,
             summary: &mut summary,
         };
-        match &name[dot..] {
+        let dumped = match &name[dot..] {
             ".log" | ".checkpoint" => {
                 if !opts.json {
                     for note in &opts.decoder_notes {
                         writeln!(ctx.out, "{note}")?;
                     }
                 }
-                ctx.dump_log()?
+                ctx.dump_log()
             }
-            ".index" => ctx.dump_index()?,
-            ".timeindex" => ctx.dump_time_index()?,
+            ".index" => ctx.dump_index(),
+            ".timeindex" => ctx.dump_time_index(),
             ".snapshot" => match ctx.dump_producer_snapshot() {
-                Ok(()) => {}
                 // As Kafka's tool: a corrupt snapshot is reported in its words and the dump goes
                 // on; a file that cannot be read ends it, as for every other kind.
                 Err(Error::CorruptRecord { message, .. }) => {
                     writeln!(err, "{message}")?;
                     summary.problems += 1;
+                    Ok(())
                 }
-                Err(e) => return Err(e),
+                other => other,
             },
-            ".txnindex" => ctx.dump_txn_index()?,
+            ".txnindex" => ctx.dump_txn_index(),
             _ => {
                 summary.files -= 1;
                 writeln!(err, "Ignoring unknown file {shown}")?;
+                Ok(())
             }
+        };
+        match dumped {
+            Err(Error::Io { source, .. })
+                if source.kind() == std::io::ErrorKind::NotFound
+                    && opts.listed_from_folders.contains(arg)
+                    && !path.exists() =>
+            {
+                summary.files -= 1;
+                writeln!(
+                    err,
+                    "Skipping {shown}: removed since its folder was listed (a running broker's \
+                     retention or log cleaner)"
+                )?;
+            }
+            other => other?,
         }
     }
     summary.problems += reports.index_mismatches.count()
@@ -1979,6 +1999,40 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// A folder's file that a running broker removed after the CLI listed the folder is
+    /// skipped with a note; one the user named stays an error, as in Kafka's tool.
+    #[test]
+    fn a_listed_file_removed_since_is_skipped_a_named_one_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let kept = write_log(dir.path(), 0, &[batch(0, &[b"a"])]);
+        let gone = dir.path().join("00000000000000000001.log");
+        let files = [gone.display().to_string(), kept.display().to_string()];
+        let named = dump_log_segments(
+            &files,
+            &DumpOptions::default(),
+            &mut Vec::new(),
+            &mut Vec::new(),
+        );
+        assert!(
+            matches!(named, Err(Error::Io { ref source, .. }) if source.kind() == std::io::ErrorKind::NotFound),
+            "{named:?}"
+        );
+        let opts = DumpOptions {
+            listed_from_folders: files.iter().cloned().collect(),
+            ..Default::default()
+        };
+        let (out, err, summary) = dump(&files, &opts);
+        assert!(
+            err.starts_with(&format!("Skipping {}: removed since", gone.display())),
+            "{err}"
+        );
+        assert!(
+            out.contains("baseOffset: 0 lastOffset: 0 count: 1"),
+            "{out}"
+        );
+        assert_eq!((summary.files, summary.batches), (1, 1));
     }
 
     #[test]

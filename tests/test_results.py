@@ -3,6 +3,8 @@ TimestampOffset, LogOffsetPosition, LogOffsetMetadata and ProducerStateEntry com
 tuples with their fields, still equal to the plain tuples earlier versions returned; and the
 aliases kept for renamed methods and arguments answer as the new names do."""
 
+import pickle
+
 import pytest
 
 import kafkalog
@@ -32,9 +34,24 @@ def test_offset_for_timestamp_is_kafkas_timestamp_and_offset(log):
     found = log.offset_for_timestamp(2500)
     assert type(found) is TimestampAndOffset
     assert (found.timestamp, found.offset) == (3000, 2) == found
-    ts, offset = log.offset_for_timestamp(kafkalog.MAX_TIMESTAMP)
-    assert (ts, offset) == (9000, 4)
+    assert found.leader_epoch == 0
+    ts, offset = found = log.offset_for_timestamp(kafkalog.MAX_TIMESTAMP)
+    assert (ts, offset, found.leader_epoch) == (9000, 4, 0)
     assert log.offset_for_timestamp(kafkalog.LATEST_TIMESTAMP) == TimestampAndOffset(-1, 5)
+
+    # The leader epoch as Kafka's ListOffsets answers it, and no tiered storage: offset -1.
+    def answer(timestamp):
+        t = log.offset_for_timestamp(timestamp)
+        return (t.timestamp, t.offset, t.leader_epoch)
+
+    assert answer(kafkalog.LATEST_TIMESTAMP) == (-1, 5, 0)
+    assert answer(kafkalog.EARLIEST_TIMESTAMP) == answer(kafkalog.EARLIEST_LOCAL_TIMESTAMP) == (-1, 0, 0)
+    for nothing_tiered in (kafkalog.LATEST_TIERED_TIMESTAMP, kafkalog.EARLIEST_PENDING_UPLOAD_TIMESTAMP):
+        assert answer(nothing_tiered) == (-1, -1, -1)
+    assert repr(found) == "TimestampAndOffset(timestamp=9000, offset=4, leader_epoch=0)"
+    assert pickle.loads(pickle.dumps(found)).leader_epoch == 0
+    with pytest.raises(kafkalog.InvalidArgumentError, match="unknown special timestamp -7"):
+        log.offset_for_timestamp(-7)
 
 
 def test_index_entries_and_segment_lookups(log, tmp_path):

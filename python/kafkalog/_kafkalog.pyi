@@ -82,6 +82,9 @@ __all__ = [
     "RecordIterator",
     "EARLIEST_TIMESTAMP",
     "LATEST_TIMESTAMP",
+    "EARLIEST_LOCAL_TIMESTAMP",
+    "LATEST_TIERED_TIMESTAMP",
+    "EARLIEST_PENDING_UPLOAD_TIMESTAMP",
     "MAX_TIMESTAMP",
     "ArrowBatchIterator",
     "kafka_source_schema_arrow",
@@ -123,6 +126,9 @@ __version__: str
 EARLIEST_TIMESTAMP: int
 LATEST_TIMESTAMP: int
 MAX_TIMESTAMP: int
+EARLIEST_LOCAL_TIMESTAMP: int
+LATEST_TIERED_TIMESTAMP: int
+EARLIEST_PENDING_UPLOAD_TIMESTAMP: int
 
 class KafkaLogError(Exception): ...
 class CorruptRecordError(KafkaLogError): ...

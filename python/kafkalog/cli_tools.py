@@ -326,7 +326,7 @@ def resolve_range(log, first: int | None, last: int | None, isolation: str,
 
     def at_time(t: int) -> int:
         found = log.offset_for_timestamp(t)
-        return upper if found is None else found[1]
+        return upper if found is None or found.offset < 0 else found.offset
 
     def offset(v: int | None, default: int) -> int:
         if v is None:

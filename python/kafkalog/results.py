@@ -98,12 +98,31 @@ class TimestampOffset(NamedTuple):
     offset: int
 
 
-class TimestampAndOffset(NamedTuple):
-    """Kafka's ``FileRecords.TimestampAndOffset``: the answer to ListOffsets by timestamp, the
-    first record whose timestamp is at or after the target and its offset."""
-
+class _TimestampAndOffsetTuple(NamedTuple):
     timestamp: int
     offset: int
+
+
+class TimestampAndOffset(_TimestampAndOffsetTuple):
+    """Kafka's ``FileRecords.TimestampAndOffset``: the answer to ListOffsets by timestamp, the
+    first record whose timestamp is at or after the target and its offset, and the leader epoch
+    ListOffsets returns with it (``leader_epoch``, None where Kafka's is empty). It unpacks and
+    compares as the tuple ``(timestamp, offset)``; the leader epoch is an attribute beside it."""
+
+    leader_epoch: Optional[int]
+
+    def __new__(cls, timestamp: int, offset: int,
+                leader_epoch: Optional[int] = None) -> "TimestampAndOffset":
+        self = super().__new__(cls, timestamp, offset)
+        self.leader_epoch = leader_epoch
+        return self
+
+    def __getnewargs__(self) -> tuple[int, int, Optional[int]]:  # type: ignore[override]
+        return (self.timestamp, self.offset, self.leader_epoch)
+
+    def __repr__(self) -> str:
+        return (f"TimestampAndOffset(timestamp={self.timestamp}, offset={self.offset}, "
+                f"leader_epoch={self.leader_epoch})")
 
 
 class LogOffsetPosition(NamedTuple):

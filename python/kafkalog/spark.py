@@ -568,8 +568,9 @@ def _resolve(limits: _Limits, log: Log, tp: Tuple[str, int], isolation: Isolatio
         if timestamp >= 0:
             raise
         found = None  # a negative timestamp Kafka gives no meaning: no record has it, as Spark finds
-    if found is not None:
-        return found[1]
+    # Offset -1 is Kafka's "none" (LATEST_TIERED and EARLIEST_PENDING_UPLOAD on local logs).
+    if found is not None and found.offset >= 0:
+        return found.offset
     if limits.starting and strategy == "error":
         raise KafkaLogOptionError(
             f"No offset matched from request of topic-partition {tp[0]}-{tp[1]} and timestamp "

@@ -99,6 +99,10 @@ pub const EARLIEST_TIMESTAMP: i64 = -2;
 pub const LATEST_TIMESTAMP: i64 = -1;
 pub const MAX_TIMESTAMP: i64 = -3;
 pub const EARLIEST_LOCAL_TIMESTAMP: i64 = -4;
+/// The last offset in tiered (remote) storage; a log without it has none (offset -1).
+pub const LATEST_TIERED_TIMESTAMP: i64 = -5;
+/// The first offset not yet copied to tiered storage; a log without it has none (offset -1).
+pub const EARLIEST_PENDING_UPLOAD_TIMESTAMP: i64 = -6;
 
 /// How the log learns the time; tests and simulations substitute their own clock.
 pub type Clock = Arc<dyn Fn() -> i64 + Send + Sync>;
@@ -1211,7 +1215,9 @@ impl Log {
     }
 
     /// Kafka's `fetchOffsetByTimestamp` (ListOffsets): EARLIEST (-2), LATEST (-1), MAX_TIMESTAMP
-    /// (-3), EARLIEST_LOCAL (-4), or the first offset whose timestamp is >= `timestamp`.
+    /// (-3), EARLIEST_LOCAL (-4), LATEST_TIERED (-5) and EARLIEST_PENDING_UPLOAD (-6) (offset -1
+    /// and leader epoch -1, as Kafka answers for a log without tiered storage), or the first
+    /// offset whose timestamp is >= `timestamp`.
     /// Returns Kafka's `TimestampAndOffset` (timestamp -1 for EARLIEST/LATEST); None when no
     /// record is that late.
     pub fn offset_for_timestamp(&self, timestamp: i64) -> Result<Option<TimestampAndOffset>> {
@@ -1232,6 +1238,13 @@ impl Log {
                     timestamp: -1,
                     offset: o,
                     leader_epoch: st.leader_epoch_cache.latest_epoch(),
+                }))
+            }
+            LATEST_TIERED_TIMESTAMP | EARLIEST_PENDING_UPLOAD_TIMESTAMP => {
+                Ok(Some(TimestampAndOffset {
+                    timestamp: -1,
+                    offset: -1,
+                    leader_epoch: Some(-1),
                 }))
             }
             MAX_TIMESTAMP => {

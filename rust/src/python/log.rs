@@ -567,7 +567,8 @@ impl Log {
     }
 
     /// Kafka's ListOffsets: `timestamp` is a time in ms, or EARLIEST (-2), LATEST (-1),
-    /// MAX_TIMESTAMP (-3). Returns a `TimestampAndOffset` or None. `isolation` asks as a consumer
+    /// MAX_TIMESTAMP (-3), EARLIEST_LOCAL (-4), LATEST_TIERED (-5), EARLIEST_PENDING_UPLOAD
+    /// (-6). Returns a `TimestampAndOffset` (with its leader epoch, as Kafka's) or None. `isolation` asks as a consumer
     /// does ("read_uncommitted" or "read_committed"): LATEST is then the high watermark or the
     /// last stable offset, and a record at or past it is not found (None); without it, as a
     /// replica asks, to the log end.
@@ -834,5 +835,11 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("EARLIEST_TIMESTAMP", crate::log::EARLIEST_TIMESTAMP)?;
     m.add("LATEST_TIMESTAMP", crate::log::LATEST_TIMESTAMP)?;
     m.add("MAX_TIMESTAMP", crate::log::MAX_TIMESTAMP)?;
+    m.add("EARLIEST_LOCAL_TIMESTAMP", crate::log::EARLIEST_LOCAL_TIMESTAMP)?;
+    m.add("LATEST_TIERED_TIMESTAMP", crate::log::LATEST_TIERED_TIMESTAMP)?;
+    m.add(
+        "EARLIEST_PENDING_UPLOAD_TIMESTAMP",
+        crate::log::EARLIEST_PENDING_UPLOAD_TIMESTAMP,
+    )?;
     Ok(())
 }

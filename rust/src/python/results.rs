@@ -52,7 +52,8 @@ py_result!(TimestampOffset, "TimestampOffset", |t| (
 ));
 py_result!(TimestampAndOffset, "TimestampAndOffset", |t| (
     t.timestamp,
-    t.offset
+    t.offset,
+    t.leader_epoch
 ));
 py_result!(LogOffsetPosition, "LogOffsetPosition", |p| (
     p.offset, p.position, p.size

@@ -1660,3 +1660,27 @@ def test_a_refused_producer_batch_is_named_by_its_place_in_the_append(tmp_path):
         message = str(refused.value)
         assert f"record 0 of the batch at byte {len(kafkalog.encode_batch([{'key': b'k', 'value': b'v'}]))} of the append" in message
         assert "offset 0" not in message and log.log_end_offset == 20
+
+
+def test_reading_a_log_of_many_segments_takes_no_descriptor_per_segment(tmp_path):
+    """A read of a read-only log maps its segments: each map kept a descriptor of its own, so a
+    log of 2,500 segments held 5,000, a process whose limit lay between ran out at the read
+    (silently: the reads fell back to windows), and every later open in it failed until the
+    log closed (a black-box tester). The maps now share the open's descriptors."""
+    folder = tmp_path / "many-0"
+    with Log(folder, read_only=False, create=True, config={"segment.bytes": 200}) as log:
+        for i in range(300):
+            log.append([{"key": b"k", "value": b"v%03d" % i}])
+    fds = lambda: len(os.listdir("/proc/self/fd"))
+    log = Log(folder)
+    segments = len(log.segments)
+    assert segments >= 100
+    opened = fds()
+    for zero_copy in (False, True):
+        table = log.to_arrow(zero_copy=zero_copy, threads=1).read_all()
+        assert table.num_rows == 300
+        assert fds() - opened < 10, (zero_copy, fds() - opened, segments)
+        del table
+    assert sum(1 for _ in log.records()) == 300
+    assert fds() - opened < 10
+    log.close()

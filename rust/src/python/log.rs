@@ -835,8 +835,14 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("EARLIEST_TIMESTAMP", crate::log::EARLIEST_TIMESTAMP)?;
     m.add("LATEST_TIMESTAMP", crate::log::LATEST_TIMESTAMP)?;
     m.add("MAX_TIMESTAMP", crate::log::MAX_TIMESTAMP)?;
-    m.add("EARLIEST_LOCAL_TIMESTAMP", crate::log::EARLIEST_LOCAL_TIMESTAMP)?;
-    m.add("LATEST_TIERED_TIMESTAMP", crate::log::LATEST_TIERED_TIMESTAMP)?;
+    m.add(
+        "EARLIEST_LOCAL_TIMESTAMP",
+        crate::log::EARLIEST_LOCAL_TIMESTAMP,
+    )?;
+    m.add(
+        "LATEST_TIERED_TIMESTAMP",
+        crate::log::LATEST_TIERED_TIMESTAMP,
+    )?;
     m.add(
         "EARLIEST_PENDING_UPLOAD_TIMESTAMP",
         crate::log::EARLIEST_PENDING_UPLOAD_TIMESTAMP,

@@ -70,17 +70,48 @@ pub(crate) fn park_on_thread_exit<R>(f: impl FnOnce() -> R) -> R {
 }
 
 /// Dropped only by an unwind: a Rust panic's, which goes on to pyo3 (a `PanicException`), or
-/// `pthread_exit`'s, which parks the thread.
+/// `pthread_exit`'s, which parks the thread. Any other is a foreign exception (a C++ one out of
+/// pyarrow when memory runs out) that nothing can catch: parked, the call would hang for good,
+/// so the process ends with a message instead.
 struct ParkOnThreadExit;
 
 impl Drop for ParkOnThreadExit {
     fn drop(&mut self) {
-        if !std::thread::panicking() {
+        if std::thread::panicking() {
+            return;
+        }
+        // CPython ends a thread with `pthread_exit` only while the interpreter finalizes.
+        if interpreter_finalizing() != Some(false) {
             loop {
                 std::thread::park();
             }
         }
+        eprintln!(
+            "kafkalog: a foreign (C++) exception unwound through a call into Python, which \
+             cannot go on (out of memory in pyarrow?): aborting"
+        );
+        std::process::abort();
     }
+}
+
+/// Whether the interpreter is finalizing: `Py_IsFinalizing` (3.13+) or `_Py_IsFinalizing`
+/// (3.9-3.12), looked up at run time since the stable ABI has neither; None when neither is
+/// found. Both read one field of the runtime, without the GIL.
+fn interpreter_finalizing() -> Option<bool> {
+    type IsFinalizing = extern "C" fn() -> std::os::raw::c_int;
+    static IS_FINALIZING: std::sync::OnceLock<Option<IsFinalizing>> = std::sync::OnceLock::new();
+    let f = IS_FINALIZING.get_or_init(|| {
+        [c"Py_IsFinalizing", c"_Py_IsFinalizing"]
+            .into_iter()
+            .find_map(|name| {
+                // SAFETY: dlsym on the process's global symbols with a NUL-terminated name.
+                let symbol = unsafe { libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr()) };
+                // SAFETY: both functions take nothing and return an int.
+                (!symbol.is_null())
+                    .then(|| unsafe { std::mem::transmute::<_, IsFinalizing>(symbol) })
+            })
+    });
+    f.map(|f| f() != 0)
 }
 
 /// Memory for Arrow buffers comes back to the allocator batch after batch; mimalloc reuses it
@@ -136,6 +167,8 @@ fn _kafkalog(m: &Bound<'_, PyModule>) -> PyResult<()> {
         unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, 10_000) };
     }
     crate::record::segment_map::set_unmap_hook(unmap_without_the_gil);
+    // Looked up now, not first in an unwind (where memory may have run out).
+    interpreter_finalizing();
     errors::register(m)?;
     records::register(m)?;
     segment::register(m)?;

@@ -55,7 +55,10 @@ pub struct TimestampAndOffset {
 #[derive(Debug)]
 pub struct FileRecords {
     path: PathBuf,
-    file: File,
+    /// Shared with the memory map, which keeps this open (and its lock) as long as it lives
+    /// without a descriptor of its own: a read of a log of thousands of segments needs no
+    /// second descriptor per segment.
+    file: std::sync::Arc<File>,
     size: u64,
     writable: bool,
     /// Damaged `[start, end)` byte ranges every reader steps over (a read-only view that skips
@@ -85,7 +88,7 @@ impl FileRecords {
         let size = file.metadata().map_err(|e| Error::io(path, e))?.len();
         Ok(FileRecords {
             path: path.to_path_buf(),
-            file,
+            file: std::sync::Arc::new(file),
             size,
             writable,
             skipped: Vec::new(),
@@ -239,7 +242,7 @@ impl FileRecords {
         if let Some(dir) = self.path.parent() {
             File::open(dir).and_then(|d| d.sync_all()).map_err(io)?;
         }
-        self.file = kept;
+        self.file = std::sync::Arc::new(kept);
         Ok(())
     }
 
@@ -646,8 +649,8 @@ impl FileRecords {
                 // SAFETY: read-only, private to this process's reads; the length is the size
                 // this view trusts (a longer file's tail is not mapped).
                 // LOCK_SH while mapped, so that a writer cuts the file by copying it instead
-                // (`truncate_to`); held by a descriptor of this open that the map keeps.
-                let lock = self.file.try_clone().ok()?;
+                // (`truncate_to`); held by this open, which the map keeps.
+                let lock = self.file.clone();
                 if !crate::files::try_flock(&lock, libc::LOCK_SH) {
                     return None; // a writer is cutting the file now: read windows instead
                 }

@@ -25,7 +25,7 @@ pub fn set_unmap_hook(hook: UnmapHook) {
 /// A read-only map of a segment file; dropped, it is unmapped through the [`UnmapHook`], if any,
 /// and then the file it holds (the descriptor of its `flock`, [`Self::holding`]) is closed.
 #[derive(Debug)]
-pub(crate) struct SegmentMap(Option<Mmap>, Option<std::fs::File>);
+pub(crate) struct SegmentMap(Option<Mmap>, Option<std::sync::Arc<std::fs::File>>);
 
 impl SegmentMap {
     pub(crate) fn new(map: Mmap) -> Self {
@@ -33,7 +33,7 @@ impl SegmentMap {
     }
 
     /// Keeps `file` open as long as the map: its shared lock tells writers the file is mapped.
-    pub(crate) fn holding(mut self, file: std::fs::File) -> Self {
+    pub(crate) fn holding(mut self, file: std::sync::Arc<std::fs::File>) -> Self {
         self.1 = Some(file);
         self
     }

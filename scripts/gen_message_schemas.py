@@ -19,7 +19,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 CACHE = Path.home() / ".cache" / "kafkalog" / "kafka"
 RELEASES = ["4.4.0", "3.9.2"]  # newest first
-JARS = ["kafka-group-coordinator", "kafka-transaction-coordinator", "kafka-metadata", "kafka-clients"]
+JARS = ["kafka-group-coordinator", "kafka-transaction-coordinator", "kafka-share-coordinator", "kafka-metadata",
+        "kafka-clients"]
 # The coordinator records, the metadata records and the consumer protocol's embedded messages.
 WANTED_CLIENT_MESSAGES = {"ConsumerProtocolSubscription", "ConsumerProtocolAssignment"}
 
@@ -45,7 +46,9 @@ def load_specs() -> dict:
                         continue
                     if kind == "data" and spec["name"] not in WANTED_CLIENT_MESSAGES:
                         continue
-                    if "transaction" in jar.name or "group" in jar.name:
+                    if "share-coordinator" in jar.name:
+                        family = "share"
+                    elif "transaction" in jar.name or "group" in jar.name:
                         family = "txn" if "transaction" in jar.name else "group"
                     elif kind == "metadata":
                         family = "metadata"

@@ -38,6 +38,32 @@ T_EVENTS = "it-events"
 GROUPS = ["g-one", "g-two", "g-txn"]
 
 
+def _share_group_consumes(broker: kh.Broker, group: str, n: int) -> None:
+    """Kafka 4's own share consumer (`kafka-console-share-consumer`) in ``group`` reads and
+    acknowledges ``n`` records: the share coordinator writes the group's snapshot and its updates
+    of delivery states to `__share_group_state`. A share group starts at the latest offset, so
+    records go on being produced until it has them."""
+    topic = "it-shared"
+    kh.create_topic(broker.bootstrap, topic, partitions=1)
+    cmd = [kh._java(), "-cp", kh.kafka_classpath(broker.version),
+           "org.apache.kafka.tools.consumer.ConsoleShareConsumer", "--bootstrap-server", broker.bootstrap,
+           "--topic", topic, "--group", group, "--max-messages", str(n), "--timeout-ms", "60000"]
+    consumer = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 90
+        i = 0
+        while consumer.poll() is None and time.monotonic() < deadline:
+            kh.produce(broker.bootstrap, topic, [{"value": b"shared %d" % i}])
+            i += 1
+            time.sleep(0.3)
+        out, err = consumer.communicate(timeout=30)
+        assert consumer.returncode == 0 and len(out.splitlines()) == n, err[-3000:]
+    finally:
+        if consumer.poll() is None:
+            consumer.kill()
+            consumer.wait()
+
+
 def _consume_and_commit(bs: str, group: str, topics: List[str], n: int, metadata: str,
                         protocol: str = "classic") -> None:
     """A group member that reads ``n`` records and commits their positions, with metadata."""
@@ -150,6 +176,7 @@ def broker_dir(request):
         if version.startswith("4."):
             _consume_and_commit(bs, "g-848", [T_EVENTS], 6, "new protocol", protocol="consumer")
             groups.append("g-848")
+            _share_group_consumes(broker, "g-share", 5)
         admin = kh._admin(bs)  # kept alive until its future is done
         admin.delete_consumer_groups(["g-gone"], request_timeout=30)["g-gone"].result(timeout=30)
         _transactional_offsets(bs, "g-txn", 3, commit=True)
@@ -179,6 +206,7 @@ DECODERS = {
     "--offsets-decoder": "__consumer_offsets-0",
     "--transaction-log-decoder": "__transaction_state-0",
     "--cluster-metadata-decoder": "__cluster_metadata-0",
+    "--share-group-state-decoder": "__share_group_state-*",
 }
 
 
@@ -189,13 +217,24 @@ DECODERS = {
                          ids=["deep-print", "skip-metadata", "old-decoder-class"])
 @pytest.mark.parametrize("decoder", list(DECODERS))
 def test_decoders_print_what_dump_log_segments_prints(broker_dir, decoder, extra):
-    files = _log_files(broker_dir["data_dir"] / DECODERS[decoder])
+    if decoder == "--share-group-state-decoder" and not broker_dir["version"].startswith("4."):
+        # 3.x has no share groups; the decoder says so rather than print 4.x's output.
+        out = compat_util.kafkalog_dump([], [broker_dir["data_dir"], decoder], kafka_major=3)
+        assert out.returncode == 2 and "3.x's tool has no share groups" in out.stderr, out.stderr
+        return
+    # The share coordinator writes a group's records to one of 50 partitions: those holding any.
+    files = [f for folder in sorted(broker_dir["data_dir"].glob(DECODERS[decoder]))
+             for f in _log_files(folder) if f.stat().st_size > 0 or "share" not in decoder]
     assert files, f"no log files in {DECODERS[decoder]}"
     if decoder == "--cluster-metadata-decoder":
         assert any(f.suffix == ".checkpoint" for f in files), "the controller wrote no snapshot"
     java = compat_util.assert_same_dump(broker_dir["version"], files, [decoder, *extra])
     # The decoders did decode: no record fell back to an error line.
     assert "payload: " in java.stdout and "skipping." not in java.stdout
+    if decoder == "--share-group-state-decoder":
+        # The group's snapshot, then an update with the 5 records acknowledged (Acked: 2).
+        assert '"groupId":"g-share"' in java.stdout and '"type":"1"' in java.stdout, java.stdout[-3000:]
+        assert '"deliveryState":2' in java.stdout, java.stdout[-3000:]
     if decoder == "--offsets-decoder":
         assert '"group":"g-one"' in java.stdout and "<DELETE>" in java.stdout
         assert '"subscription":{' in java.stdout, "consumer protocol subscriptions decoded"
@@ -280,17 +319,21 @@ def test_a_decoder_given_a_data_dir_dumps_its_topic_only(broker_dir, decoder, tm
     alike, and prints what dumping that partition's files prints."""
     d = broker_dir["data_dir"]
     major = int(broker_dir["version"][0])
-    folder = d / DECODERS[decoder]
+    folders = sorted(d.glob(DECODERS[decoder]))  # the share coordinator's topic has 50 partitions
     run = lambda *a: subprocess.run([sys.executable, "-m", "kafkalog", "dump", *a, "--kafka-version", str(major)],
                                     capture_output=True, text=True, timeout=300)
     whole = run(str(d), decoder)
+    if decoder == "--share-group-state-decoder" and major < 4:
+        assert whole.returncode == 2 and "no share groups" in whole.stderr, whole.stderr
+        return
     assert whole.returncode == 0, whole.stderr
     dumped = [line.split(" ", 1)[1] for line in whole.stdout.splitlines() if line.startswith("Dumping ")]
-    assert dumped and all(Path(f).parent == folder for f in dumped), dumped
+    assert dumped and all(Path(f).parent in folders for f in dumped), dumped
     assert any(f.endswith(".log") for f in dumped)
     if decoder == "--cluster-metadata-decoder":
         assert any(f.endswith(".checkpoint") for f in dumped), "the controller's snapshots are dumped too"
-    assert whole.stdout == run(str(folder), decoder).stdout
+    if len(folders) == 1:
+        assert whole.stdout == run(str(folders[0]), decoder).stdout
     assert whole.stdout == run("--files", ",".join(dumped), decoder).stdout
     # A data dir without that topic: a clear one-line error, not a dump of everything else.
     other = tmp_path / "data"

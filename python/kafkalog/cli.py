@@ -108,7 +108,6 @@ def _expand_paths(paths: list[str], topic: str | None = None) -> tuple[list[str]
 
 _UNSUPPORTED_DECODERS = {
     "remote_log_metadata_decoder": "--remote-log-metadata-decoder",
-    "share_group_state_decoder": "--share-group-state-decoder",
 }
 # Kafka's internal topic decoders, by the option that picks them; where several are given, the
 # first in this order wins, as in Kafka's tool.
@@ -120,14 +119,17 @@ _TOPIC_DECODERS: dict[str, tuple[str, MessageParser, str, str]] = {
                                 "decode __transaction_state records: transaction states"),
     "cluster_metadata_decoder": ("--cluster-metadata-decoder", "cluster-metadata", "__cluster_metadata",
                                  "decode KRaft __cluster_metadata records: topics, partitions, configs, ..."),
+    "share_group_state_decoder": ("--share-group-state-decoder", "share-group-state", "__share_group_state",
+                                  "decode __share_group_state records: share groups' delivery states (4.x)"),
 }
 
 
 def cmd_dump(args) -> int:
     for attr, flag in _UNSUPPORTED_DECODERS.items():
         if getattr(args, attr):
-            raise UsageError(f"{flag} is not supported yet: the coordinator and metadata record "
-                             "decoders are still to come; drop the flag to print the raw records")
+            raise UsageError(f"{flag} is not supported yet: drop the flag to print the raw records")
+    if args.share_group_state_decoder and args.kafka_major < 4:
+        raise UsageError("--share-group-state-decoder is Kafka 4's: 3.x's tool has no share groups")
     files: list[str] = []
     if args.files is not None:
         # Java's String.split(","): trailing empty names dropped.

@@ -66,7 +66,7 @@ Acks = Literal["all", "-1", "1", "0"]
 OffsetReset = Literal["earliest", "latest", "none"]
 """Kafka's ``auto.offset.reset``."""
 
-MessageParser = Literal["decoders", "offsets", "transaction-log", "cluster-metadata"]
+MessageParser = Literal["decoders", "offsets", "transaction-log", "cluster-metadata", "share-group-state"]
 """What ``dump_log_segments`` decodes records with: the key and value decoders, or one of Kafka's
 internal topic parsers (``--offsets-decoder``, ``--transaction-log-decoder``,
 ``--cluster-metadata-decoder``)."""

@@ -59,6 +59,8 @@ pub struct FieldSpec {
 pub enum Family {
     Group,
     Txn,
+    /// The share coordinator's `__share_group_state` records (4.x).
+    Share,
     Metadata,
     ConsumerProtocol,
 }
@@ -397,6 +399,49 @@ fn default_value(f: &FieldSpec) -> Value {
 pub fn uuid_string(bytes: &[u8]) -> String {
     use base64::Engine;
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
+}
+
+/// A coordinator record's key and value as 4.x's `CoordinatorRecordSerde.deserialize` reads
+/// them: the record type from the key's version field, the key at version 0, the value at its own
+/// version (one `family`'s record types). Returns the type, the key, and the value's version and
+/// message (`None` for a tombstone); the errors carry Kafka's messages.
+pub(crate) fn decode_coordinator_record(
+    family: Family,
+    key: &[u8],
+    value: Option<&[u8]>,
+) -> std::result::Result<(i16, Value, Option<(i16, Value)>), super::DecodeError> {
+    use super::DecodeError;
+    let mut k = Reader::new(key);
+    let record_type = k
+        .i16()
+        .map_err(|_| DecodeError::Other("Could not read version from key's buffer.".into()))?;
+    let key_spec = find(family, Kind::CoordinatorKey, record_type)
+        .ok_or(DecodeError::UnknownRecordType(record_type))?;
+    let key_json = read_message(key_spec, 0, &mut k).map_err(|e| {
+        DecodeError::Other(format!(
+            "Could not read record with version {record_type} from key's buffer due to: {e}."
+        ))
+    })?;
+    let Some(value) = value else {
+        return Ok((record_type, key_json, None));
+    };
+    let spec = find(family, Kind::CoordinatorValue, record_type)
+        .ok_or(DecodeError::UnknownRecordType(record_type))?;
+    let mut v = Reader::new(value);
+    let version = v
+        .i16()
+        .map_err(|_| DecodeError::Other("Could not read version from value's buffer.".into()))?;
+    if !spec.valid.contains(version) {
+        return Err(DecodeError::Other(format!(
+            "Found an unknown record version {version} for {record_type} type"
+        )));
+    }
+    let json = read_message(spec, version, &mut v).map_err(|e| {
+        DecodeError::Other(format!(
+            "Could not read record with version {version} from value's buffer due to: {e}."
+        ))
+    })?;
+    Ok((record_type, key_json, Some((version, json))))
 }
 
 /// A coordinator record as `DumpLogSegments`' `OffsetsMessageParser` and

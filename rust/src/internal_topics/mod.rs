@@ -1,5 +1,6 @@
 //! Kafka's internal topics decoded: `__consumer_offsets` (the group coordinator's records),
-//! `__transaction_state` (the transaction coordinator's) and the KRaft `__cluster_metadata` log,
+//! `__transaction_state` (the transaction coordinator's), `__share_group_state` (the share
+//! coordinator's, 4.x) and the KRaft `__cluster_metadata` log,
 //! as Kafka's `DumpLogSegments` decoders print them; and a broker's committed offsets, as its
 //! group coordinator would answer ListConsumerGroupOffsets after loading them.
 
@@ -9,6 +10,7 @@ pub mod group_metadata;
 pub mod message;
 #[rustfmt::skip]
 mod schemas;
+pub mod share_group_state;
 pub mod transaction_log;
 
 /// How a record that cannot be decoded is reported: Kafka's tool prints these in place of the

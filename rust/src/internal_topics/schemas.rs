@@ -566,14 +566,53 @@ static USER_SCRAM_CREDENTIAL_RECORD_F109: &[FieldSpec] = &[
 static ZK_MIGRATION_STATE_RECORD_F110: &[FieldSpec] = &[
     FieldSpec { name: "zkMigrationState", ty: T::Int8, versions: V(0, i16::MAX), nullable: NONE, tag: -1, tagged: NONE, default: None },
 ];
-static TRANSACTION_LOG_KEY_F111: &[FieldSpec] = &[
+static SHARE_SNAPSHOT_KEY_F111: &[FieldSpec] = &[
+    FieldSpec { name: "groupId", ty: T::String, versions: V(0, 0), nullable: NONE, tag: -1, tagged: NONE, default: None },
+    FieldSpec { name: "topicId", ty: T::Uuid, versions: V(0, 0), nullable: NONE, tag: -1, tagged: NONE, default: None },
+    FieldSpec { name: "partition", ty: T::Int32, versions: V(0, 0), nullable: NONE, tag: -1, tagged: NONE, default: None },
+];
+static SHARE_SNAPSHOT_VALUE_F112: &[FieldSpec] = &[
+    FieldSpec { name: "firstOffset", ty: T::Int64, versions: V(0, i16::MAX), nullable: NONE, tag: -1, tagged: NONE, default: None },
+    FieldSpec { name: "lastOffset", ty: T::Int64, versions: V(0, i16::MAX), nullable: NONE, tag: -1, tagged: NONE, default: None },
+    FieldSpec { name: "deliveryState", ty: T::Int8, versions: V(0, i16::MAX), nullable: NONE, tag: -1, tagged: NONE, default: None },
+    FieldSpec { name: "deliveryCount", ty: T::Int16, versions: V(0, i16::MAX), nullable: NONE, tag: -1, tagged: NONE, default: None },
+];
+static SHARE_SNAPSHOT_VALUE_F113: &[FieldSpec] = &[
+    FieldSpec { name: "snapshotEpoch", ty: T::Int32, versions: V(0, i16::MAX), nullable: NONE, tag: -1, tagged: NONE, default: None },
+    FieldSpec { name: "stateEpoch", ty: T::Int32, versions: V(0, i16::MAX), nullable: NONE, tag: -1, tagged: NONE, default: None },
+    FieldSpec { name: "leaderEpoch", ty: T::Int32, versions: V(0, i16::MAX), nullable: NONE, tag: -1, tagged: NONE, default: None },
+    FieldSpec { name: "startOffset", ty: T::Int64, versions: V(0, i16::MAX), nullable: NONE, tag: -1, tagged: NONE, default: None },
+    FieldSpec { name: "deliveryCompleteCount", ty: T::Int32, versions: V(0, i16::MAX), nullable: NONE, tag: 0, tagged: V(0, i16::MAX), default: Some("-1") },
+    FieldSpec { name: "createTimestamp", ty: T::Int64, versions: V(0, i16::MAX), nullable: NONE, tag: -1, tagged: NONE, default: None },
+    FieldSpec { name: "writeTimestamp", ty: T::Int64, versions: V(0, i16::MAX), nullable: NONE, tag: -1, tagged: NONE, default: None },
+    FieldSpec { name: "stateBatches", ty: T::Array(&T::Struct(SHARE_SNAPSHOT_VALUE_F112)), versions: V(0, i16::MAX), nullable: NONE, tag: -1, tagged: NONE, default: None },
+];
+static SHARE_UPDATE_KEY_F114: &[FieldSpec] = &[
+    FieldSpec { name: "groupId", ty: T::String, versions: V(0, 0), nullable: NONE, tag: -1, tagged: NONE, default: None },
+    FieldSpec { name: "topicId", ty: T::Uuid, versions: V(0, 0), nullable: NONE, tag: -1, tagged: NONE, default: None },
+    FieldSpec { name: "partition", ty: T::Int32, versions: V(0, 0), nullable: NONE, tag: -1, tagged: NONE, default: None },
+];
+static SHARE_UPDATE_VALUE_F115: &[FieldSpec] = &[
+    FieldSpec { name: "firstOffset", ty: T::Int64, versions: V(0, i16::MAX), nullable: NONE, tag: -1, tagged: NONE, default: None },
+    FieldSpec { name: "lastOffset", ty: T::Int64, versions: V(0, i16::MAX), nullable: NONE, tag: -1, tagged: NONE, default: None },
+    FieldSpec { name: "deliveryState", ty: T::Int8, versions: V(0, i16::MAX), nullable: NONE, tag: -1, tagged: NONE, default: None },
+    FieldSpec { name: "deliveryCount", ty: T::Int16, versions: V(0, i16::MAX), nullable: NONE, tag: -1, tagged: NONE, default: None },
+];
+static SHARE_UPDATE_VALUE_F116: &[FieldSpec] = &[
+    FieldSpec { name: "snapshotEpoch", ty: T::Int32, versions: V(0, i16::MAX), nullable: NONE, tag: -1, tagged: NONE, default: None },
+    FieldSpec { name: "leaderEpoch", ty: T::Int32, versions: V(0, i16::MAX), nullable: NONE, tag: -1, tagged: NONE, default: None },
+    FieldSpec { name: "startOffset", ty: T::Int64, versions: V(0, i16::MAX), nullable: NONE, tag: -1, tagged: NONE, default: None },
+    FieldSpec { name: "deliveryCompleteCount", ty: T::Int32, versions: V(0, i16::MAX), nullable: NONE, tag: 0, tagged: V(0, i16::MAX), default: Some("-1") },
+    FieldSpec { name: "stateBatches", ty: T::Array(&T::Struct(SHARE_UPDATE_VALUE_F115)), versions: V(0, i16::MAX), nullable: NONE, tag: -1, tagged: NONE, default: None },
+];
+static TRANSACTION_LOG_KEY_F117: &[FieldSpec] = &[
     FieldSpec { name: "transactionalId", ty: T::String, versions: V(0, 0), nullable: NONE, tag: -1, tagged: NONE, default: None },
 ];
-static TRANSACTION_LOG_VALUE_F112: &[FieldSpec] = &[
+static TRANSACTION_LOG_VALUE_F118: &[FieldSpec] = &[
     FieldSpec { name: "topic", ty: T::String, versions: V(0, i16::MAX), nullable: NONE, tag: -1, tagged: NONE, default: None },
     FieldSpec { name: "partitionIds", ty: T::Array(&T::Int32), versions: V(0, i16::MAX), nullable: NONE, tag: -1, tagged: NONE, default: None },
 ];
-static TRANSACTION_LOG_VALUE_F113: &[FieldSpec] = &[
+static TRANSACTION_LOG_VALUE_F119: &[FieldSpec] = &[
     FieldSpec { name: "producerId", ty: T::Int64, versions: V(0, i16::MAX), nullable: NONE, tag: -1, tagged: NONE, default: None },
     FieldSpec { name: "previousProducerId", ty: T::Int64, versions: V(1, i16::MAX), nullable: NONE, tag: 0, tagged: V(1, i16::MAX), default: Some("-1") },
     FieldSpec { name: "nextProducerId", ty: T::Int64, versions: V(1, i16::MAX), nullable: NONE, tag: 1, tagged: V(1, i16::MAX), default: Some("-1") },
@@ -581,7 +620,7 @@ static TRANSACTION_LOG_VALUE_F113: &[FieldSpec] = &[
     FieldSpec { name: "nextProducerEpoch", ty: T::Int16, versions: V(1, i16::MAX), nullable: NONE, tag: 3, tagged: V(1, i16::MAX), default: Some("-1") },
     FieldSpec { name: "transactionTimeoutMs", ty: T::Int32, versions: V(0, i16::MAX), nullable: NONE, tag: -1, tagged: NONE, default: None },
     FieldSpec { name: "transactionStatus", ty: T::Int8, versions: V(0, i16::MAX), nullable: NONE, tag: -1, tagged: NONE, default: None },
-    FieldSpec { name: "transactionPartitions", ty: T::Array(&T::Struct(TRANSACTION_LOG_VALUE_F112)), versions: V(0, i16::MAX), nullable: V(0, i16::MAX), tag: -1, tagged: NONE, default: None },
+    FieldSpec { name: "transactionPartitions", ty: T::Array(&T::Struct(TRANSACTION_LOG_VALUE_F118)), versions: V(0, i16::MAX), nullable: V(0, i16::MAX), tag: -1, tagged: NONE, default: None },
     FieldSpec { name: "transactionLastUpdateTimestampMs", ty: T::Int64, versions: V(0, i16::MAX), nullable: NONE, tag: -1, tagged: NONE, default: None },
     FieldSpec { name: "transactionStartTimestampMs", ty: T::Int64, versions: V(0, i16::MAX), nullable: NONE, tag: -1, tagged: NONE, default: None },
     FieldSpec { name: "clientTransactionVersion", ty: T::Int16, versions: V(1, i16::MAX), nullable: NONE, tag: 2, tagged: V(1, i16::MAX), default: Some("0") },
@@ -660,6 +699,10 @@ pub static MESSAGES: &[MessageSpec] = &[
     MessageSpec { family: Family::Metadata, name: "UnregisterControllerRecord", api_key: 29, kind: Kind::Metadata, valid: V(0, 0), flexible: V(0, i16::MAX), fields: UNREGISTER_CONTROLLER_RECORD_F108 },
     MessageSpec { family: Family::Metadata, name: "UserScramCredentialRecord", api_key: 11, kind: Kind::Metadata, valid: V(0, 0), flexible: V(0, i16::MAX), fields: USER_SCRAM_CREDENTIAL_RECORD_F109 },
     MessageSpec { family: Family::Metadata, name: "ZkMigrationStateRecord", api_key: 21, kind: Kind::Metadata, valid: V(0, 0), flexible: V(0, i16::MAX), fields: ZK_MIGRATION_STATE_RECORD_F110 },
-    MessageSpec { family: Family::Txn, name: "TransactionLogKey", api_key: 0, kind: Kind::CoordinatorKey, valid: V(0, 0), flexible: NONE, fields: TRANSACTION_LOG_KEY_F111 },
-    MessageSpec { family: Family::Txn, name: "TransactionLogValue", api_key: 0, kind: Kind::CoordinatorValue, valid: V(0, 1), flexible: V(1, i16::MAX), fields: TRANSACTION_LOG_VALUE_F113 },
+    MessageSpec { family: Family::Share, name: "ShareSnapshotKey", api_key: 0, kind: Kind::CoordinatorKey, valid: V(0, 0), flexible: NONE, fields: SHARE_SNAPSHOT_KEY_F111 },
+    MessageSpec { family: Family::Share, name: "ShareSnapshotValue", api_key: 0, kind: Kind::CoordinatorValue, valid: V(0, 0), flexible: V(0, i16::MAX), fields: SHARE_SNAPSHOT_VALUE_F113 },
+    MessageSpec { family: Family::Share, name: "ShareUpdateKey", api_key: 1, kind: Kind::CoordinatorKey, valid: V(0, 0), flexible: NONE, fields: SHARE_UPDATE_KEY_F114 },
+    MessageSpec { family: Family::Share, name: "ShareUpdateValue", api_key: 1, kind: Kind::CoordinatorValue, valid: V(0, 0), flexible: V(0, i16::MAX), fields: SHARE_UPDATE_VALUE_F116 },
+    MessageSpec { family: Family::Txn, name: "TransactionLogKey", api_key: 0, kind: Kind::CoordinatorKey, valid: V(0, 0), flexible: NONE, fields: TRANSACTION_LOG_KEY_F117 },
+    MessageSpec { family: Family::Txn, name: "TransactionLogValue", api_key: 0, kind: Kind::CoordinatorValue, valid: V(0, 1), flexible: V(1, i16::MAX), fields: TRANSACTION_LOG_VALUE_F119 },
 ];

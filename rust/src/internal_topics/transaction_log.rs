@@ -7,7 +7,7 @@ use serde_json::{json, Value};
 
 use super::group_metadata::error_record;
 use super::message::{
-    coordinator_record_for_dump, find, missing_key_error, read_message, Family, Kind, Reader,
+    coordinator_record_for_dump, decode_coordinator_record, missing_key_error, Family, Reader,
 };
 use super::{DecodeError, ParsedRecord};
 
@@ -37,47 +37,14 @@ pub fn transaction_state_name(id: i64) -> Option<&'static str> {
 }
 
 pub fn decode(key: &[u8], value: Option<&[u8]>) -> Result<TxnRecord, DecodeError> {
-    let mut k = Reader::new(key);
-    let record_type = k
-        .i16()
-        .map_err(|_| DecodeError::Other("Could not read version from key's buffer.".into()))?;
-    let key_spec = find(Family::Txn, Kind::CoordinatorKey, record_type)
-        .ok_or(DecodeError::UnknownRecordType(record_type))?;
-    let key_json = read_message(key_spec, 0, &mut k).map_err(|e| {
-        DecodeError::Other(format!(
-            "Could not read record with version {record_type} from key's buffer due to: {e}."
-        ))
-    })?;
-    let transactional_id = key_json["transactionalId"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string();
-    let value = match value {
-        None => None,
-        Some(value) => {
-            let spec = find(Family::Txn, Kind::CoordinatorValue, record_type)
-                .ok_or(DecodeError::UnknownRecordType(record_type))?;
-            let mut v = Reader::new(value);
-            let version = v.i16().map_err(|_| {
-                DecodeError::Other("Could not read version from value's buffer.".into())
-            })?;
-            if !spec.valid.contains(version) {
-                return Err(DecodeError::Other(format!(
-                    "Found an unknown record version {version} for {record_type} type"
-                )));
-            }
-            let json = read_message(spec, version, &mut v).map_err(|e| {
-                DecodeError::Other(format!(
-                    "Could not read record with version {version} from value's buffer due to: {e}."
-                ))
-            })?;
-            Some((version, json))
-        }
-    };
+    let (record_type, key, value) = decode_coordinator_record(Family::Txn, key, value)?;
     Ok(TxnRecord {
         record_type,
-        transactional_id,
-        key: key_json,
+        transactional_id: key["transactionalId"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string(),
+        key,
         value,
     })
 }

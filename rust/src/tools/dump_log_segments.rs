@@ -26,7 +26,9 @@ use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
 use crate::internal_topics::message::Reader;
-use crate::internal_topics::{cluster_metadata, group_metadata, transaction_log, ParsedRecord};
+use crate::internal_topics::{
+    cluster_metadata, group_metadata, share_group_state, transaction_log, ParsedRecord,
+};
 use crate::log::producer_state::read_snapshot;
 use crate::record::batch::{
     is_incorrect_declared_batch_size, Batch, DefaultBatch, DEFAULT_MAX_DECOMPRESSED_BYTES,
@@ -99,7 +101,7 @@ impl Decoder {
 
 /// How record contents are printed: the key and value decoders, or one of Kafka's internal
 /// topic decoders (`--offsets-decoder`, `--transaction-log-decoder`,
-/// `--cluster-metadata-decoder`), which imply `--print-data-log`.
+/// `--cluster-metadata-decoder`, `--share-group-state-decoder`), which imply `--print-data-log`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum MessageParser {
     #[default]
@@ -107,6 +109,7 @@ pub enum MessageParser {
     Offsets,
     TransactionLog,
     ClusterMetadata,
+    ShareGroupState,
 }
 
 impl MessageParser {
@@ -116,9 +119,10 @@ impl MessageParser {
             "offsets" => MessageParser::Offsets,
             "transaction-log" | "transaction_log" => MessageParser::TransactionLog,
             "cluster-metadata" | "cluster_metadata" => MessageParser::ClusterMetadata,
+            "share-group-state" | "share_group_state" => MessageParser::ShareGroupState,
             other => {
                 return Err(Error::InvalidArgument(format!(
-                    "message parser {other:?}: one of decoders, offsets, transaction-log, cluster-metadata"
+                    "message parser {other:?}: one of decoders, offsets, transaction-log, cluster-metadata, share-group-state"
                 )))
             }
         })
@@ -135,6 +139,9 @@ impl MessageParser {
                 transaction_log::parse_for_dump(r.key, r.value, r.offset, kafka_major)?
             }
             MessageParser::ClusterMetadata => cluster_metadata::parse_for_dump(r.value, r.offset),
+            MessageParser::ShareGroupState => {
+                share_group_state::parse_for_dump(r.key, r.value, r.offset)?
+            }
         })
     }
 }

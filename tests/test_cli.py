@@ -56,7 +56,7 @@ def test_errors_are_one_line_with_an_exit_code(tmp_path):
     last = run("records", DEMO, "--start", "-5")
     assert last.returncode == 0 and json.loads(last.stdout.splitlines()[-1])["offset"] == 301
     assert "before --start" in one_line_error(run("records", DEMO, "--start", "20", "--end", "10"), 2)
-    assert "not supported yet" in one_line_error(run("dump", DEMO, "--share-group-state-decoder"), 2)
+    assert "not supported yet" in one_line_error(run("dump", DEMO, "--remote-log-metadata-decoder"), 2)
     assert "nothing to dump" in one_line_error(run("dump"), 2)
     assert "runs no Java classes" in one_line_error(
         run("dump", DEMO, "--value-decoder-class", "com.example.MyDecoder"), 1)

@@ -401,6 +401,9 @@ pub fn uuid_string(bytes: &[u8]) -> String {
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
 }
 
+/// A coordinator record: its type, key, and value's version and message (None: a tombstone).
+pub(crate) type CoordinatorRecord = (i16, Value, Option<(i16, Value)>);
+
 /// A coordinator record's key and value as 4.x's `CoordinatorRecordSerde.deserialize` reads
 /// them: the record type from the key's version field, the key at version 0, the value at its own
 /// version (one `family`'s record types). Returns the type, the key, and the value's version and
@@ -409,7 +412,7 @@ pub(crate) fn decode_coordinator_record(
     family: Family,
     key: &[u8],
     value: Option<&[u8]>,
-) -> std::result::Result<(i16, Value, Option<(i16, Value)>), super::DecodeError> {
+) -> std::result::Result<CoordinatorRecord, super::DecodeError> {
     use super::DecodeError;
     let mut k = Reader::new(key);
     let record_type = k

@@ -52,7 +52,10 @@ def _check_readable_folder(folder: Path) -> None:
     """A FIFO or device under a segment's name would block a reader: refused up front."""
     for p in folder.iterdir():
         if _is_segment_name(p.name) or p.name.endswith(".snapshot"):
-            mode = p.stat().st_mode
+            try:
+                mode = p.stat().st_mode
+            except FileNotFoundError:
+                continue  # removed since it was listed: a running broker's retention or cleaner
             if not stat.S_ISREG(mode):
                 kind = "a folder" if stat.S_ISDIR(mode) else "not a regular file"
                 raise DataError(f"{p}: {kind} where a segment file is expected")
@@ -193,8 +196,14 @@ class _Progress:
 
 
 def _segment_bytes(folder: Path) -> int:
-    return sum(p.stat().st_size for p in folder.iterdir()
-               if p.name.endswith(".log") and _is_segment_name(p.name) and p.is_file())
+    def size(p: Path) -> int:
+        try:
+            st = p.stat()
+        except FileNotFoundError:
+            return 0  # removed since it was listed: a running broker's retention or cleaner
+        return st.st_size if stat.S_ISREG(st.st_mode) else 0
+
+    return sum(size(p) for p in folder.iterdir() if p.name.endswith(".log") and _is_segment_name(p.name))
 
 
 # ----- verify -----

@@ -625,13 +625,14 @@ fn load_segment_files(
     Ok((segments, needs_recovery))
 }
 
-/// An open log holds a descriptor per segment file, as a broker does. When `files` more would not
-/// fit under the soft open-file limit (1024 on many systems: a partition of a thousand segments),
-/// the soft limit is raised toward the hard one, as the JVM running Kafka and its tools raises it
-/// to the hard limit at start (`-XX:+MaxFDLimit`); only as far as needed, so a process that uses
-/// `select()` keeps to low descriptors otherwise. Where it cannot be raised, the open's
-/// "Too many open files" error says what to do.
+/// An open log holds a descriptor per segment file, as a broker does: the first open raises the
+/// process's soft open-file limit to the hard one (at most `nr_open`'s default, 1,048,576), as the
+/// JVM running Kafka and its tools does at start (`-XX:+MaxFDLimit`). Only raised as far as each
+/// log needed, the limit stopped many small logs (a producer over 600 partitions) that each fit.
+/// Where the hard limit is too low, the open's "Too many open files" error says what to do.
 fn make_room_for_open_files(files: usize) {
+    static RAISED: std::sync::Once = std::sync::Once::new();
+    RAISED.call_once(|| raise_soft_open_file_limit(1 << 20));
     // Small logs fit whatever the limit: no look at the process's descriptors for them.
     const SMALL: usize = 64;
     if files < SMALL {
@@ -650,12 +651,28 @@ fn make_room_for_open_files(files: usize) {
     if needed <= limit.rlim_cur {
         return;
     }
+    raise_soft_open_file_limit(needed.saturating_mul(2));
+}
+
+/// Raises the soft open-file limit to `to`, or to the hard limit when that is lower; never lowers
+/// it. A failure leaves it as it was.
+fn raise_soft_open_file_limit(to: libc::rlim_t) {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit fills the struct it is given.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
+        return;
+    }
     let raised = libc::rlimit {
-        rlim_cur: needed.saturating_mul(2).min(limit.rlim_max),
+        rlim_cur: to.min(limit.rlim_max),
         rlim_max: limit.rlim_max,
     };
-    // SAFETY: setrlimit reads the struct it is given; a failure leaves the limit as it was.
-    unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) };
+    if raised.rlim_cur > limit.rlim_cur {
+        // SAFETY: setrlimit reads the struct it is given; a failure leaves the limit as it was.
+        unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) };
+    }
 }
 
 /// What `recover_log` did: bytes cut from torn tails (and, with `Truncate`, at the damage), and

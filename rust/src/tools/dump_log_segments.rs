@@ -551,6 +551,7 @@ pub fn dump_log_segments(
             shown: &shown,
             name,
             opts,
+            listed: opts.listed_from_folders.contains(arg),
             out: &mut *out,
             reports: &mut reports,
             summary: &mut summary,
@@ -748,12 +749,36 @@ struct FileDump<'a> {
     shown: &'a str,
     name: &'a str,
     opts: &'a DumpOptions,
+    /// Found by listing a folder ([`DumpOptions::listed_from_folders`]).
+    listed: bool,
     out: &'a mut dyn Write,
     reports: &'a mut Reports,
     summary: &'a mut DumpSummary,
 }
 
 impl FileDump<'_> {
+    /// A running (or killed) broker's empty active segment: a 0-byte log beside its index's
+    /// pre-allocated, zero-filled room. Kafka's tool, named the index, reads the zeros as an
+    /// entry and fails (its first entry points at no batch); a folder listed whole is dumped as
+    /// the broker sees it, an index with no entry yet. Not for files the user named.
+    fn is_untrimmed_room_of_an_empty_log(&self, index_bytes: &[u8], log: &File) -> bool {
+        self.listed
+            && !index_bytes.is_empty()
+            && index_bytes.iter().all(|&b| b == 0)
+            && log.metadata().is_ok_and(|m| m.len() == 0)
+    }
+
+    fn print_empty(&mut self) -> Result<()> {
+        if self.opts.json {
+            return json_line(
+                self.out,
+                &[("type", J::Str("empty")), ("path", J::Str(self.shown))],
+            );
+        }
+        writeln!(self.out, "{} is empty.", self.shown)?;
+        Ok(())
+    }
+
     fn open(&self, path: &Path) -> Result<File> {
         crate::files::open_regular(path).map_err(io_err(path))
     }
@@ -1131,15 +1156,8 @@ impl FileDump<'_> {
         let log = self.open(&log_path)?;
         let bytes = read_index_file(self.path).map_err(io_err(self.path))?;
         let index = RawOffsetIndex::new(base, &bytes);
-        if index.entries() == 0 {
-            if opts.json {
-                return json_line(
-                    self.out,
-                    &[("type", J::Str("empty")), ("path", J::Str(self.shown))],
-                );
-            }
-            writeln!(self.out, "{} is empty.", self.shown)?;
-            return Ok(());
+        if index.entries() == 0 || self.is_untrimmed_room_of_an_empty_log(&bytes, &log) {
+            return self.print_empty();
         }
         if opts.index_sanity_check {
             return self.passed_sanity_check(index.sanity_check(self.path, bytes.len()));
@@ -1190,6 +1208,9 @@ impl FileDump<'_> {
         let index = RawOffsetIndex::new(base, &index_bytes);
         let bytes = read_index_file(self.path).map_err(io_err(self.path))?;
         let time_index = RawTimeIndex::new(base, &bytes);
+        if self.is_untrimmed_room_of_an_empty_log(&bytes, &log) {
+            return self.print_empty();
+        }
         if opts.index_sanity_check {
             return self.passed_sanity_check(time_index.sanity_check(self.path, bytes.len()));
         }
@@ -2040,6 +2061,46 @@ mod tests {
             "{out}"
         );
         assert_eq!((summary.files, summary.batches), (1, 1));
+    }
+
+    /// A running or killed broker's empty active segment: a 0-byte log, its indexes' zeroed
+    /// room. Named, the `.index` fails as in Kafka's tool; listed from a folder, it is empty.
+    #[test]
+    fn an_empty_active_segments_index_room_is_empty_when_its_folder_is_listed() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = write_log(dir.path(), 0, &[]);
+        let index = log.with_extension("index");
+        let time_index = log.with_extension("timeindex");
+        std::fs::write(&index, vec![0u8; 8 * 100]).unwrap();
+        std::fs::write(&time_index, vec![0u8; 12 * 100]).unwrap();
+        let named = [index.display().to_string()];
+        assert!(dump_log_segments(
+            &named,
+            &DumpOptions::default(),
+            &mut Vec::new(),
+            &mut Vec::new()
+        )
+        .is_err());
+        let files = [
+            log.display().to_string(),
+            index.display().to_string(),
+            time_index.display().to_string(),
+        ];
+        let opts = DumpOptions {
+            listed_from_folders: files.iter().cloned().collect(),
+            ..Default::default()
+        };
+        let (out, err, summary) = dump(&files, &opts);
+        assert!(err.is_empty(), "{err}");
+        assert!(
+            out.contains(&format!("{} is empty.", index.display())),
+            "{out}"
+        );
+        assert!(
+            out.contains(&format!("{} is empty.", time_index.display())),
+            "{out}"
+        );
+        assert_eq!(summary.problems, 0);
     }
 
     #[test]

@@ -1458,7 +1458,7 @@ impl Log {
 
     /// [`Self::close`] for several logs, writing their log dirs' shared checkpoint files once
     /// for all of them. A log whose files fail to close stays open; the first error is returned
-    /// once the others are closed.
+    /// once the others are closed (a failed checkpoint write closes them all the same).
     pub fn close_all<'a>(logs: impl IntoIterator<Item = &'a Log>) -> Result<()> {
         let mut outcome = Ok(());
         let mut closing: Vec<(&Log, RwLockWriteGuard<'_, LogState>)> = Vec::new();
@@ -1487,12 +1487,17 @@ impl Log {
             .iter()
             .map(|(l, st)| (l.dir.as_path(), &**st))
             .collect();
-        loader::write_checkpoints(&entries)?;
+        let written = loader::write_checkpoints(&entries);
+        drop(entries);
+        // Released even when the checkpoints fail (no descriptor left for them, a full disk):
+        // the segments are flushed and closed, and a checkpoint left behind only means the next
+        // open recovers from an earlier point. Held, the log could never close, nor another
+        // writer open it.
         for (_, st) in &mut closing {
             Self::release_segments(st);
             st.writer_lock = None;
         }
-        outcome
+        outcome.and(written)
     }
 
     /// A writable log's closing writes: everything flushed, the producer snapshot, the segments'

@@ -148,3 +148,22 @@ fn one_appender_many_readers() {
     let all = log.records(None, None, FetchIsolation::LogEnd).unwrap();
     assert_eq!(all.len() as i64, acked);
 }
+
+/// A close whose checkpoint write fails (no descriptor left for it, a full disk) still closes
+/// the log and frees its writer lock: held, neither a retried close (it failed the same way)
+/// nor another writer could ever get on (a black-box tester at `ulimit -n` one short).
+#[test]
+fn a_close_whose_checkpoints_fail_still_closes_and_frees_the_writer_lock() {
+    let data = tempfile::tempdir().unwrap();
+    let log = open(data.path());
+    log.append_as_leader(&batch_of(0, 5), 0).unwrap();
+    // A folder where the recovery-point checkpoint goes: its write (a rename) fails.
+    let blocker = data.path().join("recovery-point-offset-checkpoint");
+    std::fs::create_dir_all(blocker.join("in-the-way")).unwrap();
+    assert!(log.close().is_err());
+    assert!(log.append_as_leader(&batch_of(5, 1), 0).is_err(), "closed");
+    std::fs::remove_dir_all(&blocker).unwrap();
+    let again = open(data.path());
+    assert_eq!(again.log_end_offset(), 5);
+    again.close().unwrap();
+}

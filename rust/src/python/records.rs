@@ -74,8 +74,8 @@ macro_rules! py_record_class {
                     offset: r.offset,
                     timestamp: r.timestamp,
                     timestamp_type: timestamp_type_name(r.timestamp_type),
-                    key: $crate::python::records::optional_bytes(py, r.key),
-                    value: $crate::python::records::optional_bytes(py, r.value),
+                    key: $crate::python::records::optional_bytes(py, r.key)?,
+                    value: $crate::python::records::optional_bytes(py, r.value)?,
                     headers,
                 })
             }
@@ -201,7 +201,7 @@ pub fn headers_list(
 ) -> PyResult<Py<PyList>> {
     let list = PyList::empty(py);
     for h in headers {
-        let v = h.value.map(|v| PyBytes::new(py, v));
+        let v = h.value.map(|v| py_bytes(py, v)).transpose()?;
         list.append(PyTuple::new(
             py,
             [
@@ -224,10 +224,21 @@ py_record_class! {
 }
 
 /// Bytes as Python `bytes`, `None` as Python's None.
-pub fn optional_bytes(py: Python<'_>, b: Option<&[u8]>) -> Py<PyAny> {
-    match b {
-        Some(b) => PyBytes::new(py, b).into_any().unbind(),
+pub fn optional_bytes(py: Python<'_>, b: Option<&[u8]>) -> PyResult<Py<PyAny>> {
+    Ok(match b {
+        Some(b) => py_bytes(py, b)?.into_any().unbind(),
         None => py.None(),
+    })
+}
+
+/// Bytes as Python `bytes`; memory running out is Python's `MemoryError` (pyo3's `PyBytes::new`
+/// panics then, which `except Exception` does not catch).
+pub fn py_bytes<'py>(py: Python<'py>, b: &[u8]) -> PyResult<Bound<'py, PyBytes>> {
+    // SAFETY: CPython copies `b.len()` bytes from `b` into a new object it returns owned, or
+    // returns NULL with an exception set; a slice's length always fits Py_ssize_t.
+    unsafe {
+        let ptr = pyo3::ffi::PyBytes_FromStringAndSize(b.as_ptr().cast(), b.len() as _);
+        Ok(Bound::from_owned_ptr_or_err(py, ptr)?.downcast_into_unchecked())
     }
 }
 
@@ -840,7 +851,7 @@ fn encode_batch(
             other => Err(Error::InvalidArgument(format!("magic {other} (0, 1 or 2)"))),
         }
     })?;
-    Ok(PyBytes::new(py, &bytes).unbind())
+    Ok(py_bytes(py, &bytes)?.unbind())
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyList};
+use pyo3::types::{PyDict, PyList};
 
 use crate::config::LogConfig;
 use crate::error::{Error, Result};
@@ -470,7 +470,10 @@ pub fn fetch_info_to_py<'py>(
     info: &crate::segment::FetchDataInfo,
 ) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
-    d.set_item("records", PyBytes::new(py, &info.records))?;
+    d.set_item(
+        "records",
+        crate::python::records::py_bytes(py, &info.records)?,
+    )?;
     d.set_item("offset", info.fetch_offset_metadata.message_offset)?;
     d.set_item(
         "segment_base_offset",

@@ -196,14 +196,16 @@ fn zstd_frames_into(
         Some(n) => n.max(1).min(budget),
         None => data.len().saturating_mul(4).min(budget),
     };
-    let mut out: Vec<u8> = Vec::with_capacity(first);
+    let mut out: Vec<u8> = Vec::new();
+    reserve_output(&mut out, first)?;
     let mut input = InBuffer::around(data);
     loop {
         if out.len() == out.capacity() {
             if out.len() >= budget {
                 return Err(exceeds(Compression::Zstd, max_size));
             }
-            out.reserve_exact(out.capacity().max(64 << 10).min(budget - out.len()));
+            let more = out.capacity().max(64 << 10).min(budget - out.len());
+            reserve_output(&mut out, more)?;
         }
         let (before_in, before_out) = (input.pos(), out.len());
         let left = {
@@ -244,7 +246,34 @@ fn exceeds(codec: Compression, max_size: usize) -> Error {
 }
 
 fn codec_error(codec: Compression, e: impl std::fmt::Display) -> Error {
-    Error::corrupt(format!("invalid {} data: {e}", codec.name()))
+    let message = e.to_string();
+    // zstd's own allocations failing: memory ran out, the data is not at fault.
+    if message.starts_with("Allocation error") {
+        return out_of_memory(format!("{} decompression: {message}", codec.name()));
+    }
+    Error::corrupt(format!("invalid {} data: {message}", codec.name()))
+}
+
+/// Memory that could not be had: an I/O-class error (`KafkaStorageError`), never a report of
+/// damage, nor an abort of the process.
+fn out_of_memory(what: String) -> Error {
+    Error::Io {
+        path: None,
+        source: std::io::Error::new(std::io::ErrorKind::OutOfMemory, what),
+    }
+}
+
+/// Room for `additional` more bytes of decompressed output, or an out-of-memory error: a batch
+/// may inflate to hundreds of MiB (under the bomb limit), which a process short of memory may
+/// not have; Rust's infallible growth would abort it.
+fn reserve_output(out: &mut Vec<u8>, additional: usize) -> Result<()> {
+    out.try_reserve_exact(additional).map_err(|_| {
+        out_of_memory(format!(
+            "no memory for {} more bytes of a decompressed batch ({} so far)",
+            additional,
+            out.len()
+        ))
+    })
 }
 
 /// Reads a decoder to its end, but never more than `max_size + 1` bytes, so a decompression
@@ -256,11 +285,26 @@ fn read_bounded(
     max_size: usize,
     compressed: usize,
 ) -> Result<Vec<u8>> {
-    let mut out = Vec::with_capacity(compressed.saturating_mul(4).min(max_size.saturating_add(1)));
-    reader
-        .take((max_size as u64).saturating_add(1))
-        .read_to_end(&mut out)
-        .map_err(|e| codec_error(codec, e))?;
+    let budget = max_size.saturating_add(1);
+    let mut out = Vec::new();
+    reserve_output(&mut out, compressed.saturating_mul(4).min(budget))?;
+    let mut reader = reader.take(budget as u64);
+    loop {
+        // Grown here, fallibly; `read_to_end` grows past it infallibly.
+        if out.len() == out.capacity() && out.len() < budget {
+            let more = out.len().max(64 << 10).min(budget - out.len());
+            reserve_output(&mut out, more)?;
+        }
+        let room = (out.capacity() - out.len()) as u64;
+        (&mut reader)
+            .take(room)
+            .read_to_end(&mut out)
+            .map_err(|e| codec_error(codec, e))?;
+        // Room left over: the decoder ended (or the budget did).
+        if out.len() < out.capacity() || out.len() >= budget {
+            break;
+        }
+    }
     if out.len() > max_size {
         return Err(exceeds(codec, max_size));
     }
@@ -363,6 +407,7 @@ fn snappy_block_into(block: &[u8], out: &mut Vec<u8>, max_size: usize) -> Result
         return Err(exceeds(Compression::Snappy, max_size));
     }
     let start = out.len();
+    reserve_output(out, len)?;
     out.resize(start + len, 0);
     let n = snap::raw::Decoder::new()
         .decompress(block, &mut out[start..])
@@ -689,6 +734,24 @@ fn verify_xxh32(what: &str, stored: &[u8], bytes: &[u8]) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Memory running out while a batch inflates is an out-of-memory error (a storage error in
+    /// Python), not damage at a file position, nor an abort (a black-box tester under `ulimit
+    /// -v`: "corrupt record: invalid zstd data: Allocation error", or the process aborted).
+    #[test]
+    fn memory_running_out_is_not_damage() {
+        let is_out_of_memory = |e: &Error| matches!(e, Error::Io { source, .. } if source.kind() == std::io::ErrorKind::OutOfMemory);
+        let zstd = codec_error(Compression::Zstd, "Allocation error : not enough memory");
+        assert!(is_out_of_memory(&zstd), "{zstd}");
+        let bad = codec_error(Compression::Zstd, "Unknown frame descriptor");
+        assert!(matches!(bad, Error::CorruptRecord { .. }), "{bad}");
+        let mut out = vec![0u8; 16];
+        let e = reserve_output(&mut out, usize::MAX).unwrap_err();
+        assert!(
+            is_out_of_memory(&e) && e.to_string().contains("decompressed batch"),
+            "{e}"
+        );
+    }
     use rand::{Rng, RngCore, SeedableRng};
 
     const ALL: [Compression; 5] = [

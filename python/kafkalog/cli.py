@@ -365,6 +365,10 @@ def main(argv=None) -> int:
             pass
         print(f"kafkalog {args.cmd}: interrupted", file=sys.stderr)
         return 130
+    except MemoryError:
+        print(f"kafkalog {args.cmd}: out of memory (a record or batch larger than the memory this "
+              "process may use: see ulimit -v)", file=sys.stderr)
+        return 1
     except (kafkalog.KafkaLogError, OSError, ValueError) as e:
         # One line, never a traceback: missing or unreadable paths, files that are not logs,
         # damaged data; the way around damage in this command's flags, not the Python API's.

@@ -143,6 +143,10 @@ fn list_files(dir: &Path) -> Result<Files> {
     Ok(files)
 }
 
+fn out_of_memory(e: &Error) -> bool {
+    matches!(e, Error::Io { source, .. } if source.kind() == std::io::ErrorKind::OutOfMemory)
+}
+
 fn problem(file: &Path, position: Option<u64>, message: impl Into<String>) -> Problem {
     Problem {
         file: file.to_path_buf(),
@@ -434,8 +438,11 @@ pub fn verify_partition(
                             prev_offset = r.offset;
                             Ok(())
                         }));
-                    if let Err(e) = decoded {
-                        problems.push(problem_of(&e, log_path, Some(pos)));
+                    match decoded {
+                        // Memory running out says nothing of the data: verification stops.
+                        Err(e) if out_of_memory(&e) => return Err(e),
+                        Err(e) => problems.push(problem_of(&e, log_path, Some(pos))),
+                        Ok(()) => {}
                     }
 
                     let epoch = batch.partition_leader_epoch();
@@ -486,6 +493,7 @@ pub fn verify_partition(
             );
             match result {
                 Ok(()) => break,
+                Err(e) if out_of_memory(&e) => return Err(e),
                 Err(e) => {
                     let found = problem_of(&e, log_path, Some(next));
                     // Go on after a batch whose frame holds (a bad CRC, a bad record); a frame

@@ -1684,3 +1684,24 @@ def test_reading_a_log_of_many_segments_takes_no_descriptor_per_segment(tmp_path
     assert sum(1 for _ in log.records()) == 300
     assert fds() - opened < 10
     log.close()
+
+
+def test_many_small_logs_open_at_once_under_a_low_soft_open_file_limit(tmp_path):
+    """Each small log fit under the soft open-file limit, so none raised it, and together they ran
+    out (a producer over 600 partitions lost records at a soft limit of 1,024; a black-box
+    tester). The first open raises the soft limit to the hard one, as the JVM does."""
+    import resource
+    import subprocess
+    import sys
+
+    for p in range(200):
+        with Log(tmp_path / f"t-{p}", read_only=False, create=True) as log:
+            log.append([{"value": b"v%d" % p}])
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    assert hard == resource.RLIM_INFINITY or hard >= 1024, "the test needs a hard limit of 1024 or more"
+    child = ("import kafkalog, sys\n"
+             "logs = [kafkalog.Log(f'{sys.argv[1]}/t-{p}') for p in range(200)]\n"
+             "print(sum(log.to_arrow().read_all().num_rows for log in logs))\n")
+    ran = subprocess.run([sys.executable, "-c", child, str(tmp_path)], capture_output=True, text=True,
+                         timeout=120, preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (128, hard)))
+    assert ran.returncode == 0 and ran.stdout.split() == ["200"], ran.stderr[-2000:]

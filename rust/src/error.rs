@@ -176,6 +176,20 @@ impl Error {
         }
     }
 
+    /// Memory that could not be had: an I/O-class error (`KafkaStorageError` in Python), never a
+    /// report of damage, nor an abort of the process.
+    pub fn out_of_memory(path: Option<&Path>, what: String) -> Self {
+        Error::Io {
+            path: path.map(Path::to_path_buf),
+            source: std::io::Error::new(std::io::ErrorKind::OutOfMemory, what),
+        }
+    }
+
+    /// Whether this is [`Self::out_of_memory`]'s error: memory ran out, the data is not at fault.
+    pub fn is_out_of_memory(&self) -> bool {
+        matches!(self, Error::Io { source, .. } if source.kind() == std::io::ErrorKind::OutOfMemory)
+    }
+
     /// Attach the file and position to a corruption error found while decoding a buffer
     /// (the decoder only knows offsets relative to its slice). Keeps an existing file.
     pub fn at(mut self, file: Option<&Path>, position: u64) -> Self {

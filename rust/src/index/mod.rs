@@ -134,12 +134,9 @@ fn snapshot(f: &File, path: &Path, len: usize) -> Result<Vec<u8>> {
     use std::os::fd::AsRawFd;
     use std::os::unix::fs::FileExt;
     let mut buf = zeroed(len).ok_or_else(|| {
-        Error::io(
-            path,
-            std::io::Error::new(
-                ErrorKind::OutOfMemory,
-                format!("no memory for a {len}-byte copy of the index"),
-            ),
+        Error::out_of_memory(
+            Some(path),
+            format!("no memory for a {len}-byte copy of the index"),
         )
     })?;
     // SAFETY: lseek on a valid fd; SEEK_HOLE only reports where the file's first hole starts.

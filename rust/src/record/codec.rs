@@ -249,18 +249,9 @@ fn codec_error(codec: Compression, e: impl std::fmt::Display) -> Error {
     let message = e.to_string();
     // zstd's own allocations failing: memory ran out, the data is not at fault.
     if message.starts_with("Allocation error") {
-        return out_of_memory(format!("{} decompression: {message}", codec.name()));
+        return Error::out_of_memory(None, format!("{} decompression: {message}", codec.name()));
     }
     Error::corrupt(format!("invalid {} data: {message}", codec.name()))
-}
-
-/// Memory that could not be had: an I/O-class error (`KafkaStorageError`), never a report of
-/// damage, nor an abort of the process.
-fn out_of_memory(what: String) -> Error {
-    Error::Io {
-        path: None,
-        source: std::io::Error::new(std::io::ErrorKind::OutOfMemory, what),
-    }
 }
 
 /// Room for `additional` more bytes of decompressed output, or an out-of-memory error: a batch
@@ -268,11 +259,14 @@ fn out_of_memory(what: String) -> Error {
 /// not have; Rust's infallible growth would abort it.
 fn reserve_output(out: &mut Vec<u8>, additional: usize) -> Result<()> {
     out.try_reserve_exact(additional).map_err(|_| {
-        out_of_memory(format!(
-            "no memory for {} more bytes of a decompressed batch ({} so far)",
-            additional,
-            out.len()
-        ))
+        Error::out_of_memory(
+            None,
+            format!(
+                "no memory for {} more bytes of a decompressed batch ({} so far)",
+                additional,
+                out.len()
+            ),
+        )
     })
 }
 
@@ -740,15 +734,14 @@ mod tests {
     /// -v`: "corrupt record: invalid zstd data: Allocation error", or the process aborted).
     #[test]
     fn memory_running_out_is_not_damage() {
-        let is_out_of_memory = |e: &Error| matches!(e, Error::Io { source, .. } if source.kind() == std::io::ErrorKind::OutOfMemory);
         let zstd = codec_error(Compression::Zstd, "Allocation error : not enough memory");
-        assert!(is_out_of_memory(&zstd), "{zstd}");
+        assert!(zstd.is_out_of_memory(), "{zstd}");
         let bad = codec_error(Compression::Zstd, "Unknown frame descriptor");
         assert!(matches!(bad, Error::CorruptRecord { .. }), "{bad}");
         let mut out = vec![0u8; 16];
         let e = reserve_output(&mut out, usize::MAX).unwrap_err();
         assert!(
-            is_out_of_memory(&e) && e.to_string().contains("decompressed batch"),
+            e.is_out_of_memory() && e.to_string().contains("decompressed batch"),
             "{e}"
         );
     }

@@ -143,10 +143,6 @@ fn list_files(dir: &Path) -> Result<Files> {
     Ok(files)
 }
 
-fn out_of_memory(e: &Error) -> bool {
-    matches!(e, Error::Io { source, .. } if source.kind() == std::io::ErrorKind::OutOfMemory)
-}
-
 fn problem(file: &Path, position: Option<u64>, message: impl Into<String>) -> Problem {
     Problem {
         file: file.to_path_buf(),
@@ -440,7 +436,7 @@ pub fn verify_partition(
                         }));
                     match decoded {
                         // Memory running out says nothing of the data: verification stops.
-                        Err(e) if out_of_memory(&e) => return Err(e),
+                        Err(e) if e.is_out_of_memory() => return Err(e),
                         Err(e) => problems.push(problem_of(&e, log_path, Some(pos))),
                         Ok(()) => {}
                     }
@@ -493,7 +489,7 @@ pub fn verify_partition(
             );
             match result {
                 Ok(()) => break,
-                Err(e) if out_of_memory(&e) => return Err(e),
+                Err(e) if e.is_out_of_memory() => return Err(e),
                 Err(e) => {
                     let found = problem_of(&e, log_path, Some(next));
                     // Go on after a batch whose frame holds (a bad CRC, a bad record); a frame

@@ -674,6 +674,40 @@ def test_commands_take_the_open_file_limit_the_hard_limit_allows(tmp_path):
     assert "ulimit -n" in one_line_error(stuck, 1)
 
 
+def test_stats_of_a_data_dir_goes_on_past_a_partition_it_cannot_open(tmp_path):
+    """A data dir whose middle partition has more segments than the process may hold open: stats
+    prints the other partitions' figures, names the one it could not read (with the limit to
+    raise) and exits 1; it used to stop at that partition, printing nothing for the rest."""
+    import resource
+
+    data = tmp_path / "data"
+    for name, segments in (("a-0", 1), ("b-0", 60), ("c-0", 1)):
+        with kafkalog.Log(data / name, read_only=False, create=True) as log:
+            for s in range(segments):
+                log.append([{"value": b"v%d" % s}])
+                if s + 1 < segments:
+                    log.roll()
+
+    def few_files():
+        resource.setrlimit(resource.RLIMIT_NOFILE, (48, 48))
+
+    for extra in ([], ["--json"]):
+        done = subprocess.run([sys.executable, "-m", "kafkalog", "stats", str(data), *extra],
+                              capture_output=True, text=True, timeout=120, preexec_fn=few_files)
+        assert done.returncode == 1, done.stderr[-2000:]
+        assert "Traceback" not in done.stderr
+        errors = [line for line in done.stderr.splitlines() if "could not be read" in line]
+        assert len(errors) == 1 and errors[0].startswith("kafkalog stats: b-0 could not be read")
+        assert "ulimit -n" in errors[0]
+        if extra:
+            out = json.loads(done.stdout)
+            assert [(r["topic"], r["records"]) for r in out["partitions"]] == [("a", 1), ("c", 1)]
+            assert [(e["topic"], e["partition"]) for e in out["errors"]] == [("b", 0)]
+        else:
+            names = [line.split()[0] for line in done.stdout.splitlines()[1:]]
+            assert names == ["a-0", "c-0"]
+
+
 def test_records_and_cat_never_print_two_byte_strings_alike(tmp_path):
     """`records` writes bytes that are not UTF-8 as `base64:` and their base64; a text that itself
     starts with `base64:` is written that way too, so the byte 0xff and the text "base64:/w=="

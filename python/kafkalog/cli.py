@@ -372,16 +372,8 @@ def main(argv=None) -> int:
     except (kafkalog.KafkaLogError, OSError, ValueError) as e:
         # One line, never a traceback: missing or unreadable paths, files that are not logs,
         # damaged data; the way around damage in this command's flags, not the Python API's.
-        print(f"kafkalog {args.cmd}: {_in_flags(str(e))}", file=sys.stderr)
+        print(f"kafkalog {args.cmd}: {cli_tools.in_flags(str(e))}", file=sys.stderr)
         return 1
-
-
-def _in_flags(message: str) -> str:
-    """A library message's advice (``on_corruption='skip'``, ``cleanup.policy=compact in
-    config``) in the command line's words."""
-    message = re.sub(r"open it( read-only)? with on_corruption='(\w+)'", r"give --on-corruption \2", message)
-    message = re.sub(r"on_corruption='(\w+)'", r"--on-corruption \1", message)
-    return message.replace("pass cleanup.policy=compact in config", "give --compacted")
 
 
 if __name__ == "__main__":

@@ -42,6 +42,14 @@ offset ranges (the same for cat and records):
   the first offset whose timestamp is >= T, as Kafka's ListOffsets (offsetsForTimes)."""
 
 
+def in_flags(message: str) -> str:
+    """A library message's advice (``on_corruption='skip'``, ``cleanup.policy=compact in
+    config``) in the command line's words."""
+    message = re.sub(r"open it( read-only)? with on_corruption='(\w+)'", r"give --on-corruption \2", message)
+    message = re.sub(r"on_corruption='(\w+)'", r"--on-corruption \1", message)
+    return message.replace("pass cleanup.policy=compact in config", "give --compacted")
+
+
 # ----- finding partition folders -----
 
 def _is_segment_name(name: str) -> bool:
@@ -247,19 +255,28 @@ def _iso(ms: int | None) -> str:
 def cmd_stats(args) -> int:
     parts = partition_dirs(args.paths, args.topic)
     rows: list[dict[str, Any]] = []
+    # Partitions that could not be opened at all (too few descriptors, a file not readable):
+    # reported after the others' figures, which an operator still wants.
+    failed: list[dict[str, Any]] = []
     with _Progress.over_segments(parts, "stats") as progress:
         for topic, partition, folder in parts:
             # A damaged partition is summed around its damage and reported, not the end of
             # the table: an operator wants every partition's figures.
-            s = _kafkalog.partition_stats(str(folder), on_corruption="skip", progress=progress.update)
+            try:
+                s = _kafkalog.partition_stats(str(folder), on_corruption="skip", progress=progress.update)
+            except (kafkalog.KafkaLogError, OSError) as e:
+                if len(parts) == 1:
+                    raise  # one partition asked for: its error is the answer
+                failed.append({"topic": topic, "partition": partition, "path": str(folder), "error": str(e)})
+                continue
             rows.append({"topic": topic, "partition": partition, "path": str(folder), **s,
                          "transactional_share": s["transactional_records"] / s["records"] if s["records"] else 0.0})
     damaged = [r for r in rows if r["damage"]]
-    status = 1 if damaged else 0
+    status = 1 if damaged or failed else 0
     if args.json:
-        json.dump({"partitions": rows}, sys.stdout, indent=2)
+        json.dump({"partitions": rows, "errors": failed}, sys.stdout, indent=2)
         print()
-        _report_stats_damage(rows)
+        _report_stats_damage(rows, failed)
         return status
     headers = ["partition", "start", "end", "HW", "LSO", "segs", "bytes", "records", "first timestamp",
                "last timestamp", "codecs", "txn", "producers"]
@@ -276,12 +293,15 @@ def cmd_stats(args) -> int:
           "LSO: last stable offset (read_committed); txn: share of records in transactions; "
           "records and timestamps from the log start on; timestamps are batch-level (each batch's first "
           "record and largest; a record written out of order can be earlier), UTC.", file=sys.stderr)
-    _report_stats_damage(rows)
+    _report_stats_damage(rows, failed)
     return status
 
 
-def _report_stats_damage(rows: list[dict[str, Any]]) -> None:
+def _report_stats_damage(rows: list[dict[str, Any]], failed: list[dict[str, Any]]) -> None:
     sys.stdout.flush()
+    for f in failed:
+        print(f"kafkalog stats: {_name(f['topic'], f['partition'])} could not be read, left out of "
+              f"the figures: {in_flags(f['error'])}", file=sys.stderr)
     for r in rows:
         for d in r["damage"]:
             print(f"kafkalog stats: {_name(r['topic'], r['partition'])} is damaged (figures are of "

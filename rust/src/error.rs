@@ -104,13 +104,17 @@ pub enum Error {
 }
 
 /// A copy of the error for each caller that learns it (every future of a failed producer
-/// batch). An I/O error is rebuilt from its kind and message: its OS error number is not kept.
+/// batch). An I/O error is rebuilt from its OS error number where it has one, so a copy keeps
+/// the advice that number brings (`ulimit -n` for EMFILE); otherwise from its kind and message.
 impl Clone for Error {
     fn clone(&self) -> Self {
         match self {
             Error::Io { path, source } => Error::Io {
                 path: path.clone(),
-                source: std::io::Error::new(source.kind(), source.to_string()),
+                source: source.raw_os_error().map_or_else(
+                    || std::io::Error::new(source.kind(), source.to_string()),
+                    std::io::Error::from_raw_os_error,
+                ),
             },
             Error::CorruptRecord { message, location } => Error::CorruptRecord {
                 message: message.clone(),
@@ -272,5 +276,19 @@ mod tests {
         );
         let other = Error::io("/d", std::io::Error::from_raw_os_error(libc::ENOENT));
         assert!(!other.to_string().contains("ulimit"));
+    }
+
+    #[test]
+    fn a_copy_of_an_io_error_keeps_its_os_error_and_its_advice() {
+        // Every future of a failed producer batch gets a copy: the copy says what the first does.
+        let e = Error::io(
+            "/d/t-0/00000000000000000000.index",
+            std::io::Error::from_raw_os_error(libc::EMFILE),
+        );
+        let copy = e.clone();
+        assert_eq!(copy.to_string(), e.to_string());
+        assert!(copy.to_string().contains("ulimit -n"));
+        let oom = Error::out_of_memory(None, "inflating a batch".into()).clone();
+        assert!(oom.is_out_of_memory() && oom.to_string().contains("inflating a batch"));
     }
 }

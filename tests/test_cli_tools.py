@@ -84,6 +84,30 @@ def test_verify_a_sound_data_dir_reads_only(data):
     assert "2 partition(s)" in run("verify", data, "--topic", "orders").stderr
 
 
+def test_verify_notes_a_crashs_torn_tail_and_reports_one_beside_a_clean_shutdown(tmp_path):
+    """Half a batch at the end of the last segment, past the recovery point: what a crash
+    leaves, which Kafka's recovery cuts on the broker's next start and `Log()` reads around.
+    verify notes it and exits 0 (it exited 1); beside a clean-shutdown marker the same bytes
+    are damage, exit 1."""
+    folder = tmp_path / "data" / "t-0"
+    with kafkalog.Log(folder, read_only=False, create=True) as log:
+        for i in range(5):
+            log.append([{"value": b"v%d" % i}])
+    seg = folder / f"{0:020d}.log"
+    whole = seg.read_bytes()
+    with open(seg, "ab") as f:
+        f.write(whole[:40])
+    p = run("verify", folder)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert p.stdout.startswith(f"{seg} at byte {len(whole)}: note: a torn tail, what a crash leaves"), p.stdout
+    assert "sound;" in p.stderr and "1 note(s)" in p.stderr
+    assert kafkalog.Log(folder).log_end_offset == 5
+    (tmp_path / "data" / ".kafka_cleanshutdown").write_text('{"version":0,"brokerEpoch":1}')
+    p = run("verify", folder)
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert f"{seg} at byte {len(whole)}: " in p.stdout and ": note:" not in p.stdout
+
+
 def test_verify_notes_a_missing_index_without_failing(data):
     """A deleted .index or .timeindex is not damage (a broker rebuilds it on load), but verify
     says it checked nothing there rather than calling the partition sound in silence."""

@@ -790,43 +790,6 @@ impl LogSegment {
         Ok(truncated)
     }
 
-    /// Whether the bytes at `position` are a whole batch of a magic above 2 whose CRC holds when
-    /// read as a v2 batch, as Kafka's `FileLogInputStream` reads one: the CRC does not cover the
-    /// magic byte, so Kafka's recovery keeps such a batch (and its consumers fail on it).
-    fn is_v2_batch_of_unknown_magic(&self, position: u64) -> bool {
-        let Ok(prefix) = self
-            .log
-            .read_range(position, crate::record::batch::RECORD_BATCH_OVERHEAD)
-        else {
-            return false;
-        };
-        use crate::record::batch::{LENGTH_OFFSET, LOG_OVERHEAD, MAGIC_OFFSET};
-        if prefix.len() < crate::record::batch::RECORD_BATCH_OVERHEAD
-            || prefix[MAGIC_OFFSET] <= MAGIC_V2
-        {
-            return false;
-        }
-        let length: [u8; 4] = prefix[LENGTH_OFFSET..LENGTH_OFFSET + 4]
-            .try_into()
-            .expect("4 bytes");
-        let size = (i32::from_be_bytes(length).max(0) as u64).saturating_add(LOG_OVERHEAD as u64);
-        if size < prefix.len() as u64
-            || size > self.max_batch_size as u64
-            || size > self.log.size_in_bytes().saturating_sub(position)
-        {
-            return false;
-        }
-        self.log
-            .read_range(position, size as usize)
-            .ok()
-            .and_then(|bytes| {
-                crate::record::batch::DefaultBatch::new_as_file_batch(&bytes)
-                    .ok()
-                    .map(|b| b.size_in_bytes() as u64 == size && b.is_valid())
-            })
-            .unwrap_or(false)
-    }
-
     /// A validating walk over the whole `.log` that changes nothing: every batch is parsed and
     /// CRC-checked, handed to `on_batch` (with whether damage came before it in this file), which
     /// may still reject it (offsets going backwards); after an invalid or rejected batch the walk
@@ -877,7 +840,8 @@ impl LogSegment {
                 Err(Error::CorruptRecord { message, .. }) => (
                     position,
                     message,
-                    self.is_v2_batch_of_unknown_magic(position),
+                    self.log
+                        .is_v2_batch_of_unknown_magic(position, self.max_batch_size),
                 ),
                 Err(e) => return Err(e),
             };

@@ -340,6 +340,56 @@ impl FileRecords {
         Ok(())
     }
 
+    /// Whether the bytes at `position` are a whole batch of a magic above 2 whose CRC holds when
+    /// read as a v2 batch, as Kafka's `FileLogInputStream` reads one: the CRC does not cover the
+    /// magic byte, so Kafka's recovery keeps such a batch (and its consumers fail on it).
+    pub(crate) fn is_v2_batch_of_unknown_magic(
+        &self,
+        position: u64,
+        max_batch_size: usize,
+    ) -> bool {
+        use crate::record::batch::{
+            LENGTH_OFFSET, LOG_OVERHEAD, MAGIC_OFFSET, RECORD_BATCH_OVERHEAD,
+        };
+        let Ok(prefix) = self.read_range(position, RECORD_BATCH_OVERHEAD) else {
+            return false;
+        };
+        if prefix.len() < RECORD_BATCH_OVERHEAD || prefix[MAGIC_OFFSET] <= MAGIC_V2 {
+            return false;
+        }
+        let length: [u8; 4] = prefix[LENGTH_OFFSET..LENGTH_OFFSET + 4]
+            .try_into()
+            .expect("4 bytes");
+        let size = (i32::from_be_bytes(length).max(0) as u64).saturating_add(LOG_OVERHEAD as u64);
+        if size < prefix.len() as u64
+            || size > max_batch_size as u64
+            || size > self.size_in_bytes().saturating_sub(position)
+        {
+            return false;
+        }
+        self.read_range(position, size as usize)
+            .ok()
+            .and_then(|bytes| {
+                crate::record::batch::DefaultBatch::new_as_file_batch(&bytes)
+                    .ok()
+                    .map(|b| b.size_in_bytes() as u64 == size && b.is_valid())
+            })
+            .unwrap_or(false)
+    }
+
+    /// Whether the bytes at `position` are a whole v2 batch whose CRC holds (of a known magic or
+    /// not): written whole, so not what a torn write leaves, whatever else is wrong with it.
+    pub(crate) fn holds_whole_batch_with_valid_crc(
+        &self,
+        position: u64,
+        max_batch_size: usize,
+    ) -> bool {
+        let mut reader = self.batches(position, self.size_in_bytes(), max_batch_size);
+        let crc_holds = matches!(reader.next_batch(), Ok(Some((_, bytes)))
+            if matches!(Batch::parse(bytes), Ok(Batch::V2(b)) if b.is_valid()));
+        crc_holds || self.is_v2_batch_of_unknown_magic(position, max_batch_size)
+    }
+
     /// Header-only scan of the batches from `start` to the end of the log.
     pub fn headers_from(&self, start: u64, max_batch_size: usize) -> HeaderIter<'_> {
         HeaderIter {

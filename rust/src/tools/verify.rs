@@ -375,6 +375,10 @@ pub fn verify_partition(
         let mut expected: Vec<ExpectedAbort> = Vec::new();
         let mut position = 0u64;
         let mut unreadable_tail: Option<(u64, Problem)> = None;
+        // Where the invalid bytes at the end of this file begin, a torn write could have left
+        // them (no whole batch whose CRC holds among them), and the problems found there from
+        // that index on; reset by any batch read whole after them.
+        let mut torn_from: Option<(u64, usize)> = None;
         while position < size {
             let mut next = position;
             let result = records.for_each_batch(
@@ -383,6 +387,7 @@ pub fn verify_partition(
                 DEFAULT_MAX_BATCH_SIZE,
                 &mut |pos, batch| {
                     next = pos + batch.size_in_bytes() as u64;
+                    torn_from = None;
                     report.batches += 1;
                     let last = batch.last_offset();
                     let (first, v2) = match batch {
@@ -492,6 +497,11 @@ pub fn verify_partition(
                 Err(e) if e.is_out_of_memory() => return Err(e),
                 Err(e) => {
                     let found = problem_of(&e, log_path, Some(next));
+                    if records.holds_whole_batch_with_valid_crc(next, DEFAULT_MAX_BATCH_SIZE) {
+                        torn_from = None;
+                    } else if torn_from.is_none() {
+                        torn_from = Some((next, problems.len()));
+                    }
                     // Go on after a batch whose frame holds (a bad CRC, a bad record); a frame
                     // that does not leaves nothing after it to read.
                     match records.read_header(next, DEFAULT_MAX_BATCH_SIZE) {
@@ -521,11 +531,14 @@ pub fn verify_partition(
         }
         #[cfg(test)]
         tests::AFTER_SCAN.with(|hook| hook.borrow_mut().as_mut().map(|f| f(log_path)));
+        let next_base = files.logs.range(base + 1..).next().map(|(b, _)| *b);
+        let mut grew = false;
         if let Some((at, found)) = unreadable_tail {
             let tail = size - at;
             // A running broker's (or writer's) batch being appended when the scan took the
             // file's size: the file has grown since.
-            if active && std::fs::metadata(log_path).is_ok_and(|m| m.len() > size) {
+            grew = active && std::fs::metadata(log_path).is_ok_and(|m| m.len() > size);
+            if grew {
                 report.notes.push(problem(log_path, Some(at), format!(
                     "the last {tail} bytes were still being written (the file grew while verify read it), so not checked")));
             } else {
@@ -539,10 +552,28 @@ pub fn verify_partition(
                 }
             }
         }
+        // A torn tail, as the loader tells one: the invalid bytes ending the last segment that
+        // holds data, past the recovery point, with no clean-shutdown marker. What a crash
+        // leaves and Kafka's recovery cuts on the broker's next start (kafkalog's `Log` too, on
+        // open): a note, not damage. Anything the recovery point covers that it took is told by
+        // the checkpoint check below.
+        if let Some((at, first)) = torn_from.filter(|_| !grew) {
+            let flushed = recovery_point.is_some_and(|point| next_base.is_some_and(|n| n <= point));
+            let last_with_data = files
+                .logs
+                .range(base + 1..)
+                .all(|(_, later)| std::fs::metadata(later).is_ok_and(|m| m.len() == 0));
+            if !clean_shutdown && !flushed && last_with_data && first < problems.len() {
+                let found: Vec<String> = problems.drain(first..).map(|p| p.message).collect();
+                report.notes.push(problem(log_path, Some(at), format!(
+                    "a torn tail, what a crash leaves: the last {} bytes ({}); Kafka's recovery cuts them when the broker next starts, as kafkalog's Log does on open",
+                    size - at,
+                    found.join("; "))));
+            }
+        }
         if batches.is_empty() && prev_last.is_none() {
             empty_log_end = Some(base);
         }
-        let next_base = files.logs.range(base + 1..).next().map(|(b, _)| *b);
         let timed = batches
             .iter()
             .map(|b| b.max_timestamp)
@@ -1273,8 +1304,10 @@ mod tests {
         assert_eq!(r.problems[0].position, Some(0), "{}", r.problems[0]);
     }
 
+    /// A crash's torn tail that took batches the recovery point covers: the tail itself is a
+    /// note (Kafka's recovery cuts it), what it took a problem (the checkpoints past the end).
     #[test]
-    fn a_torn_tail_is_reported() {
+    fn a_torn_tail_is_a_note_and_the_flushed_offsets_it_took_a_problem() {
         let (_data, dir) = sound_log();
         let logs = segment_logs(&dir);
         let log = logs.last().unwrap();
@@ -1283,9 +1316,16 @@ mod tests {
         f.set_len(len - 5).unwrap();
         let r = verify(&dir);
         assert!(
+            r.notes.iter().any(|n| &n.file == log
+                && n.position.is_some()
+                && n.message.starts_with("a torn tail, what a crash leaves")),
+            "{:?}",
+            r.notes
+        );
+        assert!(
             r.problems
                 .iter()
-                .any(|p| &p.file == log && p.position.is_some()),
+                .any(|p| p.message.contains("past the log end offset")),
             "{:?}",
             r.problems
         );
@@ -1396,18 +1436,90 @@ mod tests {
             f.write_all(bytes).unwrap();
         };
         append(&log, head);
+        // Past the recovery point, without a clean-shutdown marker: what a crash leaves.
         let torn = verify(&dir);
-        assert_eq!(torn.problems.len(), 2, "{:?}", torn.problems);
-        assert!(torn.problems[0].message.contains("exceeds the"));
-        assert!(torn.problems[1]
+        assert!(torn.problems.is_empty(), "{:?}", torn.problems);
+        assert_eq!(torn.notes.len(), 1, "{:?}", torn.notes);
+        assert!(torn.notes[0].message.starts_with("a torn tail"));
+        assert!(torn.notes[0].message.contains("exceeds the"));
+        // Beside the marker a broker leaves when it stops cleanly, the same bytes are damage.
+        let marker = crate::log::checkpoint::CleanShutdownFile::in_log_dir(dir.parent().unwrap());
+        std::fs::write(marker.path(), b"{\"version\":0,\"brokerEpoch\":1}").unwrap();
+        let stopped = verify(&dir);
+        assert_eq!(stopped.problems.len(), 2, "{:?}", stopped.problems);
+        assert!(stopped.problems[0].message.contains("exceeds the"));
+        assert!(stopped.problems[1]
             .message
             .contains("cannot be read as batches"));
+        std::fs::remove_file(marker.path()).unwrap();
 
         let rest = rest.to_vec();
         let growing = verify_with(&dir, &AFTER_SCAN, move |at| append(at, &rest));
         assert!(growing.problems.is_empty(), "{:?}", growing.problems);
         assert_eq!(growing.notes.len(), 1, "{:?}", growing.notes);
         assert!(growing.notes[0].message.contains("still being written"));
+    }
+
+    /// The last batch whole in length but not in content (a crash before its pages reached the
+    /// disk): its CRC fails, a torn tail as the loader tells one. A whole batch whose CRC holds
+    /// at the end (a magic above 2, which the CRC does not cover) was written whole: damage.
+    #[test]
+    fn a_last_batch_failing_its_crc_is_a_torn_tail_one_whose_crc_holds_is_damage() {
+        let (_data, dir) = sound_log();
+        let log = segment_logs(&dir).pop().unwrap();
+        let sound = std::fs::read(&log).unwrap();
+        // The next batch as a leader writes it, at the log end offset (66).
+        let mut next = batch(4, 9_000, -1, 0, false);
+        next[..8].copy_from_slice(&66i64.to_be_bytes());
+        let mut zeroed = next.clone();
+        let n = zeroed.len();
+        zeroed[n - 8..].fill(0);
+        std::fs::write(&log, [&sound[..], &zeroed[..]].concat()).unwrap();
+        let torn = verify(&dir);
+        assert!(torn.problems.is_empty(), "{:?}", torn.problems);
+        assert_eq!(torn.notes.len(), 1, "{:?}", torn.notes);
+        assert_eq!(torn.notes[0].position, Some(sound.len() as u64));
+
+        let mut magic3 = next.clone();
+        magic3[crate::record::batch::MAGIC_OFFSET] = 3;
+        std::fs::write(&log, [&sound[..], &magic3[..]].concat()).unwrap();
+        let refused = verify(&dir);
+        assert!(
+            refused
+                .problems
+                .iter()
+                .any(|p| p.file == log && p.position == Some(sound.len() as u64)),
+            "{:?}",
+            refused.problems
+        );
+        assert!(refused.notes.is_empty(), "{:?}", refused.notes);
+    }
+
+    /// A torn end of a segment with data after it is no crash's leftover.
+    #[test]
+    fn a_torn_end_of_a_segment_before_the_last_is_damage() {
+        let (_data, dir) = sound_log();
+        let logs = segment_logs(&dir);
+        assert!(logs.len() >= 2, "the test needs two segments");
+        let len = std::fs::metadata(&logs[0]).unwrap().len();
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&logs[0])
+            .unwrap();
+        f.set_len(len - 5).unwrap();
+        let r = verify(&dir);
+        assert!(
+            r.problems.iter().any(|p| p.file == logs[0]),
+            "{:?}",
+            r.problems
+        );
+        assert!(
+            r.notes
+                .iter()
+                .all(|n| !n.message.starts_with("a torn tail")),
+            "{:?}",
+            r.notes
+        );
     }
 
     #[test]

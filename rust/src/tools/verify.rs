@@ -230,6 +230,10 @@ fn checkpoint_offsets(
     (out, compacted)
 }
 
+/// What follows a producer snapshot that does not load, in verify's note.
+const SNAPSHOT_REBUILT: &str = "; a broker deletes it (a WARN in its log) and rebuilds its \
+    producers' state from the log when it loads the partition, as kafkalog's Log does";
+
 /// Verifies one partition folder; `progress` hears the bytes of each segment file read, and
 /// may stop the work by returning an error (an interrupt).
 pub fn verify_partition(
@@ -306,6 +310,14 @@ pub fn verify_partition(
                         }
                     }
                 }
+            }
+            // A snapshot that does not parse or whose CRC fails is what Kafka's loader deletes
+            // with a warning before it rebuilds the producers' state from the log (kafkalog's
+            // `Log` too): the log is whole, so a note. One that cannot be read at all is not.
+            Err(e @ Error::CorruptRecord { .. }) => {
+                let mut found = problem_of(&e, path, None);
+                found.message.push_str(SNAPSHOT_REBUILT);
+                report.notes.push(found);
             }
             Err(e) => problems.push(problem_of(&e, path, None)),
         }
@@ -1520,6 +1532,28 @@ mod tests {
             "{:?}",
             r.notes
         );
+    }
+
+    /// A producer snapshot whose CRC fails (a 2.8 broker rewrote one in place without cutting
+    /// it short): Kafka's loader deletes it with a WARN and rebuilds the state from the log, so
+    /// verify notes it; the log itself is sound.
+    #[test]
+    fn a_producer_snapshot_that_does_not_load_is_a_note() {
+        let (_data, dir) = sound_log();
+        let snapshot = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .find(|p| p.extension().is_some_and(|x| x == "snapshot"))
+            .expect("a closed log leaves a producer snapshot");
+        let mut bytes = std::fs::read(&snapshot).unwrap();
+        let last = bytes.len() - 1;
+        bytes[last] ^= 0xff;
+        std::fs::write(&snapshot, &bytes).unwrap();
+        let r = verify(&dir);
+        assert!(r.problems.is_empty(), "{:?}", r.problems);
+        assert_eq!(r.notes.len(), 1, "{:?}", r.notes);
+        assert_eq!(r.notes[0].file, snapshot);
+        assert!(r.notes[0].message.contains("CRC") && r.notes[0].message.contains("rebuilds"));
     }
 
     #[test]

@@ -1666,6 +1666,11 @@ def test_write_creates_no_topic_in_a_brokers_log_dir(spark, tmp_path):
     msg = expect_error(lambda: writer(df, d, topic="unknown").save(), "broker's log dir")
     assert "Task" not in msg, msg[:2000]
     assert sorted(p.name for p in d.iterdir()) == before
+    # No cluster metadata beside it (a ZooKeeper-mode broker's dir): the topic's configs are not
+    # on disk, so the write is refused on the driver until they are given.
+    msg = expect_error(lambda: writer(df, d, topic="known").save(), "set_config")
+    assert "Task" not in msg, msg[:2000]
+    kafkalog.Topic(d, "known").set_config({})
     writer(df, d, topic="known").save()
     assert kafkalog.Log(d / "known-0").log_end_offset == 1
 

@@ -450,9 +450,53 @@ def test_no_new_topic_or_partition_in_a_brokers_log_dir(tmp_path):
         with pytest.raises(kafkalog.InvalidArgumentError, match="broker's log dir .*meta.properties.*strays"):
             make()
     assert DataDir(tmp_path).topics() == {"made-by-the-broker": 1}
-    with Producer(t) as p:  # writing into the broker's own topic goes on
-        p.send(b"v").get()
+    t.set_config({})  # no cluster metadata here: its configs are given (see the test below)
+    with pytest.warns(UserWarning, match="1 partition"):
+        with Producer(t) as p:  # writing into the broker's own topic goes on
+            p.send(b"v").get()
     assert t.end_offsets() == {0: 1}
+
+
+def test_writers_in_a_zookeeper_mode_brokers_dir_need_the_topics_configs(tmp_path):
+    """A ZooKeeper-mode broker keeps its topics' configs in ZooKeeper, not in its log dir (nor
+    does a KRaft broker's log dir without __cluster_metadata-0). Writers appended by Kafka's
+    defaults, silently: a keyless record went into a compacted topic (the broker's cleaner then
+    dropped it), CreateTime into a LogAppendTime topic (a black-box tester, 3.9 in ZK mode).
+    They now refuse until the configs are given: set_config for every writer of the topic, or a
+    Log's own config=."""
+    t = Topic.create(tmp_path, "compacted", partitions=2)
+    (tmp_path / "meta.properties").write_text("version=0\nbroker.id=0\n")
+    assert kafkalog._kafkalog.broker_dir_without_metadata(tmp_path)
+    for write in (lambda: Log(t.partition_path(0), read_only=False),
+                  lambda: Producer(t)):
+        with pytest.raises(kafkalog.InvalidArgumentError, match="ZooKeeper-mode.*set_config"):
+            write()
+    assert t.end_offsets() == {0: 0, 1: 0}
+    # One Log with configs of its own.
+    with Log(t.partition_path(0), read_only=False, config={"cleanup.policy": "compact"}) as log:
+        with pytest.raises(kafkalog.InvalidRecordError, match="without key"):
+            log.append([{"value": b"no key"}])
+        log.append([{"key": b"k", "value": b"v"}])
+    # Every writer once the topic's configs are set.
+    t.set_config({"cleanup.policy": "compact", "message.timestamp.type": "LogAppendTime"})
+    assert t.config == {"cleanup.policy": "compact", "message.timestamp.type": "LogAppendTime"}
+    with pytest.warns(UserWarning, match="2 partition"):
+        p = Producer(t)
+    with p:
+        with pytest.raises(kafkalog.InvalidRecordError):
+            p.send(b"no key", partition=1).get()
+        p.send(b"v", key=b"k", partition=1, timestamp=1234).get()
+    with Log(t.partition_path(1), read_only=False) as log:
+        with pytest.raises(kafkalog.InvalidRecordError, match="without key"):
+            log.append([{"value": b"no key"}])
+    (record,) = list(Log(t.partition_path(1)).records())
+    assert record.timestamp_type == "log_append_time" and record.timestamp != 1234
+    with pytest.raises(kafkalog.InvalidArgumentError, match="cleanup.policy"):
+        t.set_config({"cleanup.policy": "sometimes"})
+    # Where the dir holds its broker's cluster metadata, those configs apply: not set here.
+    (tmp_path / "__cluster_metadata-0").mkdir()
+    with pytest.raises(kafkalog.InvalidArgumentError, match="alter them through the broker"):
+        t.set_config({})
 
 
 def test_idempotence_needs_acks_all_and_batch_size_zero_turns_batching_off(tmp_path):

@@ -82,6 +82,17 @@ class Topic:
         `__cluster_metadata` log, and those given to `Topic.create`."""
         return _kafkalog.topic_config(self.data_dir, self.name)
 
+    def set_config(self, config: Mapping[str, Any]) -> None:
+        """Stores the topic's configs (Kafka names) for kafkalog's writers (``Log(...,
+        read_only=False)``, ``Producer``, Spark writes), replacing those stored before, checked as
+        ``Topic.create`` checks them. For a topic kafkalog created, and in a broker's log dir that
+        does not hold its topics' configs: a ZooKeeper-mode broker's (they live in ZooKeeper) or
+        one of a KRaft broker's several ``log.dirs`` without ``__cluster_metadata-0``, where
+        writers refuse to append until they are given (what ``kafka-configs.sh --describe
+        --entity-type topics --entity-name T`` lists; ``{}`` for Kafka's defaults). Refused where
+        the dir holds the broker's cluster metadata: alter them through the broker."""
+        _kafkalog.set_topic_config(self.data_dir, self.name, {str(k): str(v) for k, v in config.items()})
+
     def add_partitions(self, total: int) -> int:
         """Kafka's CreatePartitions: grows the topic to ``total`` partitions (never fewer)."""
         return _kafkalog.add_partitions(self.data_dir, self.name, total)
@@ -209,6 +220,15 @@ class Producer:
             idempotent=idempotent, transactional_id=transactional_id,
         )
         self.partition_count = self._inner.num_partitions
+        if _kafkalog.broker_dir_without_metadata(topic.data_dir):
+            warnings.warn(
+                f"{topic.data_dir} is a Kafka broker's log dir without its cluster metadata (a "
+                "ZooKeeper-mode broker's, or one of several log.dirs): topic "
+                f"'{topic.name}' has {self.partition_count} partition(s) here, and records are "
+                "partitioned over those; if the broker's other log dirs hold more, keys go to other "
+                "partitions than Kafka's producer sends them to",
+                stacklevel=2,
+            )
 
     @property
     def producer_id(self) -> int:

@@ -1335,6 +1335,9 @@ pub fn check_sink_schema(
     if let (Some(topic), Some(dir)) = (topic, data_dir) {
         if dir.is_dir() && !crate::datadir::topic_partition_counts(dir)?.contains_key(topic) {
             crate::datadir::refuse_new_partitions_beside_a_broker(dir, topic)?;
+        } else if dir.is_dir() {
+            // Said on the driver, before any task: the configs its commit appends by.
+            crate::datadir::topic_log_config(dir, topic)?;
         }
     }
     Ok(())

@@ -241,6 +241,87 @@ pub(crate) fn refuse_new_partitions_beside_a_broker(data_dir: &Path, topic: &str
     )))
 }
 
+/// Whether `data_dir` is a broker's log dir (`meta.properties`) holding no cluster metadata log:
+/// a ZooKeeper-mode broker's (its topics' configs and partition counts live in ZooKeeper), or one
+/// of a KRaft broker's several `log.dirs` other than the one holding `__cluster_metadata-0`.
+/// kafkalog then knows neither its topics' configs nor which partitions other dirs hold.
+pub fn broker_dir_without_metadata(data_dir: &Path) -> bool {
+    data_dir.join("meta.properties").is_file()
+        && !data_dir
+            .join(format!(
+                "{}-0",
+                crate::internal_topics::cluster_metadata::CLUSTER_METADATA_TOPIC
+            ))
+            .is_dir()
+}
+
+/// Whether a writer of `topic` in `data_dir` cannot know the topic's configs: a broker's dir
+/// without cluster metadata ([`broker_dir_without_metadata`]) where they were not given to
+/// kafkalog ([`set_topic_config`]).
+fn topic_configs_unknown(data_dir: &Path, topic: &str) -> bool {
+    broker_dir_without_metadata(data_dir) && !topic_config_path(data_dir, topic).is_file()
+}
+
+/// The refusal of a writer whose topic's configs are not on disk ([`topic_configs_unknown`]):
+/// appending by Kafka's defaults could break the topic's own rules, and silently (a keyless
+/// record in a compacted topic, which the broker's cleaner then drops; CreateTime where the
+/// topic stamps LogAppendTime; another codec than its `compression.type`).
+fn unknown_topic_configs(data_dir: &Path, topic: &str) -> Error {
+    Error::InvalidArgument(format!(
+        "{} is a Kafka broker's log dir without its cluster metadata (a ZooKeeper-mode broker's, \
+         or one of a KRaft broker's several log.dirs): topic '{topic}''s configs \
+         (cleanup.policy, message.timestamp.type, compression.type, ...) are not on disk here, \
+         and writing by Kafka's defaults could break its rules; give them once with \
+         kafkalog.Topic(data_dir, '{topic}').set_config({{...}}) (what kafka-configs.sh \
+         --describe --entity-type topics --entity-name {topic} lists; {{}} for Kafka's \
+         defaults), or to one Log as config=",
+        data_dir.display()
+    ))
+}
+
+/// Stores `topic`'s configs for kafkalog's writers (`Log`, `Producer`, Spark writes), replacing
+/// those stored before, checked as `Topic.create` checks them: for a topic kafkalog created, and
+/// in a broker's log dir that does not hold them ([`broker_dir_without_metadata`]). Refused where
+/// the dir's cluster metadata holds the topic's configs: its broker's are the ones that apply.
+pub fn set_topic_config(
+    data_dir: &Path,
+    topic: &str,
+    configs: &BTreeMap<String, String>,
+) -> Result<()> {
+    validate_topic_name(topic)?;
+    if !topic_partition_counts(data_dir)?.contains_key(topic) {
+        return Err(Error::UnknownTopicOrPartition(format!(
+            "topic '{topic}' is not in {}",
+            data_dir.display()
+        )));
+    }
+    if data_dir.join("meta.properties").is_file() && !broker_dir_without_metadata(data_dir) {
+        return Err(Error::InvalidArgument(format!(
+            "{} holds its broker's cluster metadata, whose configs of topic '{topic}' are the \
+             ones that apply: alter them through the broker (kafka-configs.sh --alter)",
+            data_dir.display()
+        )));
+    }
+    let mut config = crate::config::LogConfig::default();
+    for (k, v) in configs {
+        config.set(k, v)?;
+    }
+    config.validate()?;
+    store_topic_config(data_dir, topic, configs)
+}
+
+fn store_topic_config(
+    data_dir: &Path,
+    topic: &str,
+    configs: &BTreeMap<String, String>,
+) -> Result<()> {
+    let path = topic_config_path(data_dir, topic);
+    let dir = path.parent().expect("has a parent");
+    std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+    let bytes = serde_json::to_vec_pretty(configs).expect("strings serialize");
+    crate::group::write_atomically(&path, &bytes)
+}
+
 /// Kafka's controller refuses to create the cluster's own metadata log as a topic.
 fn refuse_the_metadata_topic(topic: &str) -> Result<()> {
     if topic == crate::internal_topics::cluster_metadata::CLUSTER_METADATA_TOPIC {
@@ -352,6 +433,9 @@ fn with_kafkalog_topic_config(
 /// broker's, tiered storage's) are passed over. The broker's static `server.properties` is not
 /// in the data dir.
 pub fn topic_log_config(data_dir: &Path, topic: &str) -> Result<crate::config::LogConfig> {
+    if topic_configs_unknown(data_dir, topic) {
+        return Err(unknown_topic_configs(data_dir, topic));
+    }
     let stored = crate::internal_topics::cluster_metadata::stored_configs(data_dir, topic)?
         .unwrap_or_default();
     let mut config = crate::config::LogConfig::default();
@@ -382,8 +466,10 @@ pub fn topic_log_config(data_dir: &Path, topic: &str) -> Result<crate::config::L
 }
 
 /// The `LogConfig` of the partition folder `dir` (`<topic>-<partition>`): its topic's
-/// ([`topic_log_config`], from the data dir holding it); the defaults for a folder not so named.
-pub fn partition_log_config(dir: &Path) -> Result<crate::config::LogConfig> {
+/// ([`topic_log_config`], from the data dir holding it); the defaults for a folder not so named,
+/// and, where the caller gives configs of its own (`given`), for a topic whose configs are not
+/// on disk ([`topic_configs_unknown`]).
+pub fn partition_log_config(dir: &Path, given: bool) -> Result<crate::config::LogConfig> {
     let abs = std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf());
     let topic = abs
         .file_name()
@@ -391,7 +477,9 @@ pub fn partition_log_config(dir: &Path) -> Result<crate::config::LogConfig> {
         .and_then(parse_topic_partition)
         .map(|(topic, _)| topic);
     match (topic, abs.parent()) {
-        (Some(topic), Some(data_dir)) => topic_log_config(data_dir, &topic),
+        (Some(topic), Some(data_dir)) if !(given && topic_configs_unknown(data_dir, &topic)) => {
+            topic_log_config(data_dir, &topic)
+        }
         _ => Ok(crate::config::LogConfig::default()),
     }
 }
@@ -432,11 +520,7 @@ pub fn create_topic_with_config(
     }
     std::fs::create_dir_all(data_dir).map_err(|e| Error::io(data_dir, e))?;
     if !configs.is_empty() {
-        let path = topic_config_path(data_dir, topic);
-        let dir = path.parent().expect("has a parent");
-        std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
-        let bytes = serde_json::to_vec_pretty(configs).expect("strings serialize");
-        crate::group::write_atomically(&path, &bytes)?;
+        store_topic_config(data_dir, topic, configs)?;
     }
     create_partitions(data_dir, topic, 0, partitions, &config)
 }
@@ -935,6 +1019,51 @@ mod tests {
         // A stray server.log is no segment.
         std::fs::write(dir.path().join("server.log"), b"").unwrap();
         check_not_a_partition_folder(dir.path()).unwrap();
+    }
+
+    /// A ZooKeeper-mode broker's log dir (or a KRaft broker's without `__cluster_metadata-0`)
+    /// holds none of its topics' configs: writers refuse until they are given.
+    #[test]
+    fn topic_configs_of_a_broker_dir_without_metadata_are_given_not_guessed() {
+        let dir = tempfile::tempdir().unwrap();
+        create_topic(dir.path(), "t", 1).unwrap();
+        assert!(topic_log_config(dir.path(), "t").is_ok());
+        std::fs::write(
+            dir.path().join("meta.properties"),
+            "version=0\nbroker.id=0\n",
+        )
+        .unwrap();
+        assert!(broker_dir_without_metadata(dir.path()));
+        let e = topic_log_config(dir.path(), "t").unwrap_err();
+        assert!(e.to_string().contains("set_config"), "{e}");
+        let folder = dir.path().join("t-0");
+        assert!(partition_log_config(&folder, false).is_err());
+        // A writer given configs of its own starts from Kafka's defaults.
+        assert!(
+            !partition_log_config(&folder, true)
+                .unwrap()
+                .cleanup_policy_compact
+        );
+        let compact = BTreeMap::from([("cleanup.policy".to_string(), "compact".to_string())]);
+        set_topic_config(dir.path(), "t", &compact).unwrap();
+        assert!(
+            topic_log_config(dir.path(), "t")
+                .unwrap()
+                .cleanup_policy_compact
+        );
+        assert!(
+            partition_log_config(&folder, true)
+                .unwrap()
+                .cleanup_policy_compact
+        );
+        assert!(set_topic_config(dir.path(), "missing", &compact).is_err());
+        let bad = BTreeMap::from([("cleanup.policy".to_string(), "sometimes".to_string())]);
+        assert!(set_topic_config(dir.path(), "t", &bad).is_err());
+        assert!(
+            topic_log_config(dir.path(), "t")
+                .unwrap()
+                .cleanup_policy_compact
+        );
     }
 
     #[test]

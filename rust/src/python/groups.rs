@@ -579,6 +579,27 @@ fn create_topic_with_config(
     Ok(())
 }
 
+/// Stores `topic`'s configs (Kafka names) for kafkalog's writers, replacing those stored before:
+/// for a topic kafkalog created, or in a broker's log dir that does not hold them.
+#[pyfunction]
+fn set_topic_config(
+    py: Python<'_>,
+    data_dir: super::FsPath,
+    topic: &str,
+    configs: BTreeMap<String, String>,
+) -> PyResult<()> {
+    py.release_gil(|| datadir::set_topic_config(&data_dir, topic, &configs))?;
+    Ok(())
+}
+
+/// Whether `data_dir` is a broker's log dir without its cluster metadata (a ZooKeeper-mode
+/// broker's, or one of several `log.dirs`): its topics' configs and partition counts are not
+/// all on disk there.
+#[pyfunction]
+fn broker_dir_without_metadata(data_dir: super::FsPath) -> bool {
+    datadir::broker_dir_without_metadata(&data_dir)
+}
+
 /// Kafka's CreatePartitions: grows `topic` to `total` partitions; returns the new count.
 #[pyfunction]
 fn add_partitions(
@@ -640,6 +661,8 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(group_describe, m)?)?;
     m.add_function(wrap_pyfunction!(assign_partitions, m)?)?;
     m.add_function(wrap_pyfunction!(create_topic_with_config, m)?)?;
+    m.add_function(wrap_pyfunction!(set_topic_config, m)?)?;
+    m.add_function(wrap_pyfunction!(broker_dir_without_metadata, m)?)?;
     m.add_function(wrap_pyfunction!(add_partitions, m)?)?;
     m.add_function(wrap_pyfunction!(topic_config, m)?)?;
     m.add_function(wrap_pyfunction!(topic_partition_counts, m)?)?;

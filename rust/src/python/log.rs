@@ -68,7 +68,8 @@ impl Log {
         let base = if read_only {
             LogConfig::default()
         } else {
-            py.release_gil(|| crate::datadir::partition_log_config(&path))?
+            let given = config.is_some();
+            py.release_gil(|| crate::datadir::partition_log_config(&path, given))?
         };
         let options = LogOptions {
             config: config_onto(base, config)?,

@@ -1084,6 +1084,11 @@ class KafkaLogWriter(DataSourceArrowWriter):
             _kafkalog.validate_topic_name(self.topic)
         if schema is not None:
             _check_sink_schema(schema, self.topic, self.data_dir)
+        if os.path.isdir(self.data_dir) and _kafkalog.broker_dir_without_metadata(self.data_dir):
+            warnings.warn(f"{self.data_dir} is a Kafka broker's log dir without its cluster metadata (a "
+                          "ZooKeeper-mode broker's, or one of several log.dirs): rows are partitioned over "
+                          "the partitions of this dir; if the broker's other log dirs hold more, keys go to "
+                          "other partitions than Kafka's producer sends them to", stacklevel=2)
         compression = opts.get("kafka.compression.type", "none").strip().lower()
         if compression not in ("none", "gzip", "snappy", "lz4", "zstd"):
             raise KafkaLogOptionError(f"kafka.compression.type {compression!r} (none, gzip, snappy, lz4, zstd)")

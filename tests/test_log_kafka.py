@@ -833,7 +833,9 @@ def test_read_writable_open_of_clean_copy(env, tmp_path):
     d = root / env["clean"].name
     before = snapshot_files([d])
     off = env["offsets"]
-    log = kafkalog.Log(d, read_only=False)
+    # A copy of the broker's dir without its __cluster_metadata log: the topic's configs are given
+    # (Kafka's defaults, as the topic was created), as a writer there must.
+    log = kafkalog.Log(d, read_only=False, config={})
     assert (log.log_start_offset, log.log_end_offset, log.high_watermark, log.last_stable_offset) == \
         (off["earliest"], off["latest"], off["latest"], off["last_stable"])
     got = [_kafkalog_view(r) for r in log.records(isolation="read_committed")]
@@ -924,7 +926,7 @@ def test_unclean_torn_tail_writable(env):
     t, lastb, complete = _torn_expected(env)
     rw = env["torn_rw"]
     last = rw / t["name"]
-    log = kafkalog.Log(rw, read_only=False)
+    log = kafkalog.Log(rw, read_only=False, config={})  # no cluster metadata in the copy
     assert log.recovered_bytes_truncated == t["cut"] - lastb["position"]
     assert log.log_end_offset == lastb["baseOffset"]
     assert last.stat().st_size == lastb["position"]

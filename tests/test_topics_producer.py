@@ -574,3 +574,31 @@ def test_kafka_errors_have_classes_of_kafkas_names(tmp_path):
             assert len(d.assignment()) == 1, d.assignment()
             with pytest.raises(kafkalog.CommitFailedError, match="CommitFailed: .* not assigned"):
                 c.commit({d.assignment()[0]: 0})
+
+
+def test_a_tiered_topic_is_read_with_a_note_and_never_written(tmp_path):
+    """A topic with tiered storage (KIP-405): its folders hold the local log only, and its log
+    start offset and leader epochs span the remote segments. A writable open moved both up to
+    the local log, and the restarted broker then deleted the remote segments below (a black-box
+    tester, Kafka 4.4 with LocalTieredStorage: 25 of 27 gone). Writers are refused; reads say
+    they read the local segments only."""
+    import subprocess
+    import sys
+
+    import kafkalog.spark as ks
+
+    t = Topic.create(tmp_path, "tiered", partitions=1, config={"remote.storage.enable": "true"})
+    assert kafkalog._kafkalog.topic_remote_storage_enabled(tmp_path, "tiered")
+    for write in (lambda: Log(t.partition_path(0), read_only=False),
+                  lambda: Log(t.partition_path(0), read_only=False, config={}),
+                  lambda: Producer(t)):
+        with pytest.raises(kafkalog.InvalidArgumentError, match="tiered storage"):
+            write()
+    assert Log(t.partition_path(0)).log_end_offset == 0  # read-only opens go on
+    for args in (["cat", str(tmp_path)], ["records", t.partition_path(0)], ["stats", str(tmp_path)]):
+        done = subprocess.run([sys.executable, "-m", "kafkalog", *args], capture_output=True, text=True,
+                              timeout=120)
+        assert done.returncode == 0, done.stderr
+        assert "topic 'tiered' keeps segments in tiered storage" in done.stderr, (args, done.stderr)
+    with pytest.warns(UserWarning, match=r"\['tiered'\] keep segments in tiered storage"):
+        ks.plan_read({"path": str(tmp_path), "subscribe": "tiered"})

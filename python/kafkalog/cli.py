@@ -188,6 +188,9 @@ def cmd_records(args) -> int:
             raise DataError(f"{args.dir} is not a Kafka partition folder: no segment files "
                             f"(<20-digit base offset>.log) in it")
     log = cli_tools.open_log(folder, args)
+    named = re.fullmatch(r"(.+)-(\d+)", folder.resolve().name)
+    if named:
+        cli_tools.note_tiered_topics(args.cmd, [(named.group(1), int(named.group(2)), folder.resolve())])
     start, end = cli_tools.resolve_range(log, args.start, args.end, args.isolation,
                                          args.start_time, args.end_time)
     count = 0

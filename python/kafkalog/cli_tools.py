@@ -127,7 +127,29 @@ def partition_dirs(paths: list[str], topic: str | None = None, partition: int | 
     if precheck:  # verify reports such files as problems itself
         for _, _, d in out:
             _check_readable_folder(d)
+    note_tiered_topics(cmd, out)
     return out
+
+
+def tiered_topics(parts: list[tuple[str, int | None, Path]]) -> list[str]:
+    """The topics among ``parts`` that keep segments in tiered storage (``remote.storage.enable``
+    in their data dir's configs): their folders hold the local log only."""
+    seen: dict[tuple[str, Path], bool] = {}
+    for topic, partition, folder in parts:
+        if partition is not None and (topic, folder.parent) not in seen:
+            try:
+                seen[(topic, folder.parent)] = _kafkalog.topic_remote_storage_enabled(str(folder.parent), topic)
+            except (kafkalog.KafkaLogError, OSError):
+                seen[(topic, folder.parent)] = False  # configs unreadable: the read says what it can
+    return sorted({t for (t, _), tiered in seen.items() if tiered})
+
+
+def note_tiered_topics(cmd: str, parts: list[tuple[str, int | None, Path]]) -> None:
+    for topic in tiered_topics(parts):
+        print(f"kafkalog {cmd}: note: topic '{topic}' keeps segments in tiered storage "
+              "(remote.storage.enable=true): only its local segments are read, from each "
+              "partition's local log start (Kafka's earliest-local offset); the offsets before it are "
+              "in remote storage, which kafkalog does not reach", file=sys.stderr)
 
 
 def _name(topic: str, partition: int | None) -> str:
@@ -217,7 +239,7 @@ def _segment_bytes(folder: Path) -> int:
 # ----- verify -----
 
 def cmd_verify(args) -> int:
-    parts = partition_dirs(args.paths, args.topic, precheck=False)
+    parts = partition_dirs(args.paths, args.topic, precheck=False, cmd="verify")
     problems = damaged = segments = batches = size = notes = 0
     try:
         with _Progress.over_segments(parts, "verify") as progress:
@@ -253,7 +275,7 @@ def _iso(ms: int | None) -> str:
 
 
 def cmd_stats(args) -> int:
-    parts = partition_dirs(args.paths, args.topic)
+    parts = partition_dirs(args.paths, args.topic, cmd="stats")
     rows: list[dict[str, Any]] = []
     # Partitions that could not be opened at all (too few descriptors, a file not readable):
     # reported after the others' figures, which an operator still wants.

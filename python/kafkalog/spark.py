@@ -439,6 +439,23 @@ def _whole_topics(folders: List[TopicPartitionFolder], options: Mapping[str, str
     return folders
 
 
+def _warn_tiered(folders: List[TopicPartitionFolder]) -> None:
+    """Spark's Kafka source reads a tiered topic's remote segments through the broker; the
+    folders hold its local log only: said, not left unsaid."""
+    tiered = set()
+    for data_dir, topic in sorted({(os.path.dirname(f.path), f.topic) for f in folders}):
+        try:
+            if _kafkalog.topic_remote_storage_enabled(data_dir, topic):
+                tiered.add(topic)
+        except KafkaLogError:
+            pass  # configs unreadable: the read says what it can
+    if tiered:
+        warnings.warn(f"topics {sorted(tiered)} keep segments in tiered storage (remote.storage.enable=true): "
+                      "only their local segments are read, from each partition's local log start (Kafka's "
+                      "earliest-local offset); 'earliest' and offsets or timestamps before it are in remote "
+                      "storage, which kafkalog does not reach", stacklevel=3)
+
+
 def _select(folders: List[TopicPartitionFolder], options: Mapping[str, str], required: bool) -> List[TopicPartitionFolder]:
     strategy = _strategy(options, required)
     if strategy is None:
@@ -695,6 +712,7 @@ def plan_read(options: Mapping[str, Any], folders: Optional[Sequence[str]] = Non
         found = _select(found, opts, required=False)
     else:
         found = _select(discover(_paths(opts)), opts, required=True)
+    _warn_tiered(found)
     isolation, include_headers, fail_on_data_loss, strategy = _read_settings(opts)
     starting, ending = _Limits(opts, found, True), _Limits(opts, found, False)
     from_group: Dict[Tuple[str, int], int] = {}
@@ -915,7 +933,7 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.available_now = False
         self.available_now_latest: Optional[Offsets] = None
         self.latest: Offsets = {}
-        self._folders()  # a bad path or selection fails the query as it starts
+        _warn_tiered(list(self._folders().values()))  # a bad path or selection fails the query as it starts
 
     def _folders(self) -> Dict[Tuple[str, int], TopicPartitionFolder]:
         return {(f.topic, f.partition): f for f in _select(discover(self.paths), self.opts, required=True)}

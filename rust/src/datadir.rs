@@ -425,6 +425,35 @@ fn with_kafkalog_topic_config(
     Ok(configs)
 }
 
+/// Whether a topic's configs turn tiered storage on (KIP-405's `remote.storage.enable`, a
+/// boolean Kafka reads without regard to case).
+fn remote_storage_enabled(configs: &BTreeMap<String, String>) -> bool {
+    configs
+        .get("remote.storage.enable")
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"))
+}
+
+/// Whether `topic` in `data_dir` keeps segments in tiered storage (its configs, as
+/// [`read_topic_config`] finds them, turn `remote.storage.enable` on): its log on disk is the
+/// local log only, from Kafka's EARLIEST_LOCAL offset on.
+pub fn topic_remote_storage_enabled(data_dir: &Path, topic: &str) -> Result<bool> {
+    Ok(remote_storage_enabled(&read_topic_config(data_dir, topic)?))
+}
+
+/// The refusal of a writer of a tiered topic. Its log start offset and leader epochs span the
+/// segments in remote storage, which kafkalog cannot see: a writable open would move both up to
+/// the local log (as for a log without remote segments), and on its next start the broker
+/// deletes every remote segment below them (a black-box tester lost 25 of 27, Kafka 4.4).
+fn tiered_topic_not_writable(data_dir: &Path, topic: &str) -> Error {
+    Error::InvalidArgument(format!(
+        "topic '{topic}' in {} keeps segments in tiered storage (remote.storage.enable=true): \
+         its log start offset and leader epochs span remote segments kafkalog cannot see, and \
+         writing would move them to the local log, after which the broker deletes the remote \
+         segments below; kafkalog writes no tiered topic: open its partitions read-only",
+        data_dir.display()
+    ))
+}
+
 /// The `LogConfig` of a topic as Kafka's `LogManager` makes a log's config: Kafka's defaults,
 /// overlaid with the broker's dynamic configs its metadata log holds (`kafka-configs
 /// --entity-type brokers`, cluster-wide or the dir's broker's, by their broker names:
@@ -450,7 +479,11 @@ pub fn topic_log_config(data_dir: &Path, topic: &str) -> Result<crate::config::L
             })?;
         }
     }
-    for (k, v) in with_kafkalog_topic_config(data_dir, topic, stored.topic)? {
+    let topic_configs = with_kafkalog_topic_config(data_dir, topic, stored.topic)?;
+    if remote_storage_enabled(&topic_configs) {
+        return Err(tiered_topic_not_writable(data_dir, topic));
+    }
+    for (k, v) in topic_configs {
         if crate::config::LogConfig::is_known(&k) {
             // Said where it came from: the caller passed no such value.
             config.set(&k, &v).map_err(|e| {
@@ -1064,6 +1097,22 @@ mod tests {
                 .unwrap()
                 .cleanup_policy_compact
         );
+    }
+
+    /// A tiered topic's writers would move its log start offset and leader epochs up to the
+    /// local log, and its broker would then delete the remote segments below: refused.
+    #[test]
+    fn a_tiered_topic_is_not_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let tiered = BTreeMap::from([("remote.storage.enable".to_string(), "TRUE".to_string())]);
+        create_topic_with_config(dir.path(), "t", 1, &tiered).unwrap();
+        assert!(topic_remote_storage_enabled(dir.path(), "t").unwrap());
+        let e = topic_log_config(dir.path(), "t").unwrap_err();
+        assert!(e.to_string().contains("tiered storage"), "{e}");
+        assert!(partition_log_config(&dir.path().join("t-0"), true).is_err());
+        create_topic(dir.path(), "plain", 1).unwrap();
+        assert!(!topic_remote_storage_enabled(dir.path(), "plain").unwrap());
+        assert!(topic_log_config(dir.path(), "plain").is_ok());
     }
 
     #[test]

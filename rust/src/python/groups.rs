@@ -592,6 +592,17 @@ fn set_topic_config(
     Ok(())
 }
 
+/// Whether `topic` in `data_dir` keeps segments in tiered storage (`remote.storage.enable`): its
+/// folders hold the local log only.
+#[pyfunction]
+fn topic_remote_storage_enabled(
+    py: Python<'_>,
+    data_dir: super::FsPath,
+    topic: &str,
+) -> PyResult<bool> {
+    Ok(py.release_gil(|| datadir::topic_remote_storage_enabled(&data_dir, topic))?)
+}
+
 /// Whether `data_dir` is a broker's log dir without its cluster metadata (a ZooKeeper-mode
 /// broker's, or one of several `log.dirs`): its topics' configs and partition counts are not
 /// all on disk there.
@@ -663,6 +674,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(create_topic_with_config, m)?)?;
     m.add_function(wrap_pyfunction!(set_topic_config, m)?)?;
     m.add_function(wrap_pyfunction!(broker_dir_without_metadata, m)?)?;
+    m.add_function(wrap_pyfunction!(topic_remote_storage_enabled, m)?)?;
     m.add_function(wrap_pyfunction!(add_partitions, m)?)?;
     m.add_function(wrap_pyfunction!(topic_config, m)?)?;
     m.add_function(wrap_pyfunction!(topic_partition_counts, m)?)?;

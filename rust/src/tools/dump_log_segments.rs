@@ -506,7 +506,8 @@ fn base_offset_of(path: &Path, name: &str) -> Result<i64> {
     let stem = name.split('.').next().unwrap_or("");
     stem.parse().map_err(|_| {
         Error::InvalidArgument(format!(
-            "{}: the file name does not start with a segment's base offset (20 digits)",
+            "{}: the file name before its first dot is not a segment's base offset (20 digits), \
+             as Kafka's tool needs (a tiered-storage copy's <offset>-<uuid> name is not one)",
             path.display()
         ))
     })

@@ -588,7 +588,7 @@ def test_a_tiered_topic_is_read_with_a_note_and_never_written(tmp_path):
     import kafkalog.spark as ks
 
     t = Topic.create(tmp_path, "tiered", partitions=1, config={"remote.storage.enable": "true"})
-    assert kafkalog._kafkalog.topic_remote_storage_enabled(tmp_path, "tiered")
+    assert kafkalog._kafkalog.remote_storage_topics(tmp_path) == {"tiered"}
     for write in (lambda: Log(t.partition_path(0), read_only=False),
                   lambda: Log(t.partition_path(0), read_only=False, config={}),
                   lambda: Producer(t)):

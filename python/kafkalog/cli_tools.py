@@ -134,14 +134,14 @@ def partition_dirs(paths: list[str], topic: str | None = None, partition: int | 
 def tiered_topics(parts: list[tuple[str, int | None, Path]]) -> list[str]:
     """The topics among ``parts`` that keep segments in tiered storage (``remote.storage.enable``
     in their data dir's configs): their folders hold the local log only."""
-    seen: dict[tuple[str, Path], bool] = {}
-    for topic, partition, folder in parts:
-        if partition is not None and (topic, folder.parent) not in seen:
-            try:
-                seen[(topic, folder.parent)] = _kafkalog.topic_remote_storage_enabled(str(folder.parent), topic)
-            except (kafkalog.KafkaLogError, OSError):
-                seen[(topic, folder.parent)] = False  # configs unreadable: the read says what it can
-    return sorted({t for (t, _), tiered in seen.items() if tiered})
+    found: set[str] = set()
+    for data_dir in {folder.parent for _, partition, folder in parts if partition is not None}:
+        try:
+            tiered = _kafkalog.remote_storage_topics(str(data_dir))
+        except (kafkalog.KafkaLogError, OSError):
+            continue  # configs unreadable: the read says what it can
+        found |= {t for t, partition, folder in parts if folder.parent == data_dir and t in tiered}
+    return sorted(found)
 
 
 def note_tiered_topics(cmd: str, parts: list[tuple[str, int | None, Path]]) -> None:

@@ -442,13 +442,13 @@ def _whole_topics(folders: List[TopicPartitionFolder], options: Mapping[str, str
 def _warn_tiered(folders: List[TopicPartitionFolder]) -> None:
     """Spark's Kafka source reads a tiered topic's remote segments through the broker; the
     folders hold its local log only: said, not left unsaid."""
-    tiered = set()
-    for data_dir, topic in sorted({(os.path.dirname(f.path), f.topic) for f in folders}):
+    tiered: Set[str] = set()
+    for data_dir in sorted({os.path.dirname(f.path) for f in folders}):
         try:
-            if _kafkalog.topic_remote_storage_enabled(data_dir, topic):
-                tiered.add(topic)
+            in_dir = _kafkalog.remote_storage_topics(data_dir)
         except KafkaLogError:
-            pass  # configs unreadable: the read says what it can
+            continue  # configs unreadable: the read says what it can
+        tiered |= {f.topic for f in folders if os.path.dirname(f.path) == data_dir and f.topic in in_dir}
     if tiered:
         warnings.warn(f"topics {sorted(tiered)} keep segments in tiered storage (remote.storage.enable=true): "
                       "only their local segments are read, from each partition's local log start (Kafka's "

@@ -2,7 +2,7 @@
 //! their partition counts, Kafka's topic-name rules; and writing many partitions at once with
 //! all-or-nothing commit (staged batches appended by one writer, rolled back on failure).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
@@ -433,11 +433,30 @@ fn remote_storage_enabled(configs: &BTreeMap<String, String>) -> bool {
         .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"))
 }
 
-/// Whether `topic` in `data_dir` keeps segments in tiered storage (its configs, as
-/// [`read_topic_config`] finds them, turn `remote.storage.enable` on): its log on disk is the
-/// local log only, from Kafka's EARLIEST_LOCAL offset on.
-pub fn topic_remote_storage_enabled(data_dir: &Path, topic: &str) -> Result<bool> {
-    Ok(remote_storage_enabled(&read_topic_config(data_dir, topic)?))
+/// The topics of `data_dir` that keep segments in tiered storage (their configs, as
+/// [`read_topic_config`] finds them, turn `remote.storage.enable` on), from one replay of its
+/// metadata log: their logs on disk are the local logs only, from Kafka's EARLIEST_LOCAL offset.
+pub fn remote_storage_topics(data_dir: &Path) -> Result<BTreeSet<String>> {
+    let mut configs =
+        crate::internal_topics::cluster_metadata::all_topic_configs(data_dir)?.unwrap_or_default();
+    let stored = kafkalog_meta_dir(data_dir).join(TOPIC_CONFIGS_DIR);
+    if let Ok(entries) = std::fs::read_dir(&stored) {
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            if let Some(topic) = name.to_str().and_then(|n| n.strip_suffix(".json")) {
+                let own = configs.remove(topic).unwrap_or_default();
+                configs.insert(
+                    topic.to_string(),
+                    with_kafkalog_topic_config(data_dir, topic, own)?,
+                );
+            }
+        }
+    }
+    Ok(configs
+        .into_iter()
+        .filter(|(_, c)| remote_storage_enabled(c))
+        .map(|(topic, _)| topic)
+        .collect())
 }
 
 /// The refusal of a writer of a tiered topic. Its log start offset and leader epochs span the
@@ -1106,12 +1125,14 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let tiered = BTreeMap::from([("remote.storage.enable".to_string(), "TRUE".to_string())]);
         create_topic_with_config(dir.path(), "t", 1, &tiered).unwrap();
-        assert!(topic_remote_storage_enabled(dir.path(), "t").unwrap());
+        assert_eq!(
+            remote_storage_topics(dir.path()).unwrap(),
+            BTreeSet::from(["t".to_string()])
+        );
         let e = topic_log_config(dir.path(), "t").unwrap_err();
         assert!(e.to_string().contains("tiered storage"), "{e}");
         assert!(partition_log_config(&dir.path().join("t-0"), true).is_err());
         create_topic(dir.path(), "plain", 1).unwrap();
-        assert!(!topic_remote_storage_enabled(dir.path(), "plain").unwrap());
         assert!(topic_log_config(dir.path(), "plain").is_ok());
     }
 

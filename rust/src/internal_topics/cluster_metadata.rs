@@ -189,6 +189,21 @@ pub fn stored_configs(data_dir: &Path, topic: &str) -> crate::error::Result<Opti
     }))
 }
 
+/// The configs set on every topic of a KRaft data dir's metadata log, from one replay (see
+/// [`topic_configs`]); empty without a metadata log, `None` when its records before its start
+/// are gone.
+pub fn all_topic_configs(
+    data_dir: &Path,
+) -> crate::error::Result<Option<BTreeMap<String, BTreeMap<String, String>>>> {
+    if !data_dir
+        .join(format!("{CLUSTER_METADATA_TOPIC}-0"))
+        .is_dir()
+    {
+        return Ok(Some(BTreeMap::new()));
+    }
+    Ok(replay(data_dir)?.map(|r| r.configs.into_iter().collect()))
+}
+
 /// The broker's id in the data dir's `meta.properties` (`node.id`, or a ZooKeeper-era
 /// `broker.id`).
 fn node_id(data_dir: &Path) -> Option<String> {

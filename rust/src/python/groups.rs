@@ -3,7 +3,7 @@
 //! rules live in `crate::producer`, `crate::group` and `crate::datadir`.
 
 use std::borrow::Cow;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -592,15 +592,11 @@ fn set_topic_config(
     Ok(())
 }
 
-/// Whether `topic` in `data_dir` keeps segments in tiered storage (`remote.storage.enable`): its
-/// folders hold the local log only.
+/// The topics of `data_dir` that keep segments in tiered storage (`remote.storage.enable`): their
+/// folders hold the local logs only.
 #[pyfunction]
-fn topic_remote_storage_enabled(
-    py: Python<'_>,
-    data_dir: super::FsPath,
-    topic: &str,
-) -> PyResult<bool> {
-    Ok(py.release_gil(|| datadir::topic_remote_storage_enabled(&data_dir, topic))?)
+fn remote_storage_topics(py: Python<'_>, data_dir: super::FsPath) -> PyResult<BTreeSet<String>> {
+    Ok(py.release_gil(|| datadir::remote_storage_topics(&data_dir))?)
 }
 
 /// Whether `data_dir` is a broker's log dir without its cluster metadata (a ZooKeeper-mode
@@ -674,7 +670,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(create_topic_with_config, m)?)?;
     m.add_function(wrap_pyfunction!(set_topic_config, m)?)?;
     m.add_function(wrap_pyfunction!(broker_dir_without_metadata, m)?)?;
-    m.add_function(wrap_pyfunction!(topic_remote_storage_enabled, m)?)?;
+    m.add_function(wrap_pyfunction!(remote_storage_topics, m)?)?;
     m.add_function(wrap_pyfunction!(add_partitions, m)?)?;
     m.add_function(wrap_pyfunction!(topic_config, m)?)?;
     m.add_function(wrap_pyfunction!(topic_partition_counts, m)?)?;

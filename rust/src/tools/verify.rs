@@ -1412,14 +1412,8 @@ mod tests {
     /// .txnindex entry" (a broker test saw it under load).
     #[test]
     fn a_txn_index_created_after_the_listing_is_a_note() {
-        let data = tempfile::tempdir().unwrap();
-        let dir = data.path().join("t-0");
-        let options = LogOptions {
-            read_only: false,
-            create: true,
-            ..Default::default()
-        };
-        let log = std::rc::Rc::new(Log::open(&dir, options).unwrap());
+        let (_data, dir, log) = new_log();
+        let log = std::rc::Rc::new(log);
         log.append_as_leader(&batch(3, 1_000, -1, 0, false), 0)
             .unwrap();
         log.roll().unwrap();

@@ -2,7 +2,8 @@
 //! (benches/java/KafkaPeer.java, under JMH): deep iteration of a segment touching every record's
 //! key, value and headers, `OffsetIndex::lookup` / `TimeIndex::lookup` over the same 1024 targets
 //! (the same LCG as the Java side), and building 500-record batches with `BatchBuilder` appended
-//! with `FileRecords::append`. Also the machine's limits: memcpy bandwidth and CRC32C throughput.
+//! with `FileRecords::append`. Also the machine's limits: memcpy bandwidth, CRC32C throughput and
+//! the kernel's read of the cached file into a window.
 //!
 //! `cargo bench --bench kafka_peer -- <segment.log> [seconds]` prints one JSON object per line
 //! (`ns_per_op` is the median over the timed samples, after a warm-up of the same length).
@@ -320,4 +321,30 @@ fn machine_limits(log: &Path, secs: f64) {
     report("memcpy", ns, s, &format!(", \"bytes\": {}", bytes.len()));
     let (ns, s) = measure(secs, || u64::from(kafkalog::checksum::crc32c(&bytes)));
     report("crc32c", ns, s, &format!(", \"bytes\": {}", bytes.len()));
+    // The kernel's copy of the cached file into a reused window of the size `FileRecords`'
+    // batch reader fills, nothing decoded: the floor of every row that reads the file (Kafka's
+    // `FileRecords` reads into its buffer the same way).
+    let file = std::fs::File::open(log).expect("open segment");
+    let mut window = vec![0u8; READ_WINDOW];
+    let (ns, s) = measure(secs, || {
+        use std::os::unix::fs::FileExt;
+        let (mut position, mut sum) = (0usize, 0u64);
+        while position < bytes.len() {
+            let want = READ_WINDOW.min(bytes.len() - position);
+            file.read_exact_at(&mut window[..want], position as u64)
+                .expect("read segment");
+            sum += u64::from(window[want - 1]);
+            position += want;
+        }
+        sum
+    });
+    report(
+        "read_windows",
+        ns,
+        s,
+        &format!(", \"bytes\": {}", bytes.len()),
+    );
 }
+
+/// `FileRecords`' batch reader's full window.
+const READ_WINDOW: usize = 1 << 20;

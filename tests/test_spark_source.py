@@ -683,6 +683,8 @@ def test_subscribe_pattern_selects_topics(spark, data):
     assert _topics(read(spark, d, subscribePattern="o.*")) == {"orders", "orders_archive", "other"}
     got = collect(read(spark, d, subscribePattern="orders_arch.*"))
     assert got == expected(recs, topics={"orders_archive"})
+    # Spark's Kafka source trims the pattern (a black-box tester's " t1 " read nothing here).
+    assert collect(read(spark, d, subscribePattern=" orders_arch.* ")) == got
 
 
 @pytest.mark.parametrize("pattern", ["", "   "])
@@ -705,6 +707,8 @@ def test_subscribe_pattern_is_found_in_topic_names_as_spark_does(spark, data):
     assert topics(read(spark, d, subscribePattern="rders")) == {"orders", "orders_archive"}
     got = collect(read(spark, d, subscribePattern="orders_arch.*"))
     assert got == expected(recs, topics={"orders_archive"})
+    # Spark's Kafka source trims the pattern (a black-box tester's " t1 " read nothing here).
+    assert collect(read(spark, d, subscribePattern=" orders_arch.* ")) == got
 
 
 def test_assign(spark, data):
@@ -813,15 +817,25 @@ def test_stream_offsets_lost_to_retention_fail_or_are_stepped_over(spark, tmp_pa
 def test_stream_options_checked_as_the_query_starts(spark, data):
     d, _, _ = data
     ok = {"path": str(d), "subscribe": "orders"}
-    # Wrong for any read: refused by load(), as Spark's Kafka source refuses them.
-    for bad, words in [({"maxOffsetsPerTrigger": "0"}, "maxOffsetsPerTrigger must be positive"),
-                       ({"minOffsetsPerTrigger": "5", "maxOffsetsPerTrigger": "2"}, "higher than"),
-                       ({"maxTriggerDelay": "soon"}, "maxTriggerDelay must be a duration"),
+    # Wrong for any read: refused by load(), as Spark's Kafka source refuses them (it checks the
+    # pair of limits for a batch too).
+    for bad, words in [({"minOffsetsPerTrigger": "5", "maxOffsetsPerTrigger": "2"}, "higher than"),
                        ({"assign": '{"orders":[0]}'}, "exactly one of"),
                        ({"maxOfsetsPerTrigger": "5"}, "unknown option")]:
         with pytest.raises(Exception, match=words):
             spark.readStream.format("kafkalog").options(**{**ok, **bad}).load()
-    # Wrong for a stream: refused as the query starts.
+        with pytest.raises(Exception, match=words):
+            spark.read.format("kafkalog").options(**{**ok, **bad}).load()
+    # Wrong for a stream: refused as the query starts. A batch query ignores a stream's limits,
+    # whatever their value, as Spark's Kafka source does (a black-box tester's batch read with
+    # maxOffsetsPerTrigger=0 failed here where Spark's read its rows).
+    expected_rows = collect(read(spark, d, subscribe="orders"))
+    for bad, words in [({"maxOffsetsPerTrigger": "0"}, "maxOffsetsPerTrigger must be positive"),
+                       ({"maxOffsetsPerTrigger": "abc"}, "maxOffsetsPerTrigger must be an integer"),
+                       ({"maxTriggerDelay": "soon"}, "maxTriggerDelay must be a duration")]:
+        with pytest.raises(kafkalog.KafkaLogError, match=words):
+            ks.KafkaLogDataSource({**ok, **bad}).streamReader(ks.kafka_schema()).initialOffset()
+        assert collect(read(spark, d, subscribe="orders", **bad)) == expected_rows
     for bad, words in [({"endingOffsets": "latest"}, "not valid in streaming"),
                        ({"endingOffsetsByTimestamp": '{"orders":{"0":5}}'}, "not valid in streaming"),
                        ({"commitToGroup": "g"}, "checkpointLocation"),
@@ -974,11 +988,16 @@ def test_ending_offsets_json_must_list_every_partition(spark, data):
 def test_starting_offsets_latest_is_an_error_for_batch(spark, data):
     d, _, _ = data
     expect_error(lambda: read(spark, d, subscribe="orders", startingOffsets="latest"), "latest", "startingOffsets")
+    # A JSON asking for latest: Spark's message names the partition.
+    expect_error(lambda: read(spark, d, assign='{"orders":[0]}', startingOffsets='{"orders":{"0":-1}}'),
+                 "startingOffsets for orders-0 can't be latest")
 
 
 def test_ending_offsets_earliest_is_an_error_for_batch(spark, data):
     d, _, _ = data
     expect_error(lambda: read(spark, d, subscribe="orders", endingOffsets="earliest"), "earliest", "endingOffsets")
+    expect_error(lambda: read(spark, d, assign='{"orders":[0]}', endingOffsets='{"orders":{"0":-2}}'),
+                 "endingOffsets for orders-0 can't be earliest")
 
 
 def test_start_after_end_is_an_error(spark, data):
@@ -1326,8 +1345,8 @@ def test_split_with_non_contiguous_offsets(spark, data):
 def test_unknown_option_lists_valid_ones(spark, data):
     d, _, _ = data
     msg = expect_error(lambda: read(spark, d, subscribe="orders", startingOffset="earliest"), "startingOffset")
-    assert "startingoffsets" in msg.lower() and "subscribe" in msg.lower(), (
-        f"the error should list the valid options: {msg[:2000]}"
+    assert "startingOffsets" in msg and "subscribePattern" in msg, (
+        f"the error should list the valid options, spelt as Spark's documentation spells them: {msg[:2000]}"
     )
 
 

@@ -292,7 +292,7 @@ def _check_names(options: Mapping[str, str], allowed: Mapping[str, str], warn: b
         elif name.startswith("kafka."):
             ignored.append(name)
         else:
-            valid = ", ".join(sorted(allowed))
+            valid = ", ".join(sorted(map(_spelt, allowed)))
             raise KafkaLogOptionError(f"unknown option {name!r}; kafkalog takes: {valid}")
     if ignored and warn:
         warnings.warn("kafkalog reads files, with no broker or consumer: ignored " + ", ".join(ignored),
@@ -353,6 +353,11 @@ def discover(paths: Sequence[str]) -> List[TopicPartitionFolder]:
     return sorted(found.values(), key=lambda f: (f.topic, f.partition))
 
 
+def _subscribe_pattern(options: Mapping[str, str]) -> str:
+    """subscribePattern as Spark's Kafka source compiles it: trimmed."""
+    return options["subscribepattern"].strip()
+
+
 def _strategy(options: Mapping[str, str], required: bool) -> Optional[str]:
     """The option choosing topics (subscribe, subscribePattern or assign), its value checked."""
     strategies = [s for s in ("subscribe", "subscribepattern", "assign") if s in options]
@@ -366,13 +371,13 @@ def _strategy(options: Mapping[str, str], required: bool) -> Optional[str]:
     if strategy == "subscribe" and not options["subscribe"].replace(",", "").strip():
         raise KafkaLogOptionError("option subscribe lists no topic")
     if strategy == "subscribepattern":
-        if not options["subscribepattern"].strip():
+        if not _subscribe_pattern(options):
             # An empty pattern would match every topic; Spark's source refuses it.
             raise KafkaLogOptionError(
                 "Pattern to subscribe is empty as specified value for option 'subscribePattern' is "
                 f"'{options['subscribepattern']}'")
         try:
-            compile_java(options["subscribepattern"])
+            compile_java(_subscribe_pattern(options))
         except JavaRegexError as e:
             raise KafkaLogOptionError(f"option subscribePattern is not a valid Java pattern: {e}") from None
     if strategy == "assign":
@@ -468,7 +473,7 @@ def _select(folders: List[TopicPartitionFolder], options: Mapping[str, str], req
             raise KafkaLogOptionError(f"topics {missing} have no partition folders under the path")
         return _whole_topics([f for f in folders if f.topic in topics], options)
     if strategy == "subscribepattern":
-        pattern = compile_java(options["subscribepattern"])
+        pattern = compile_java(_subscribe_pattern(options))
         # As Spark's Kafka source picks topics (Regex.findFirstIn): the pattern anywhere in the name.
         return _whole_topics([f for f in folders if f.topic not in _INTERNAL_TOPICS and pattern.search(f.topic)],
                              options)
@@ -561,10 +566,17 @@ class _Limits:
         if stream:
             return
         # Spark's batch rules: a batch cannot start at latest or end at earliest.
-        if starting and (self.kind == "latest" or (self.kind == "offsets" and LATEST in self.value.values())):
-            raise KafkaLogOptionError("starting offset can't be latest for batch queries on Kafka")
-        if not starting and (self.kind == "earliest" or (self.kind == "offsets" and EARLIEST in self.value.values())):
-            raise KafkaLogOptionError("ending offset can't be earliest for batch queries on Kafka")
+        # Spark's wording, which names the first partition of a JSON that asks for it.
+        refused, side_name, wording = ((LATEST, "startingOffsets", "latest") if starting
+                                       else (EARLIEST, "endingOffsets", "earliest"))
+        if self.kind == wording:
+            raise KafkaLogOptionError(f"{'starting' if starting else 'ending'} offset can't be {wording} "
+                                      "for batch queries on Kafka")
+        if self.kind == "offsets":
+            for (topic, partition), offset in sorted(self.value.items()):
+                if offset == refused:
+                    raise KafkaLogOptionError(f"{side_name} for {topic}-{partition} can't be {wording} "
+                                              "for batch queries on Kafka")
 
 
 def _resolve(limits: _Limits, log: Log, tp: Tuple[str, int], isolation: Isolation, strategy: str) -> int:
@@ -848,15 +860,18 @@ def _check_trigger_limits(min_offsets: Optional[int], max_offsets: Optional[int]
 
 def _check_options(opts: Mapping[str, str]) -> None:
     """What is wrong with the options for a batch and a stream alike, found as the DataFrame is
-    defined (``load()``), as Spark's Kafka source finds it, not when a query first runs."""
+    defined (``load()``), as Spark's Kafka source finds it, not when a query first runs. (Which of
+    the two it is shows only later, so the limits of a stream are checked as it starts.)"""
     _check_names(opts, {**READ_OPTIONS, **STREAM_OPTIONS}, warn=False)
     _paths(opts)
     _strategy(opts, required=True)
     _read_settings(opts)
     for name in ("minpartitions", "maxrecordsperpartition"):
         _positive(opts, name)
-    _check_trigger_limits(_min_offsets(opts), _positive(opts, "maxoffsetspertrigger"))
-    _duration_ms(opts, "maxtriggerdelay", "15m")
+    # Spark's Kafka source checks this pair for a batch too; the other limits of a stream only
+    # as it starts (KafkaLogStreamReader): a batch query ignores them, whatever their value.
+    if "minoffsetspertrigger" in opts and "maxoffsetspertrigger" in opts:
+        _check_trigger_limits(_int(opts, "minoffsetspertrigger"), _int(opts, "maxoffsetspertrigger"))
 
 
 def _duration_ms(options: Mapping[str, str], name: str, default: str) -> int:

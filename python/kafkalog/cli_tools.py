@@ -14,7 +14,7 @@ import os
 import re
 import stat
 import sys
-from typing import Any
+from typing import Any, Tuple
 from pathlib import Path
 
 import kafkalog
@@ -592,39 +592,54 @@ def cmd_export(args) -> int:
                         "what the logs hold now and goes on")
     for loss in losses:
         print(f"kafkalog export: warning: {loss}", file=sys.stderr)
-    exported = files = 0
-    with _Progress(sum(max(0, e - s) for *_, s, e in plans), "rec", "export") as progress:
-        for topic, partition, folder, target, start, end in plans:
-            if start < end:
-                log = open_log(folder, args)
-                reader = log.to_arrow(start=start, end=end, isolation=args.isolation, include_headers=True)
-                keep = [n for n in reader.schema.names if n not in ("topic", "partition")]
-                target.mkdir(parents=True, exist_ok=True)
-                final = target / f"part-{start:020d}-{end:020d}.parquet"
-                tmp = target / f".{final.name}.tmp"
-                rows = 0
-                try:
-                    writer = None
-                    for batch in reader:
-                        batch = batch.select(keep)
-                        if writer is None:
-                            writer = pq.ParquetWriter(tmp, batch.schema)
-                        writer.write_batch(batch)
-                        rows += batch.num_rows
-                        progress.update(batch.num_rows)
-                    if writer is not None:
-                        writer.close()
-                        os.replace(tmp, final)
-                        files += 1
-                finally:
-                    log.close()
-                    if tmp.exists():
-                        tmp.unlink()
-                exported += rows
-            state["offsets"].setdefault(topic, {})[str(partition)] = max(start, end)
-            _write_atomically(state_path, json.dumps(state, indent=1, sort_keys=True) + "\n")
+    saved = json.dumps(state, indent=1, sort_keys=True) + "\n"
+    try:
+        with _Progress(sum(max(0, e - s) for *_, s, e in plans), "rec", "export") as progress:
+            exported, files = _export_plans(plans, args, state, progress, pq)
+    finally:
+        # Once, not per partition (a no-op export of 2,000 partitions wrote and fsynced the whole
+        # file 2,000 times). Progress a crash keeps from it is in the part files' names, which
+        # the next export reads first.
+        text = json.dumps(state, indent=1, sort_keys=True) + "\n"
+        if text != saved or not state_path.exists():
+            _write_atomically(state_path, text)
     print(f"kafkalog export: {exported} records in {files} new file(s) under {out}", file=sys.stderr)
     return status
+
+
+def _export_plans(plans, args, state, progress, pq) -> Tuple[int, int]:
+    """Writes each plan's new records to a part file, noting the offset reached in ``state``;
+    returns the records and files written."""
+    exported = files = 0
+    for topic, partition, folder, target, start, end in plans:
+        if start < end:
+            log = open_log(folder, args)
+            reader = log.to_arrow(start=start, end=end, isolation=args.isolation, include_headers=True)
+            keep = [n for n in reader.schema.names if n not in ("topic", "partition")]
+            target.mkdir(parents=True, exist_ok=True)
+            final = target / f"part-{start:020d}-{end:020d}.parquet"
+            tmp = target / f".{final.name}.tmp"
+            rows = 0
+            try:
+                writer = None
+                for batch in reader:
+                    batch = batch.select(keep)
+                    if writer is None:
+                        writer = pq.ParquetWriter(tmp, batch.schema)
+                    writer.write_batch(batch)
+                    rows += batch.num_rows
+                    progress.update(batch.num_rows)
+                if writer is not None:
+                    writer.close()
+                    os.replace(tmp, final)
+                    files += 1
+            finally:
+                log.close()
+                if tmp.exists():
+                    tmp.unlink()
+            exported += rows
+        state["offsets"].setdefault(topic, {})[str(partition)] = max(start, end)
+    return exported, files
 
 
 # ----- the parsers -----

@@ -766,6 +766,8 @@ pub struct LogArrowReader {
     /// Threads decoding chunks of the range ahead of the caller; 1 decodes on the caller's.
     threads: usize,
     read_ahead: Option<ReadAhead>,
+    /// Record bytes (keys, values, headers) of the last batch `next_batch` returned.
+    last_batch_bytes: usize,
 }
 
 impl LogArrowReader {
@@ -812,6 +814,7 @@ impl LogArrowReader {
             done: false,
             threads: 1,
             read_ahead: None,
+            last_batch_bytes: 0,
         })
     }
 
@@ -928,6 +931,7 @@ impl LogArrowReader {
             done: false,
             threads: 1,
             read_ahead: None,
+            last_batch_bytes: 0,
         }
     }
 
@@ -966,7 +970,7 @@ impl LogArrowReader {
             ahead.hand_out(self.end, batch_end, chunk_reader);
             // An error drops `ahead` (its chunks are not read on); asked again, the reader
             // starts over where the error was, as a one-thread reader does.
-            match ahead.next()? {
+            match ahead.next(|start, end| self.chunk_reader(start, end))? {
                 Some((batch, next)) => {
                     self.next = next;
                     if let Some(batch) = batch {
@@ -1080,6 +1084,7 @@ impl LogArrowReader {
             self.done = true;
             return Ok(None);
         }
+        self.last_batch_bytes = self.builder.bytes();
         Ok(Some(self.builder.finish()))
     }
 }

@@ -3,12 +3,13 @@
 //! [`LogArrowReader`] of its own) while the caller takes their batches in offset order. A reader
 //! has at most `2 × threads` chunks of at most 4 MiB out at a time, and the process about four
 //! per pool thread over all readers, so memory stays bounded however long the logs are and
-//! however many are read at once. A pool thread never waits for a caller (a chunk's batches queue
+//! however many are read at once; and its chunks hold at most `MAX_QUEUED_BYTES` of records
+//! decoded ahead, however much compressed batches inflate. A pool thread never waits for a caller (a chunk's batches queue
 //! until taken), so readers consumed in any order, from any number of Python threads, cannot
 //! starve one another of threads.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver};
 use std::sync::{Arc, Mutex};
 
@@ -17,13 +18,23 @@ use arrow_array::RecordBatch;
 use super::LogArrowReader;
 use crate::error::{Error, Result};
 
-/// What a chunk's decoder sends, in order: batches (with the offset the next batch starts at),
-/// then `Done` or one error. A channel that closes without either means the decoder panicked.
+/// What a chunk's decoder sends, in order: batches (with the offset the next batch starts at
+/// and their record bytes), then `Done`, `Stopped` or one error. A channel that closes without
+/// any of them means the decoder panicked.
 enum ChunkItem {
-    Batch(RecordBatch, i64),
+    Batch(RecordBatch, i64, usize),
     Failed(Error),
     Done,
+    /// The reader's batches not yet taken hold [`MAX_QUEUED_BYTES`]: the chunk from this offset
+    /// on is decoded again once the caller reaches it.
+    Stopped(i64),
 }
+
+/// Record bytes a reader's chunks may hold decoded ahead of the caller. Chunks are cut by the
+/// log's bytes, which compressed batches inflate many times over: a black-box tester's zstd
+/// batches (13 KB on disk, 95 MiB of values each) held 3.8-5.5 GB ahead on 2 threads, against
+/// 391 MiB read on one.
+const MAX_QUEUED_BYTES: usize = 64 << 20;
 
 /// Chunks smaller than this cost more in hand-offs than a second thread saves.
 const MIN_CHUNK_BYTES: u64 = 1 << 20;
@@ -107,14 +118,20 @@ pub(super) struct ReadAhead {
     pool: Arc<rayon_core::ThreadPool>,
     /// The process whose pool decodes the chunks out: a forked child has none of its threads.
     pid: u32,
-    /// Chunks handed out, in offset order, with the offset each ends at.
-    chunks: VecDeque<(Receiver<ChunkItem>, i64)>,
+    /// Chunks handed out, in offset order, with the offset each ends at and its number.
+    chunks: VecDeque<(Receiver<ChunkItem>, i64, u64)>,
+    /// The number the next chunk handed out gets.
+    next_number: u64,
+    /// The number of the chunk at the front, the one the caller waits on.
+    front: Arc<AtomicU64>,
     /// Where the next chunk to hand out starts.
     next_start: i64,
     span: i64,
     window: usize,
     /// Set when the reader is dropped: chunks not started yet are not read.
     dropped: Arc<AtomicBool>,
+    /// Record bytes of the batches sent and not yet taken, over the reader's chunks.
+    queued: Arc<AtomicUsize>,
 }
 
 impl ReadAhead {
@@ -123,10 +140,13 @@ impl ReadAhead {
             pool: pool()?,
             pid: std::process::id(),
             chunks: VecDeque::new(),
+            next_number: 0,
+            front: Arc::new(AtomicU64::new(0)),
             next_start,
             span,
             window: 2 * threads,
             dropped: Arc::new(AtomicBool::new(false)),
+            queued: Arc::new(AtomicUsize::new(0)),
         })
     }
 
@@ -150,47 +170,88 @@ impl ReadAhead {
             } else {
                 end
             };
-            let (out, results) = mpsc::channel();
-            let mut reader = chunk_reader(self.next_start, chunk_end);
-            let dropped = self.dropped.clone();
-            self.pool.spawn_fifo(move || {
-                if dropped.load(Ordering::Relaxed) {
-                    return;
-                }
-                let last = loop {
-                    match reader.next_batch() {
-                        Ok(Some(batch)) => {
-                            let item = ChunkItem::Batch(batch, reader.position());
-                            // The caller dropped the reader: stop.
-                            if out.send(item).is_err() {
-                                return;
-                            }
-                        }
-                        Ok(None) => break ChunkItem::Done,
-                        Err(e) => break ChunkItem::Failed(e),
-                    }
-                };
-                let _ = out.send(last);
-            });
-            self.chunks.push_back((results, chunk_end));
+            let number = self.next_number;
+            self.next_number += 1;
+            let results = self.spawn(chunk_reader(self.next_start, chunk_end), number);
+            self.chunks.push_back((results, chunk_end, number));
             CHUNKS_OUT.fetch_add(1, Ordering::Relaxed);
             self.next_start = chunk_end;
         }
     }
 
+    /// Decodes `reader`'s range (of chunk `number`) on the pool; its items come through the
+    /// receiver. Where the reader's batches not yet taken hold `MAX_QUEUED_BYTES`, it stops
+    /// before its next batch (a pool thread never waits for a caller: see the module's doc),
+    /// unless its chunk is the one the caller waits on and it sent nothing yet, so the caller
+    /// always gets a batch from a chunk it resumes.
+    fn spawn(&self, mut reader: LogArrowReader, number: u64) -> Receiver<ChunkItem> {
+        let (out, results) = mpsc::channel();
+        let (dropped, queued, front) = (
+            self.dropped.clone(),
+            self.queued.clone(),
+            self.front.clone(),
+        );
+        self.pool.spawn_fifo(move || {
+            if dropped.load(Ordering::Relaxed) {
+                return;
+            }
+            let mut sent = false;
+            let last = loop {
+                if queued.load(Ordering::Relaxed) >= MAX_QUEUED_BYTES
+                    && (sent || front.load(Ordering::Relaxed) != number)
+                {
+                    break ChunkItem::Stopped(reader.position());
+                }
+                match reader.next_batch() {
+                    Ok(Some(batch)) => {
+                        let bytes = reader.last_batch_bytes;
+                        let _held = queued.fetch_add(bytes, Ordering::Relaxed) + bytes;
+                        #[cfg(test)]
+                        tests::PEAK_QUEUED.fetch_max(_held, Ordering::Relaxed);
+                        let item = ChunkItem::Batch(batch, reader.position(), bytes);
+                        // The caller dropped the reader: stop.
+                        if out.send(item).is_err() {
+                            return;
+                        }
+                        sent = true;
+                    }
+                    Ok(None) => break ChunkItem::Done,
+                    Err(e) => break ChunkItem::Failed(e),
+                }
+            };
+            let _ = out.send(last);
+        });
+        results
+    }
+
     /// The next batch in offset order with the offset after it; a batch of `None` when the
     /// chunk at the front is done (the caller hands out more and asks again); `None` when no
-    /// chunk is out.
-    pub(super) fn next(&mut self) -> Result<Option<(Option<RecordBatch>, i64)>> {
-        let Some((results, chunk_end)) = self.chunks.front() else {
+    /// chunk is out. A chunk whose decoder stopped ahead goes on from where it stopped, read
+    /// by a reader `chunk_reader` makes.
+    pub(super) fn next(
+        &mut self,
+        chunk_reader: impl Fn(i64, i64) -> LogArrowReader,
+    ) -> Result<Option<(Option<RecordBatch>, i64)>> {
+        let Some((results, chunk_end, number)) = self.chunks.front() else {
             return Ok(None);
         };
-        let chunk_end = *chunk_end;
+        let (chunk_end, number) = (*chunk_end, *number);
         match results.recv() {
-            Ok(ChunkItem::Batch(batch, next)) => Ok(Some((Some(batch), next))),
+            Ok(ChunkItem::Batch(batch, next, bytes)) => {
+                self.queued.fetch_sub(bytes, Ordering::Relaxed);
+                Ok(Some((Some(batch), next)))
+            }
+            Ok(ChunkItem::Stopped(at)) => {
+                let results = self.spawn(chunk_reader(at, chunk_end), number);
+                self.chunks[0].0 = results;
+                self.next(chunk_reader)
+            }
             Ok(ChunkItem::Failed(e)) => Err(e),
             Ok(ChunkItem::Done) => {
                 self.chunks.pop_front();
+                if let Some((_, _, next)) = self.chunks.front() {
+                    self.front.store(*next, Ordering::Relaxed);
+                }
                 CHUNKS_OUT.fetch_sub(1, Ordering::Relaxed);
                 Ok(Some((None, chunk_end)))
             }
@@ -299,6 +360,85 @@ mod tests {
         )
         .unwrap();
         path
+    }
+
+    /// The most record bytes any reader's chunks held decoded ahead of its caller.
+    pub(super) static PEAK_QUEUED: AtomicUsize = AtomicUsize::new(0);
+
+    /// Chunks are cut by the log's bytes, which compressed batches inflate: what the chunks hold
+    /// decoded ahead of a slow caller is bounded by `MAX_QUEUED_BYTES` (and one Arrow batch per
+    /// chunk), not by the chunks' inflated size (a black-box tester's zstd batches held GBs).
+    #[test]
+    fn decoding_ahead_holds_a_bounded_number_of_inflated_bytes() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("bombs-0");
+        let log = Log::open(
+            &path,
+            LogOptions {
+                read_only: false,
+                create: true,
+                ..LogOptions::default()
+            },
+        )
+        .unwrap();
+        // Each value: one random 64 KiB block 16 times over, so a batch of four inflates
+        // 4 MiB from about 64 KiB on disk. 48 batches: 3 MiB of log, 192 MiB of values.
+        let mut x = 0x2545_F491_4F6C_DD1Du64;
+        for _ in 0..48 {
+            let block: Vec<u8> = (0..64 << 10)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    x as u8
+                })
+                .collect();
+            let value = block.repeat(16);
+            let mut b = BatchBuilder::new(BatchOptions {
+                compression: Compression::Zstd,
+                ..BatchOptions::default()
+            });
+            for i in 0..4 {
+                b.append(1_700_000_000_000 + i, None, Some(&value), &[])
+                    .unwrap();
+            }
+            log.append_as_leader(&b.build().unwrap(), 0).unwrap();
+        }
+        log.close().unwrap();
+        assert!(
+            std::fs::metadata(path.join("00000000000000000000.log"))
+                .unwrap()
+                .len()
+                > 2 << 20
+        );
+        let log = open(&path, true);
+        let mut reader = LogArrowReader::new(
+            log.clone(),
+            None,
+            None,
+            FetchIsolation::HighWatermark,
+            false,
+            4, // an Arrow batch a Kafka batch: 4 MiB each
+        )
+        .unwrap()
+        .threads(2);
+        let (mut rows, mut largest) = (0, 0);
+        while let Some(batch) = reader.next_batch().unwrap() {
+            rows += batch.num_rows();
+            let values = batch.column_by_name("value").unwrap().as_binary::<i32>();
+            largest = largest.max(values.value_data().len());
+            // A slow caller: the pool runs ahead as far as it may.
+            std::thread::sleep(std::time::Duration::from_millis(30));
+        }
+        assert_eq!(rows, 192);
+        let peak = PEAK_QUEUED.load(Ordering::Relaxed);
+        assert!(peak > 0, "no chunk was decoded ahead");
+        // Each pool thread may add one batch past the limit: they check it before decoding.
+        let threads = pool().unwrap().current_num_threads();
+        assert!(
+            peak <= MAX_QUEUED_BYTES + threads * largest,
+            "{peak} bytes held ahead; batches of {largest} on {threads} threads"
+        );
     }
 
     fn open(path: &Path, read_only: bool) -> Arc<Log> {

@@ -652,9 +652,15 @@ mod tests {
             if path.is_dir() {
                 age(&path);
             }
-            std::fs::File::open(&path).unwrap().set_modified(then).unwrap();
+            std::fs::File::open(&path)
+                .unwrap()
+                .set_modified(then)
+                .unwrap();
         }
-        std::fs::File::open(dir).unwrap().set_modified(then).unwrap();
+        std::fs::File::open(dir)
+            .unwrap()
+            .set_modified(then)
+            .unwrap();
     }
 
     fn append(data_dir: &Path, folder: &str, values: &[&str], roll: bool) {

@@ -87,7 +87,9 @@ impl FolderStamp {
     /// A file's mtime moves in steps of the kernel's coarse clock, a little behind the clock an
     /// open is timed by: a stamp whose times come this close to the start of the open it was
     /// taken after could hide a change made during the open, and is not kept (that log is
-    /// opened again each time, as without stamps).
+    /// opened again each time, as without stamps). The times are taken to be this host's: a
+    /// writer on another host (a network file system) whose clock lags by more than this could
+    /// change the files during an open unseen until they next change.
     const SETTLED: Duration = Duration::from_secs(1);
 
     /// Taken after an open that started at `opened`: kept where every time is at least

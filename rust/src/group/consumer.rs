@@ -347,12 +347,11 @@ impl GroupConsumer {
     /// its files changed since it was opened.
     fn fresh_log(&mut self, tp: &TopicPartition) -> Result<Arc<Log>> {
         let isolation = self.options.isolation;
-        let folder = partition_path(self.store.data_dir(), tp);
         let f = &self.owned[tp];
         match (&f.log, &f.opened_from) {
             (Some(l), _) if f.position < l.fetch_upper_bound(isolation) => return Ok(l.clone()),
             (Some(l), Some(opened_from))
-                if FolderStamp::take(&folder, &active_segment_path(l)).as_ref()
+                if FolderStamp::take(l.dir(), &active_segment_path(l)).as_ref()
                     == Some(opened_from) =>
             {
                 return Ok(l.clone());
@@ -790,21 +789,9 @@ mod tests {
     fn write(data_dir: &Path, topic: &str, partitions: i32, per_partition: i64) {
         crate::datadir::create_topic(data_dir, topic, partitions).unwrap();
         for p in 0..partitions {
-            let log = Log::open(
-                data_dir.join(format!("{topic}-{p}")),
-                LogOptions {
-                    read_only: false,
-                    ..Default::default()
-                },
-            )
-            .unwrap();
-            let mut b = BatchBuilder::new(BatchOptions::default());
-            for i in 0..per_partition {
-                b.append(i, None, Some(format!("{p}:{i}").as_bytes()), &[])
-                    .unwrap();
-            }
-            log.append_as_leader(&b.build().unwrap(), 0).unwrap();
-            log.close().unwrap();
+            let values: Vec<String> = (0..per_partition).map(|i| format!("{p}:{i}")).collect();
+            let values: Vec<&str> = values.iter().map(String::as_str).collect();
+            append(data_dir, &format!("{topic}-{p}"), &values, false);
         }
     }
 

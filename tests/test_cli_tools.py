@@ -487,6 +487,30 @@ def test_export_reports_records_lost_between_exports(data, tmp_path):
     assert "orders-0: exported up to offset 40" in err and "orders-1" not in err, err
 
 
+def test_export_refuses_an_output_folder_inside_what_it_reads(data, tmp_path):
+    """Parquet written into a log dir stops its broker from starting (Kafka 4.4: "Found directory
+    .../out, 'out' is not in the form of topic-partition"), and into a partition folder it sits
+    among the log's files: both refused before anything is written."""
+    before = fingerprint(data)
+    for to, where in ((data / "out", f"log dir {data}:"), (data, f"log dir {data}:"),
+                      (data / "orders-0" / "out", f"partition folder {data / 'orders-0'},"),
+                      (data / "orders-0", f"partition folder {data / 'orders-0'},")):
+        err = one_line_error(run("export", data, "--to", to), 2)
+        assert f"--to {to} is inside the {where}" in err, err
+    assert fingerprint(data) == before
+    # One partition folder named: its parent is a broker's log dir (meta.properties) only here.
+    (data / "meta.properties").write_text("version=1\nnode.id=1\n")
+    before = fingerprint(data)
+    err = one_line_error(run("export", data / "orders-1", "--to", data / "parquet"), 2)
+    assert f"inside the log dir {data.resolve()}" in err, err
+    assert fingerprint(data) == before
+    (data / "meta.properties").unlink()
+    # Beside the data dir, and beside a lone partition folder, is where an export goes.
+    assert run("export", data / "orders-1", "--to", tmp_path / "beside").returncode == 0
+    assert run("export", data, "--to", tmp_path / "out").returncode == 0
+    assert sorted(p.name for p in data.iterdir() if p.is_dir()) == ["demo-0", "orders-0", "orders-1"]
+
+
 def test_ctrl_c_stops_cleanly(data, tmp_path, monkeypatch, capsys):
     import pyarrow.parquet as pq
 

@@ -536,6 +536,30 @@ def _write_atomically(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
+def _check_export_outside_log_dirs(out: Path, paths: list[str], parts) -> None:
+    """Refuses an output folder inside a partition folder or a log dir. A broker refuses to
+    start on a log dir holding any folder but its topics' ("Found directory ..., 'out' is not in
+    the form of topic-partition"), and files in a partition folder are the log's, so Parquet
+    written there breaks what the export reads."""
+    target = out.resolve()
+    inside = [target, *target.parents]
+    folders = {folder.resolve() for *_, folder in parts}
+    # The data dirs named, and any folder holding partition folders a broker keeps (its
+    # meta.properties); a lone partition folder's parent is any folder (a home directory).
+    log_dirs = {Path(p).resolve() for p in paths} - folders
+    log_dirs |= {f.parent for f in folders if (f.parent / "meta.properties").is_file()}
+    log_dirs |= {d for d in inside if (d / "meta.properties").is_file()}
+    for d in inside:
+        if d in folders:
+            raise UsageError(f"--to {out} is inside the partition folder {d}, which holds the log "
+                             "being exported: name a folder outside it")
+        if d in log_dirs:
+            raise UsageError(f"--to {out} is inside the log dir {d}: a Kafka broker refuses to "
+                             "start on a log dir holding folders other than its topics' partitions "
+                             "(and kafkalog keeps its own files outside it too): name a folder "
+                             "outside it")
+
+
 def cmd_export(args) -> int:
     import pyarrow.parquet as pq
 
@@ -543,6 +567,7 @@ def cmd_export(args) -> int:
     out = Path(args.to)
     if out.exists() and not out.is_dir():
         raise DataError(f"--to {out}: a file, not a folder")
+    _check_export_outside_log_dirs(out, args.paths, parts)
     out.mkdir(parents=True, exist_ok=True)
     state_path = out / STATE_FILE
     state = {"version": 1, "isolation": args.isolation, "offsets": {}}

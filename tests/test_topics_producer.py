@@ -92,6 +92,14 @@ def test_data_dir_lists_topics_and_leaves_internal_ones_out(tmp_path):
     with pytest.raises(ValueError, match="segment.bytes"):
         Topic.create(tmp_path, "c", 1, config={"segment.bytes": "-5"})
     assert "c" not in d.topics(), "a refused config creates nothing"
+    # Kafka's broker takes no producer's records in its internal topics (a tester's one record in
+    # a 4.4 broker's __cluster_metadata-0 kept the broker from starting).
+    with pytest.raises(kafkalog.InvalidTopicError, match="Cannot append to internal topic __consumer_offsets"):
+        Producer(d.topic("__consumer_offsets"))
+    (tmp_path / "meta.properties").write_text("node.id=1\n")
+    with pytest.raises(kafkalog.InvalidTopicError, match="internal topic __consumer_offsets, which the broker's group"):
+        Log(str(tmp_path / "__consumer_offsets-0"), read_only=False)
+    assert Log(str(tmp_path / "__consumer_offsets-0")).log_end_offset == 0
 
 
 def test_a_partition_folder_is_refused_as_a_data_dir(tmp_path):

@@ -1337,6 +1337,9 @@ pub fn check_sink_schema(
             "Kafka's sink needs the 'topic' option or a 'topic' column".into(),
         ));
     }
+    if let Some(topic) = topic {
+        crate::datadir::refuse_a_producer_of_an_internal_topic(topic)?;
+    }
     if let (Some(topic), Some(dir)) = (topic, data_dir) {
         if dir.is_dir() && !crate::datadir::topic_partition_counts(dir)?.contains_key(topic) {
             crate::datadir::refuse_new_partitions_beside_a_broker(dir, topic)?;

@@ -142,6 +142,72 @@ fn split_strays(folders: Vec<PartitionFolder>, live: Option<&LiveTopics>) -> Liv
     (kept, strays)
 }
 
+/// Kafka's internal topics (`Topic.INTERNAL_TOPICS`) and its metadata log, with who writes
+/// each: their records are the broker's own, in formats its coordinators replay on start.
+const INTERNAL_TOPIC_WRITERS: [(&str, &str); 4] = [
+    (
+        crate::internal_topics::committed_offsets::CONSUMER_OFFSETS_TOPIC,
+        "the broker's group coordinator",
+    ),
+    (
+        "__transaction_state",
+        "the broker's transaction coordinator",
+    ),
+    ("__share_group_state", "the broker's share coordinator"),
+    (
+        cluster_metadata::CLUSTER_METADATA_TOPIC,
+        "the KRaft controller's Raft log",
+    ),
+];
+
+/// Who alone writes `topic`, when it is one of Kafka's internal topics.
+fn internal_topic_writer(topic: &str) -> Option<&'static str> {
+    INTERNAL_TOPIC_WRITERS
+        .iter()
+        .find(|(name, _)| *name == topic)
+        .map(|(_, writer)| *writer)
+}
+
+/// A writable log of an internal topic's partition in a broker's data dir is refused: what
+/// else is written there the broker may not start on (a black-box tester's one record in
+/// `__cluster_metadata` stopped a 4.4 broker starting). Outside a broker's dir the storage
+/// layer writes them as any log (fixtures, tests).
+pub fn refuse_a_writer_of_an_internal_topic(dir: &Path) -> Result<()> {
+    let abs = std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf());
+    let (Some(name), Some(data_dir)) = (abs.file_name().and_then(|n| n.to_str()), abs.parent())
+    else {
+        return Ok(());
+    };
+    let Some(parsed) = parse_partition_dir(name) else {
+        return Ok(());
+    };
+    match internal_topic_writer(&parsed.topic) {
+        Some(writer) if data_dir.join("meta.properties").is_file() => {
+            Err(Error::InvalidTopic(format!(
+                "{} is a partition of Kafka's internal topic {}, which {writer} alone writes \
+                 (the broker takes no producer's records there, and may not start on others); \
+                 open it read-only",
+                dir.display(),
+                parsed.topic
+            )))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Kafka's `ReplicaManager` refuses a producer's append to an internal topic ("Cannot append
+/// to internal topic"), and the metadata log takes no produce request at all: a `Producer` and
+/// Spark's sink, kafkalog's producers, refuse them too, in any dir.
+pub fn refuse_a_producer_of_an_internal_topic(topic: &str) -> Result<()> {
+    match internal_topic_writer(topic) {
+        Some(writer) => Err(Error::InvalidTopic(format!(
+            "Cannot append to internal topic {topic}: {writer} alone writes it (Kafka's broker \
+             refuses a producer's records there)"
+        ))),
+        None => Ok(()),
+    }
+}
+
 /// A writable log in a broker's data dir is one its broker serves: not a folder renamed for
 /// deletion, a move between log dirs or as a stray, nor a stray by the dir's metadata log
 /// ([`stray_reason`]). What was written there would be deleted or set aside on its start, and
@@ -163,6 +229,7 @@ fn refuse_writes_its_broker_would_not_serve(dir: &Path, data_dir: &Path) -> Resu
     let Some(parsed) = parse_partition_dir(name) else {
         return Ok(());
     };
+    refuse_a_writer_of_an_internal_topic(dir)?;
     if parsed.kind != PartitionDirKind::Live {
         return refuse(format!("a folder renamed {:?}", parsed.kind).to_lowercase());
     }
@@ -522,6 +589,8 @@ pub fn topic_log_config(data_dir: &Path, topic: &str) -> Result<crate::config::L
 /// and, where the caller gives configs of its own (`given`), for a topic whose configs are not
 /// on disk ([`topic_configs_unknown`]).
 pub fn partition_log_config(dir: &Path, given: bool) -> Result<crate::config::LogConfig> {
+    // Said first: no config given makes such a log writable.
+    refuse_a_writer_of_an_internal_topic(dir)?;
     let abs = std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf());
     let topic = abs
         .file_name()
@@ -681,6 +750,7 @@ pub fn commit_staged(
     let mut by_partition: BTreeMap<(String, i32), Vec<&Path>> = BTreeMap::new();
     for (topic, partition, file) in staged {
         validate_topic_name(topic)?;
+        refuse_a_producer_of_an_internal_topic(topic)?;
         by_partition
             .entry((topic.clone(), *partition))
             .or_default()
@@ -1134,6 +1204,64 @@ mod tests {
         assert!(partition_log_config(&dir.path().join("t-0"), true).is_err());
         create_topic(dir.path(), "plain", 1).unwrap();
         assert!(topic_log_config(dir.path(), "plain").is_ok());
+    }
+
+    #[test]
+    fn kafkas_internal_topics_have_no_writer_but_their_broker() {
+        // A tester's one Producer record in a 4.4 broker's __cluster_metadata-0 stopped the
+        // broker starting ("Got key in the record when no key was expected").
+        let dir = tempfile::tempdir().unwrap();
+        for topic in [
+            "__consumer_offsets",
+            "__transaction_state",
+            "__cluster_metadata",
+        ] {
+            let log = crate::testutil::create_log(&dir.path().join(format!("{topic}-0")));
+            log.append_as_leader(&crate::testutil::batch_at(0, &[1]), 0)
+                .unwrap();
+        }
+        for topic in [
+            "__consumer_offsets",
+            "__transaction_state",
+            "__cluster_metadata",
+        ] {
+            let e = crate::producer::accumulator::TopicProducer::new(
+                dir.path(),
+                topic,
+                Default::default(),
+            )
+            .err()
+            .unwrap();
+            assert!(matches!(e, Error::InvalidTopic(_)), "{e}");
+            assert!(
+                e.to_string().contains("Cannot append to internal topic"),
+                "{e}"
+            );
+            assert!(refuse_a_producer_of_an_internal_topic(topic).is_err());
+        }
+        assert!(refuse_a_producer_of_an_internal_topic("__consumer_offsets_not").is_ok());
+        // The storage layer writes them outside a broker's dir (tests, fixtures); in one, only
+        // reads are taken.
+        std::fs::write(dir.path().join("meta.properties"), "node.id=1\n").unwrap();
+        for topic in [
+            "__consumer_offsets",
+            "__transaction_state",
+            "__cluster_metadata",
+        ] {
+            let folder = dir.path().join(format!("{topic}-0"));
+            let before = std::fs::read(folder.join("00000000000000000000.log")).unwrap();
+            let options = crate::log::LogOptions {
+                read_only: false,
+                ..Default::default()
+            };
+            let e = crate::log::Log::open(&folder, options).err().unwrap();
+            assert!(matches!(e, Error::InvalidTopic(_)), "{e}");
+            assert!(e.to_string().contains("internal topic"), "{e}");
+            let read = crate::log::Log::open(&folder, Default::default()).unwrap();
+            assert_eq!(read.log_end_offset(), 1);
+            let after = std::fs::read(folder.join("00000000000000000000.log")).unwrap();
+            assert_eq!(before, after);
+        }
     }
 
     #[test]

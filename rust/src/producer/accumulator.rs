@@ -299,6 +299,7 @@ impl TopicProducer {
     /// A producer of `topic` (which must exist in `data_dir`).
     pub fn new(data_dir: &Path, topic: &str, options: ProducerOptions) -> Result<Self> {
         crate::datadir::validate_topic_name(topic)?;
+        crate::datadir::refuse_a_producer_of_an_internal_topic(topic)?;
         let num_partitions = crate::datadir::topic_partition_counts(data_dir)?
             .get(topic)
             .copied()

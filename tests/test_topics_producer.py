@@ -210,27 +210,39 @@ def test_round_robin_equals_kafkas_round_robin_partitioner(tmp_path, version):
             assert [p.send(b"v", key=b"ignored").partition for _ in range(count)] == expected
 
 
-def test_null_keys_stick_to_a_partition_until_its_batch_is_full(tmp_path):
-    t = Topic.create(tmp_path, "t", 4)
-    batch_size = 1000
-    with Producer(t, batch_size=batch_size, linger_ms=60000) as p:
-        parts = [p.send(b"x" * 80).partition for _ in range(2000)]
-    runs = []
-    for part in parts:
-        if runs and runs[-1][0] == part:
-            runs[-1][1] += 1
-        else:
-            runs.append([part, 1])
-    # Each record is ~100 bytes: a partition takes a whole batch's worth (10 records) and the one
-    # that opens its next batch before the producer draws again (it may draw the same partition,
-    # as Kafka's uniform choice can).
-    assert all(n >= 9 for _, n in runs[:-1]), runs[:20]
-    assert set(parts) == {0, 1, 2, 3}
+def test_null_keys_stick_to_a_partition_as_kafkas_accumulator_does(tmp_path):
+    """Kafka 4.4's own RecordAccumulator is the referee (tests/java/StickyReferee.java): records
+    without a key switch partition where Kafka's switch, after batch_size bytes once no batch is
+    left filling (in practice at the batch boundary past batch_size: two batches of 100-byte
+    records), or at twice batch_size. A black-box tester saw kafkalog switch after one batch
+    where Kafka's producer took two."""
+    cases = [(16384, 800, [100]), (16384, 800, [1000]), (1000, 300, [80]), (16384, 1000, [10, 500, 3000]),
+             (100, 50, [30]), (0, 20, [5])]
+    answers = jvm_referee.run("org.apache.kafka.clients.producer.internals.StickyReferee",
+                              [f"S {b} {n} {','.join(map(str, lens))}" for b, n, lens in cases])
+    # Java's draws are made 0, 1, 2, ... so each of its switches shows; kafkalog draws at random
+    # from 300 partitions, and a draw of the same partition again (as Kafka's may) hides one.
+    t = Topic.create(tmp_path, "t", 300)
+
+    def switches(parts):
+        return {i for i in range(1, len(parts)) if parts[i] != parts[i - 1]}
+
+    for (batch_size, count, lens), answer in zip(cases, answers):
+        java = switches(list(map(int, answer.split())))
+        with Producer(t, batch_size=batch_size, linger_ms=3_600_000) as p:
+            ours = switches([p.send(b"x" * lens[i % len(lens)], timestamp=1000).partition
+                             for i in range(count)])
+        assert ours <= java, (batch_size, lens, sorted(ours - java)[:5], sorted(java)[:5])
+        assert len(java - ours) <= max(1, len(java) // 10), (batch_size, lens, sorted(java - ours))
     # Batches were closed full: every partition's batches but its last hold ~batch_size bytes.
+    t2 = Topic.create(tmp_path, "t2", 4)
+    with Producer(t2, batch_size=1000, linger_ms=60000) as p:
+        parts = [p.send(b"x" * 80).partition for _ in range(2000)]
+    assert set(parts) == {0, 1, 2, 3}
     for part in range(4):
-        with t.log(part) as log:
+        with t2.log(part) as log:
             sizes = [b.size_in_bytes for b in log.batches()]
-        assert sizes and all(batch_size - 120 <= s <= batch_size for s in sizes[:-1]), sizes
+        assert sizes and all(1000 - 120 <= s <= 1000 for s in sizes[:-1]), sizes
 
 
 def test_random_and_callable_partitioners(tmp_path):

@@ -532,6 +532,29 @@ impl TopicProducer {
         let sticky = partition.is_none()
             && key.is_none()
             && self.options.partitioner == PartitionerKind::Default;
+        let timestamp = timestamp.unwrap_or_else(|| crate::log::system_clock()());
+        let batch_size = self.options.batch_size;
+        if sticky {
+            // RecordAccumulator.append: before a record joins the sticky partition, a switch
+            // held back (that partition had a batch still filling) goes ahead once no batch is
+            // left filling there: its last one was appended (full, lingered or flushed), or this
+            // record does not fit it (Kafka closes it and draws again, so the record opens its
+            // batch in the next partition).
+            if let Some(current) = self.sticky.current() {
+                let takes = self.partitions[current as usize]
+                    .open
+                    .as_ref()
+                    .is_some_and(|b| {
+                        b.builder
+                            .has_room_for(batch_size, timestamp, key, value, headers)
+                    });
+                if !takes {
+                    // Kafka closes it for appends, and a closed batch is sent at once.
+                    let _ = self.append_open(current);
+                    self.sticky.update(0, true);
+                }
+            }
+        }
         let partition = match partition {
             Some(p) if p < 0 || p >= self.num_partitions => {
                 return Err(Error::InvalidArgument(format!(
@@ -543,18 +566,19 @@ impl TopicProducer {
             None => self.choose_partition(key),
         };
         let record_bytes = estimated_record_bytes(key, value, headers);
-        let timestamp = timestamp.unwrap_or_else(|| crate::log::system_clock()());
         self.check_record_fits(timestamp, key, value, headers, record_bytes)?;
         if self.in_transaction && self.txn_partitions.insert(partition) {
             // Kafka's AddPartitionsToTxn: the partition is on record before data goes there.
             self.save_txn("Ongoing")?;
         }
-        let batch_size = self.options.batch_size;
         // A record that does not fit the open batch starts a new one (Kafka's tryAppend).
         let full = self.partitions[partition as usize]
             .open
             .as_ref()
-            .is_some_and(|b| b.builder.estimated_size() + record_bytes > batch_size);
+            .is_some_and(|b| {
+                !b.builder
+                    .has_room_for(batch_size, timestamp, key, value, headers)
+            });
         // An append's failure goes to the futures of the records it failed (Kafka's send never
         // throws for an earlier batch); in a transaction it also stops the commit.
         if full {
@@ -568,8 +592,15 @@ impl TopicProducer {
             outcome: Arc::new(OnceLock::new()),
         });
         let offset_delta = open.builder.count();
+        // What the partitioner counts (RecordAppendResult.appendedBytes): the batch's growth, a
+        // new batch's whole size with its header.
+        let size_before = if offset_delta == 0 {
+            0
+        } else {
+            open.builder.estimated_size()
+        };
         open.builder.append(timestamp, key, value, headers)?;
-        let new_batch = offset_delta == 0;
+        let appended_bytes = open.builder.estimated_size() - size_before;
         let handle = SendHandle {
             partition,
             offset_delta,
@@ -580,10 +611,10 @@ impl TopicProducer {
             let _ = self.append_open(partition);
         }
         if sticky {
-            // RecordAccumulator.append: switching is allowed once no incomplete batch is left
-            // behind (this record opened a new batch, or filled its batch and it was appended).
+            // Switching right after the append only where this record filled its batch (Kafka's
+            // `allBatchesFull`: a batch just opened is still filling), or at twice batch_size.
             let filled = self.partitions[partition as usize].open.is_none();
-            self.sticky.update(record_bytes, new_batch || filled);
+            self.sticky.update(appended_bytes, filled);
         }
         let _ = self.append_lingered();
         Ok(handle)
@@ -1034,20 +1065,32 @@ mod tests {
             },
         )
         .unwrap();
-        // 50 + 21 bytes per record counted; the batch (61 bytes of header) holds two.
-        let r1 = s.send(None, Some(&[7; 50]), &[], None, None).unwrap();
-        let r2 = s.send(None, Some(&[7; 50]), &[], None, None).unwrap();
+        // A record of a 50-byte value (timestamps alike) is 57 bytes: a batch (61 bytes of
+        // header) holds two.
+        let r1 = s.send(None, Some(&[7; 50]), &[], None, Some(1000)).unwrap();
+        let r2 = s.send(None, Some(&[7; 50]), &[], None, Some(1000)).unwrap();
         assert!(s.sticky.current().is_some());
-        let r3 = s.send(None, Some(&[7; 50]), &[], None, None).unwrap();
-        assert_eq!((r2.partition, r3.partition), (r1.partition, r1.partition));
-        assert!(
-            r1.offset().is_some(),
-            "r3 did not fit: the full batch was appended"
+        assert_eq!(s.sticky.produced(), 61 + 2 * 57);
+        // r3 does not fit: the batch is appended, but only 175 bytes went there: no switch.
+        let r3 = s.send(None, Some(&[7; 50]), &[], None, Some(1000)).unwrap();
+        assert!(r1.offset().is_some() && r3.offset().is_none());
+        let r4 = s.send(None, Some(&[7; 50]), &[], None, Some(1000)).unwrap();
+        assert_eq!(
+            (r2.partition, r3.partition, r4.partition),
+            (r1.partition, r1.partition, r1.partition)
         );
-        assert!(r3.offset().is_none(), "r3 opened a new batch");
-        assert!(
-            s.sticky.current().is_none(),
-            "200 bytes went there and a new batch opened: the next record draws a partition"
+        // 350 bytes went there, but r3's batch is still filling: Kafka holds the switch back
+        // (RecordAccumulator's allBatchesFull) until the batch is done.
+        assert_eq!(s.sticky.produced(), 61 + 2 * 57 + 61 + 2 * 57);
+        // r5 does not fit r3's batch: it is appended and the partitioner draws before r5 joins
+        // a batch (the draw may give the same partition again).
+        let r5 = s.send(None, Some(&[7; 50]), &[], None, Some(1000)).unwrap();
+        assert!(r3.offset().is_some() && r5.offset().is_none());
+        assert_eq!(s.sticky.current(), Some(r5.partition));
+        assert_eq!(
+            s.sticky.produced(),
+            61 + 57,
+            "counted afresh in the partition drawn"
         );
         s.close().unwrap();
     }

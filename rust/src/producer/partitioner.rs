@@ -101,9 +101,15 @@ impl StickyPartitioner {
         self.current
     }
 
+    /// The bytes that went to the current partition.
+    #[cfg(test)]
+    pub fn produced(&self) -> usize {
+        self.produced
+    }
+
     /// Kafka's `updatePartitionInfo`: `appended_bytes` went to the current partition;
-    /// `batch_complete` says no incomplete batch is left there (the record opened a new batch or
-    /// filled one), so moving on leaves no small batch behind.
+    /// `batch_complete` says no batch is left filling there (the record filled its batch, or the
+    /// last one was appended since), so moving on leaves no small batch behind.
     pub fn update(&mut self, appended_bytes: usize, batch_complete: bool) {
         self.produced += appended_bytes;
         if (self.produced >= self.batch_size && batch_complete)

@@ -46,6 +46,27 @@ impl Default for BatchOptions {
     }
 }
 
+/// A v2 record's size after its length varint (Kafka's `DefaultRecord.sizeOfBodyInBytes`).
+fn record_body_size(
+    offset_delta: i32,
+    timestamp_delta: i64,
+    key: Option<&[u8]>,
+    value: Option<&[u8]>,
+    headers: &[(&str, Option<&[u8]>)],
+) -> usize {
+    let key_len = key.map_or(-1, |k| k.len() as i32);
+    let value_len = value.map_or(-1, |v| v.len() as i32);
+    let mut body_size = 1 + size_of_varlong(timestamp_delta) + size_of_varint(offset_delta);
+    body_size += size_of_varint(key_len) + key.map_or(0, <[u8]>::len);
+    body_size += size_of_varint(value_len) + value.map_or(0, <[u8]>::len);
+    body_size += size_of_varint(headers.len() as i32);
+    for (hk, hv) in headers {
+        body_size += size_of_varint(hk.len() as i32) + hk.len();
+        body_size += size_of_varint(hv.map_or(-1, |v| v.len() as i32)) + hv.map_or(0, <[u8]>::len);
+    }
+    body_size
+}
+
 /// Accumulates records for one v2 batch.
 pub struct BatchBuilder {
     options: BatchOptions,
@@ -91,6 +112,30 @@ impl BatchBuilder {
     /// Uncompressed size so far, header included (Kafka's estimate before compression).
     pub fn estimated_size(&self) -> usize {
         self.records.len()
+    }
+
+    /// Kafka's `MemoryRecordsBuilder.hasRoomFor`: whether the next record keeps the batch within
+    /// `write_limit` bytes (uncompressed, header included; a compressed batch counted as its
+    /// records before compression). An empty batch always takes one.
+    pub fn has_room_for(
+        &self,
+        write_limit: usize,
+        timestamp: i64,
+        key: Option<&[u8]>,
+        value: Option<&[u8]>,
+        headers: &[(&str, Option<&[u8]>)],
+    ) -> bool {
+        if self.count == 0 {
+            return true;
+        }
+        let timestamp_delta = match self.options.delete_horizon_ms {
+            Some(horizon) => timestamp.wrapping_sub(horizon),
+            None => timestamp.wrapping_sub(self.first_timestamp.unwrap_or(timestamp)),
+        };
+        let offset_delta = self.last_offset_delta + 1;
+        let body = record_body_size(offset_delta, timestamp_delta, key, value, headers);
+        let record = size_of_varint(i32::try_from(body).unwrap_or(i32::MAX)) + body;
+        self.estimated_size().saturating_add(record) <= write_limit
     }
 
     /// Appends a record at the next offset.
@@ -142,15 +187,7 @@ impl BatchBuilder {
         let timestamp_delta = timestamp.wrapping_sub(base_timestamp);
         let key_len = key.map_or(-1, |k| k.len() as i32);
         let value_len = value.map_or(-1, |v| v.len() as i32);
-        let mut body_size = 1 + size_of_varlong(timestamp_delta) + size_of_varint(offset_delta);
-        body_size += size_of_varint(key_len) + key.map_or(0, <[u8]>::len);
-        body_size += size_of_varint(value_len) + value.map_or(0, <[u8]>::len);
-        body_size += size_of_varint(headers.len() as i32);
-        for (hk, hv) in headers {
-            body_size += size_of_varint(hk.len() as i32) + hk.len();
-            body_size +=
-                size_of_varint(hv.map_or(-1, |v| v.len() as i32)) + hv.map_or(0, <[u8]>::len);
-        }
+        let body_size = record_body_size(offset_delta, timestamp_delta, key, value, headers);
         let body_size = i32::try_from(body_size)
             .map_err(|_| Error::RecordTooLarge(format!("record of {body_size} bytes")))?;
         let out = &mut self.records;

@@ -197,3 +197,70 @@ def test_live_writer_and_readers_in_other_processes(tmp_path):
     appends = sorted({int(v.split(b"-")[0]) for v in values})
     assert appends == [n for n in range(int(w_out)) if n % 4 != 3]
     log.close()
+
+
+FORKED = textwrap.dedent(
+    """
+    import os, sys, kafkalog
+    from kafkalog import Log, Producer, Topic, Consumer
+    data = sys.argv[1]
+    t = Topic.create(data, "t", 1)
+    log = Log(os.path.join(data, "solo-0"), read_only=False, create=True)
+    log.append([{"value": b"parent %d" % i} for i in range(10)])
+    producer = Producer(t, linger_ms=60000)
+    producer.send(b"parent 0").get()
+    producer.send(b"left open by the parent")   # an open batch the child inherits
+    consumer = Consumer(data, "g", ["t"])
+    consumer.poll(10)
+    pid = os.fork()
+    if pid == 0:
+        # The child: every write through the parent's writers is refused, and closing them (or
+        # interpreter exit) writes nothing.
+        failures = []
+        for name, write in [("append", lambda: log.append([{"value": b"child"}])),
+                            ("truncate_to", lambda: log.truncate_to(5)),
+                            ("send", lambda: producer.send(b"child")),
+                            ("flush", producer.flush),
+                            ("poll", lambda: consumer.poll(1)),
+                            ("commit", consumer.commit)]:
+            try:
+                write()
+                failures.append(name + " was taken")
+            except kafkalog.ConcurrentWriterError as e:
+                if "forked" not in str(e):
+                    failures.append(f"{name}: {e}")
+        log.close()
+        producer.close()
+        consumer.close()
+        if failures:
+            print(failures, file=sys.stderr)
+        sys.exit(1 if failures else 0)   # a normal exit: what is left is dropped too
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0, status
+    # The parent goes on: its maps were not cut under it (SIGBUS) and nothing was lost.
+    log.append([{"value": b"parent after"}])
+    assert [r.value for r in log.records()] == [b"parent %d" % i for i in range(10)] + [b"parent after"]
+    log.close()
+    producer.send(b"parent after").get()
+    producer.close()
+    with Log(os.path.join(data, "t-0")) as t0:
+        assert [r.value for r in t0.records()] == [b"parent 0", b"left open by the parent", b"parent after"]
+    consumer.commit()
+    consumer.close()
+    print("ok")
+    """
+)
+
+
+def test_a_forked_child_cannot_write_through_its_parents_writers(tmp_path):
+    """A child forked while a writable Log, Producer or Consumer was open shares its locks (they
+    belong to open files, which fork shares): the child's appends were taken and then overwritten
+    by the parent's (records both were told were written lost), and its exit trimmed the
+    parent's mapped indexes, so the parent's next append died of SIGBUS (a black-box tester).
+    Now the child is refused, and its copies close without a write."""
+    proc = subprocess.run([sys.executable, "-c", FORKED, str(tmp_path)], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", (proc.returncode, proc.stderr[-3000:])
+    verify = subprocess.run([sys.executable, "-m", "kafkalog", "verify", str(tmp_path)], capture_output=True,
+                            text=True, timeout=120)
+    assert verify.returncode == 0, verify.stdout + verify.stderr

@@ -71,6 +71,12 @@ T_CONFIGURED = {
     # No configs of its own (retention.ms aside): it runs with the broker's dynamic configs.
     "logbrokerdefaults": {},
 }
+# Timestamp limits, whose defaults 4.0 changed (message.timestamp.after.max.ms: unlimited, then an
+# hour) and whose 3.x config message.timestamp.difference.max.ms 4.0 removed (a 4.x broker refuses
+# it at creation). Each broker's verdict on a record this far from its clock, in ms, is the
+# referee of kafkalog's writers in its dir.
+T_TIMESTAMP_LIMITS = {"logtsdefault": {}, "logtsdifference": {"message.timestamp.difference.max.ms": "600000"}}
+TIMESTAMP_OFFSETS_MS = [2 * 3_600_000, -3_600_000, -60_000]
 # Dynamic broker configs (`kafka-configs --entity-type brokers`), set once the other topics are
 # written: the cluster-wide default (--entity-default) and the broker's own (--entity-name 1).
 BROKER_DEFAULT_CONFIGS = {"message.max.bytes": "3500000"}
@@ -471,6 +477,18 @@ def env(request, tmp_path_factory):
             kh.produce(bs, T_RECOMPRESS, records, compression=codec, linger_ms=50)
         for topic, config in T_CONFIGURED.items():
             kh.create_topic(bs, topic, config={**config, "retention.ms": "86400000"})
+        state["timestamp_verdicts"] = {}
+        for topic, config in T_TIMESTAMP_LIMITS.items():
+            if config and kh._major(version) >= 4:
+                continue
+            kh.create_topic(bs, topic, config=config)
+            for delta in TIMESTAMP_OFFSETS_MS:
+                try:
+                    kh.produce(bs, topic, [{"value": b"v", "timestamp": int(time.time() * 1000) + delta}])
+                    state["timestamp_verdicts"][topic, delta] = "taken"
+                except kh.KafkaHarnessError as e:
+                    assert "INVALID_TIMESTAMP" in str(e) or "Invalid timestamp" in str(e).title(), e
+                    state["timestamp_verdicts"][topic, delta] = "refused"
         _alter_topic_configs(bs, "logappendtime", set_={"segment.ms": "3600000"}, delete=["retention.ms"])
         _alter_topic_configs(bs, "logcompacted", set_={"max.message.bytes": "3000000"}, delete=[])
         _produce_read_topic(state, bs, rng, ts_base)
@@ -519,7 +537,8 @@ def env(request, tmp_path_factory):
         assert broker.clean_shutdown_marker()
         clean = _copy_partition(broker.log_dir, T_READ, work / "clean")
         state["recompressed"] = _copy_partition(broker.log_dir, T_RECOMPRESS, work / "recompressed")
-        state["configured"] = _copy_topics(broker.log_dir, ["__cluster_metadata", *T_CONFIGURED],
+        state["configured"] = _copy_topics(broker.log_dir, ["__cluster_metadata", *T_CONFIGURED,
+                                                            *{t for t, _ in state["timestamp_verdicts"]}],
                                            work / "configured")
         state["clean"] = clean
         state["clean_snapshot"] = snapshot_files([clean.parent])
@@ -669,6 +688,30 @@ def test_writes_follow_the_topic_configs_in_the_brokers_metadata(env):
     log.append([{"key": b"k", "value": b"v"}], compression="gzip")
     assert [b.compression for b in log.batches()] == ["lz4", "gzip"]
     log.close()
+
+
+def test_writes_hold_timestamps_to_the_limits_of_the_brokers_release(env):
+    """A writer in a broker's dir takes and refuses timestamps as that broker did: Kafka 4.x
+    refuses a record an hour or more ahead of its clock by default, 3.x takes it, and 3.x holds
+    a topic's records to its message.timestamp.difference.max.ms both ways (a black-box tester's
+    3.9.2 broker took a record kafkalog refused, and kafkalog took one 3.9.2 refused)."""
+    verdicts = env["timestamp_verdicts"]
+    assert verdicts[("logtsdefault", 2 * 3_600_000)] == ("taken" if kh._major(env["version"]) < 4 else "refused")
+    for (topic, delta), verdict in verdicts.items():
+        log = kafkalog.Log(env["configured"] / f"{topic}-0", read_only=False)
+        try:
+            log.append([{"value": b"v", "timestamp": int(time.time() * 1000) + delta}])
+            ours = "taken"
+        except kafkalog.InvalidRecordError as e:
+            assert "out of the allowed range" in str(e), e
+            ours = "refused"
+        finally:
+            log.close()
+        assert ours == verdict, (env["version"], topic, delta)
+    # A topic kafkalog creates follows 4.x, which refuses the removed config.
+    with pytest.raises(ValueError, match="Unknown topic config name: message.timestamp.difference.max.ms"):
+        kafkalog.Topic.create(env["work"] / "own", "t", 1,
+                              config={"message.timestamp.difference.max.ms": "600000"})
 
 
 def test_writes_follow_the_dynamic_broker_configs_in_the_brokers_metadata(env):

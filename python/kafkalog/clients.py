@@ -202,11 +202,15 @@ class Producer:
     ``abort_transaction``) and implies idempotence; both need ``acks="all"``, as in Kafka. One
     producer writes a partition at a time (Kafka's one writer per log): the partitions stay open
     for writing until ``close``.
+    ``config``: topic configs by their Kafka names over the topic's own, as ``Log(config=...)``
+    takes them: the broker's ``server.properties`` defaults that differ from Kafka's (not in the
+    data dir), or, in a ZooKeeper-mode broker's dir, the topic's configs for this producer alone.
     """
 
     def __init__(self, topic: Topic, partitioner: Partitioner = "default", compression: Compression = "none",
                  linger_ms: int = 5, batch_size: int = 16384, acks: Union[int, Acks] = "all",
-                 idempotent: bool = False, transactional_id: Optional[str] = None) -> None:
+                 idempotent: bool = False, transactional_id: Optional[str] = None,
+                 config: Optional[Mapping[str, Any]] = None) -> None:
         if not isinstance(topic, Topic):
             raise TypeError(f"Producer takes a kafkalog.Topic (Topic.open(data_dir, name)), not {type(topic).__name__}")
         self.topic = topic
@@ -218,6 +222,7 @@ class Producer:
             partitioner="default" if self._callable else cast(PartitionerName, partitioner),
             compression=compression, linger_ms=linger_ms, batch_size=batch_size, acks=cast(Acks, str(acks)),
             idempotent=idempotent, transactional_id=transactional_id,
+            config=None if config is None else dict(config),
         )
         self.partition_count = self._inner.num_partitions
         if _kafkalog.broker_dir_without_metadata(topic.data_dir):

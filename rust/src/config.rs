@@ -28,10 +28,19 @@ pub struct LogConfig {
     pub max_message_bytes: usize,
     /// message.timestamp.type
     pub message_timestamp_type: TimestampType,
-    /// message.timestamp.before.max.ms
+    /// message.timestamp.before.max.ms, as set (the limit a log applies:
+    /// [`LogConfig::timestamp_before_max_ms`])
     pub message_timestamp_before_max_ms: i64,
-    /// message.timestamp.after.max.ms
-    pub message_timestamp_after_max_ms: i64,
+    /// message.timestamp.after.max.ms, as set; `None` for Kafka's default, which 4.0 changed
+    /// from unlimited to an hour (KIP-937; the limit: [`LogConfig::timestamp_after_max_ms`])
+    pub message_timestamp_after_max_ms: Option<i64>,
+    /// message.timestamp.difference.max.ms, as set: Kafka 3.x's limit both ways where the two
+    /// above are not set; removed in 4.0
+    pub message_timestamp_difference_max_ms: i64,
+    /// Whether the log's broker runs Kafka 3.x, whose timestamp limits are unlimited by default
+    /// and fall back on `message.timestamp.difference.max.ms` (a ZooKeeper-mode broker's dir,
+    /// or one whose broker registered with no 4.x metadata version): set from the data dir
+    pub kafka_3_timestamp_limits: bool,
     /// file.delete.delay.ms
     pub file_delete_delay_ms: i64,
     /// flush.messages (i64::MAX: leave flushing to the OS, Kafka's default)
@@ -71,7 +80,9 @@ impl Default for LogConfig {
             max_message_bytes: 1024 * 1024 + 12,
             message_timestamp_type: TimestampType::CreateTime,
             message_timestamp_before_max_ms: i64::MAX,
-            message_timestamp_after_max_ms: 60 * 60 * 1000,
+            message_timestamp_after_max_ms: None,
+            message_timestamp_difference_max_ms: i64::MAX,
+            kafka_3_timestamp_limits: false,
             file_delete_delay_ms: 60_000,
             flush_messages: i64::MAX,
             preallocate: false,
@@ -231,6 +242,31 @@ pub fn topic_defaults_from_broker(
 }
 
 impl LogConfig {
+    /// How far before the broker's clock a record's timestamp may be (Kafka's
+    /// `LogConfig.messageTimestampBeforeMaxMs`): 3.x takes `message.timestamp.difference.max.ms`
+    /// where this is not set.
+    pub fn timestamp_before_max_ms(&self) -> i64 {
+        match self.message_timestamp_before_max_ms {
+            i64::MAX if self.kafka_3_timestamp_limits => self.message_timestamp_difference_max_ms,
+            before => before,
+        }
+    }
+
+    /// How far past the broker's clock a record's timestamp may be (Kafka's
+    /// `LogConfig.messageTimestampAfterMaxMs`): an hour by default since 4.0; unlimited before,
+    /// or `message.timestamp.difference.max.ms` where that is set.
+    pub fn timestamp_after_max_ms(&self) -> i64 {
+        match (
+            self.message_timestamp_after_max_ms,
+            self.kafka_3_timestamp_limits,
+        ) {
+            (Some(after), false) => after,
+            (None, false) => 60 * 60 * 1000,
+            (Some(after), true) if after != i64::MAX => after,
+            (_, true) => self.message_timestamp_difference_max_ms,
+        }
+    }
+
     /// The topic's level for `codec` (`compression.gzip.level`, ...), `None` at Kafka's default.
     pub fn compression_level(&self, codec: Compression) -> Option<i32> {
         let (level, default) = match codec {
@@ -380,7 +416,10 @@ impl LogConfig {
                 self.message_timestamp_before_max_ms = at_least(name, value, 0)?
             }
             "message.timestamp.after.max.ms" => {
-                self.message_timestamp_after_max_ms = at_least(name, value, 0)?
+                self.message_timestamp_after_max_ms = Some(at_least(name, value, 0)?)
+            }
+            "message.timestamp.difference.max.ms" => {
+                self.message_timestamp_difference_max_ms = at_least(name, value, 0)?
             }
             "file.delete.delay.ms" => self.file_delete_delay_ms = at_least(name, value, 0)?,
             "flush.messages" => self.flush_messages = at_least(name, value, 1)?,
@@ -431,10 +470,7 @@ impl LogConfig {
             "min.cleanable.dirty.ratio" => {
                 between(name, value, 0.0, 1.0)?;
             }
-            "delete.retention.ms"
-            | "min.compaction.lag.ms"
-            | "flush.ms"
-            | "message.timestamp.difference.max.ms" => {
+            "delete.retention.ms" | "min.compaction.lag.ms" | "flush.ms" => {
                 at_least(name, value, 0)?;
             }
             "max.compaction.lag.ms" => {

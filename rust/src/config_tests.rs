@@ -38,7 +38,8 @@ fn defaults_are_kafkas() {
     assert_eq!(c.max_message_bytes, 1_048_588);
     assert_eq!(c.message_timestamp_type, TimestampType::CreateTime);
     assert_eq!(c.message_timestamp_before_max_ms, i64::MAX);
-    assert_eq!(c.message_timestamp_after_max_ms, 3_600_000);
+    assert_eq!(c.message_timestamp_after_max_ms, None);
+    assert_eq!(c.timestamp_after_max_ms(), 3_600_000);
     assert_eq!(c.file_delete_delay_ms, 60_000);
     assert_eq!(c.flush_messages, i64::MAX);
     assert!(!c.preallocate);
@@ -92,7 +93,7 @@ fn each_topic_config_is_set_by_its_kafka_name() {
         (
             "message.timestamp.after.max.ms",
             "1000",
-            |c| c.message_timestamp_after_max_ms,
+            |c| c.timestamp_after_max_ms(),
             1000,
         ),
         ("file.delete.delay.ms", "0", |c| c.file_delete_delay_ms, 0),
@@ -389,4 +390,44 @@ fn internal_segment_bytes_wins_over_segment_bytes() {
         assert_eq!(c.segment_bytes, 1024, "{order:?}");
     }
     assert!(LogConfig::is_known("internal.segment.bytes"));
+}
+
+/// Timestamp limits as Kafka's own `LogConfig` resolves them (its 3.9.2 and 4.4.0 jars,
+/// `messageTimestampBeforeMaxMs` / `messageTimestampAfterMaxMs` for these properties): 4.0 made
+/// the after limit an hour by default and dropped `message.timestamp.difference.max.ms`, which
+/// 3.x takes for either limit left unset.
+#[test]
+fn timestamp_limits_as_each_release_resolves_them() {
+    const MAX: i64 = i64::MAX;
+    let cases: [(&[(&str, &str)], (i64, i64), (i64, i64)); 4] = [
+        (&[], (MAX, MAX), (MAX, 3_600_000)),
+        (
+            &[("message.timestamp.difference.max.ms", "1000")],
+            (1000, 1000),
+            (MAX, 3_600_000),
+        ),
+        (
+            &[
+                ("message.timestamp.difference.max.ms", "1000"),
+                ("message.timestamp.after.max.ms", "5000"),
+            ],
+            (1000, 5000),
+            (MAX, 5000),
+        ),
+        (
+            &[("message.timestamp.after.max.ms", "5000")],
+            (MAX, 5000),
+            (MAX, 5000),
+        ),
+    ];
+    for (settings, kafka_3, kafka_4) in cases {
+        let mut c = LogConfig::default();
+        for (k, v) in settings {
+            c.set(k, v).unwrap();
+        }
+        let limits = |c: &LogConfig| (c.timestamp_before_max_ms(), c.timestamp_after_max_ms());
+        assert_eq!(limits(&c), kafka_4, "4.x {settings:?}");
+        c.kafka_3_timestamp_limits = true;
+        assert_eq!(limits(&c), kafka_3, "3.x {settings:?}");
+    }
 }

@@ -369,6 +369,7 @@ pub fn set_topic_config(
             data_dir.display()
         )));
     }
+    refuse_configs_kafka_4_removed(data_dir, configs)?;
     let mut config = crate::config::LogConfig::default();
     for (k, v) in configs {
         config.set(k, v)?;
@@ -526,6 +527,45 @@ pub fn remote_storage_topics(data_dir: &Path) -> Result<BTreeSet<String>> {
         .collect())
 }
 
+/// A topic config Kafka 4.0 removed, refused as a 4.x broker refuses it ("Unknown topic config
+/// name") where kafkalog writes by 4.x's rules: it would change nothing there. A 3.x broker's
+/// dir (a ZooKeeper-mode one given its topics' configs) takes it, and its writers apply it.
+fn refuse_configs_kafka_4_removed(
+    data_dir: &Path,
+    configs: &BTreeMap<String, String>,
+) -> Result<()> {
+    const REMOVED: &str = "message.timestamp.difference.max.ms";
+    if configs.contains_key(REMOVED) && !kafka_3_broker_dir(data_dir, None) {
+        return Err(Error::InvalidArgument(format!(
+            "InvalidConfiguration: Unknown topic config name: {REMOVED} (removed in Kafka 4.0; \
+             message.timestamp.before.max.ms and message.timestamp.after.max.ms limit timestamps \
+             now)"
+        )));
+    }
+    Ok(())
+}
+
+/// `MetadataVersion.IBP_4_0_IV0`'s feature level: the first metadata version of Kafka 4.0.
+const FIRST_KAFKA_4_METADATA_VERSION: i64 = 22;
+
+/// Whether the broker of `data_dir` runs Kafka 3.x or older, whose topic configs default
+/// otherwise (its timestamp limits: `LogConfig::kafka_3_timestamp_limits`): a ZooKeeper-mode
+/// broker's dir (`meta.properties` version 0; ZooKeeper mode ended with 3.9), or a KRaft dir
+/// whose broker registered supporting no 4.x metadata version (`max_metadata_version`, from
+/// its metadata log; a 3.9 broker registers 21). A kafkalog dir, a 4.x broker's, or one of
+/// several `log.dirs` (whose release the dir does not tell) keeps 4.x's stricter defaults.
+fn kafka_3_broker_dir(data_dir: &Path, max_metadata_version: Option<i64>) -> bool {
+    let zookeeper_mode = crate::files::read_regular(&data_dir.join("meta.properties"), 64 << 10)
+        .ok()
+        .and_then(|bytes| String::from_utf8(bytes).ok())
+        .is_some_and(|text| {
+            text.lines()
+                .filter_map(|line| line.split_once('='))
+                .any(|(k, v)| k.trim() == "version" && v.trim() == "0")
+        });
+    zookeeper_mode || max_metadata_version.is_some_and(|v| v < FIRST_KAFKA_4_METADATA_VERSION)
+}
+
 /// The refusal of a writer of a tiered topic. Its log start offset and leader epochs span the
 /// segments in remote storage, which kafkalog cannot see: a writable open would move both up to
 /// the local log (as for a log without remote segments), and on its next start the broker
@@ -565,6 +605,8 @@ pub fn topic_log_config(data_dir: &Path, topic: &str) -> Result<crate::config::L
             })?;
         }
     }
+    config.kafka_3_timestamp_limits =
+        kafka_3_broker_dir(data_dir, stored.broker_max_metadata_version);
     let topic_configs = with_kafkalog_topic_config(data_dir, topic, stored.topic)?;
     if remote_storage_enabled(&topic_configs) {
         return Err(tiered_topic_not_writable(data_dir, topic));
@@ -598,11 +640,30 @@ pub fn partition_log_config(dir: &Path, given: bool) -> Result<crate::config::Lo
         .and_then(parse_topic_partition)
         .map(|(topic, _)| topic);
     match (topic, abs.parent()) {
-        (Some(topic), Some(data_dir)) if !(given && topic_configs_unknown(data_dir, &topic)) => {
-            topic_log_config(data_dir, &topic)
-        }
+        (Some(topic), Some(data_dir)) => topic_writer_config(data_dir, &topic, given),
+        (None, Some(data_dir)) => Ok(crate::config::LogConfig {
+            kafka_3_timestamp_limits: kafka_3_broker_dir(data_dir, None),
+            ..Default::default()
+        }),
         _ => Ok(crate::config::LogConfig::default()),
     }
+}
+
+/// The `LogConfig` a writer of `topic` in `data_dir` starts from ([`topic_log_config`]); where
+/// the caller gives configs of its own (`given`) for a topic whose configs are not on disk
+/// ([`topic_configs_unknown`]), Kafka's defaults (of the dir's release) for it to go over.
+pub fn topic_writer_config(
+    data_dir: &Path,
+    topic: &str,
+    given: bool,
+) -> Result<crate::config::LogConfig> {
+    if given && topic_configs_unknown(data_dir, topic) {
+        return Ok(crate::config::LogConfig {
+            kafka_3_timestamp_limits: kafka_3_broker_dir(data_dir, None),
+            ..Default::default()
+        });
+    }
+    topic_log_config(data_dir, topic)
 }
 
 /// Kafka's CreateTopics on a data dir: validates the name (and its collision with an existing
@@ -629,6 +690,7 @@ pub fn create_topic_with_config(
             )));
         }
     }
+    refuse_configs_kafka_4_removed(data_dir, configs)?;
     let mut config = crate::config::LogConfig::default();
     for (k, v) in configs {
         config.set(k, v)?;
@@ -851,6 +913,33 @@ pub fn broker_lock_holder(data_dir: &Path) -> Option<i32> {
 pub struct WriterLock {
     _partition_dir: std::fs::File,
     _broker_lock: Option<std::fs::File>,
+    /// The process that took it: a child forked since shares the locks (they belong to the
+    /// open files, which fork shares), so they cannot keep it from writing beside its parent.
+    pid: u32,
+}
+
+impl WriterLock {
+    /// Whether this process took the lock, rather than inherited it through `fork`.
+    pub fn taken_by_this_process(&self) -> bool {
+        self.pid == std::process::id()
+    }
+
+    /// The refusal of a write through a writer this process inherited through `fork`: the
+    /// parent goes on writing the same files, so the child's appends would be overwritten (a
+    /// black-box tester lost records both were told were written), and its closing writes (the
+    /// indexes trimmed) made the parent's next append fault on its map (SIGBUS).
+    pub fn refuse_in_a_fork(&self, what: &str) -> Result<()> {
+        if self.taken_by_this_process() {
+            return Ok(());
+        }
+        Err(Error::ConcurrentWriter(format!(
+            "{what} was opened for writing by process {}, and this process ({}) is a child forked \
+             from it: a Kafka log has one writer, so a forked child cannot write through its \
+             parent's; open the log (or producer) in the child once the parent closed its own",
+            self.pid,
+            std::process::id()
+        )))
+    }
 }
 
 /// Takes a shared open-file-description lock on `data_dir`'s `.lock` (created if missing, as
@@ -943,6 +1032,7 @@ pub fn lock_partition_dir(dir: &Path) -> Result<WriterLock> {
                 return Ok(WriterLock {
                     _partition_dir: handle,
                     _broker_lock: broker_lock,
+                    pid: std::process::id(),
                 })
             }
             Err(std::fs::TryLockError::WouldBlock) if std::time::Instant::now() < deadline => {
@@ -1262,6 +1352,43 @@ mod tests {
             let after = std::fs::read(folder.join("00000000000000000000.log")).unwrap();
             assert_eq!(before, after);
         }
+    }
+
+    #[test]
+    fn a_zookeeper_mode_dir_takes_kafka_3s_timestamp_limits() {
+        let dir = tempfile::tempdir().unwrap();
+        create_topic(dir.path(), "t", 1).unwrap();
+        let removed = BTreeMap::from([(
+            "message.timestamp.difference.max.ms".to_string(),
+            "600000".to_string(),
+        )]);
+        // kafkalog's own dir writes by 4.x's rules, which removed the config.
+        let e = set_topic_config(dir.path(), "t", &removed).unwrap_err();
+        assert!(e.to_string().contains("Unknown topic config name"), "{e}");
+        assert!(
+            !topic_log_config(dir.path(), "t")
+                .unwrap()
+                .kafka_3_timestamp_limits
+        );
+        // A ZooKeeper-mode broker's meta.properties (version 0): Kafka 3.x or older.
+        std::fs::write(
+            dir.path().join("meta.properties"),
+            "version=0\nbroker.id=1\ncluster.id=abc\n",
+        )
+        .unwrap();
+        set_topic_config(dir.path(), "t", &removed).unwrap();
+        let config = topic_log_config(dir.path(), "t").unwrap();
+        assert!(config.kafka_3_timestamp_limits);
+        assert_eq!(
+            (
+                config.timestamp_before_max_ms(),
+                config.timestamp_after_max_ms()
+            ),
+            (600_000, 600_000)
+        );
+        set_topic_config(dir.path(), "t", &BTreeMap::new()).unwrap();
+        let config = partition_log_config(&dir.path().join("t-0"), false).unwrap();
+        assert_eq!(config.timestamp_after_max_ms(), i64::MAX);
     }
 
     #[test]

@@ -137,6 +137,9 @@ pub struct GroupConsumer {
     last_sync: Option<Instant>,
     next_index: usize,
     closed: bool,
+    /// The process that made it: a child forked since holds a copy, which it may not use (its
+    /// parent goes on with the original) and which closes without a write.
+    owner_pid: u32,
 }
 
 fn partition_path(data_dir: &Path, tp: &TopicPartition) -> PathBuf {
@@ -198,6 +201,7 @@ impl GroupConsumer {
             last_sync: None,
             next_index: 0,
             closed: false,
+            owner_pid: std::process::id(),
         };
         c.sync()?;
         Ok(c)
@@ -225,7 +229,7 @@ impl GroupConsumer {
         if self.closed {
             return Err(Error::IllegalState("the consumer is closed".into()));
         }
-        Ok(())
+        crate::group::refuse_in_a_fork(self.owner_pid, "this consumer")
     }
 
     fn positions(&self) -> BTreeMap<TopicPartition, i64> {
@@ -618,6 +622,13 @@ impl GroupConsumer {
     /// Leaves the group: commits positions when `commit`, then releases every partition.
     pub fn close(&mut self, commit: bool) -> Result<()> {
         if self.closed {
+            return Ok(());
+        }
+        if self.owner_pid != std::process::id() {
+            // A forked child's copy leaves the group to its parent's member (leaving would drop
+            // the parent's membership and partitions).
+            self.closed = true;
+            self.owned.clear();
             return Ok(());
         }
         let positions = if commit {

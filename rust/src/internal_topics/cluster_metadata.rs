@@ -165,6 +165,9 @@ pub struct StoredConfigs {
     /// (`--entity-default`) overlaid with its own (`--entity-name <node.id>`, the id in the dir's
     /// `meta.properties`), as a broker resolves each of its configs.
     pub broker: BTreeMap<String, String>,
+    /// The highest `metadata.version` (a feature level) the broker whose dir it is registered
+    /// as supporting (its latest REGISTER_BROKER_RECORD): what tells its Kafka release.
+    pub broker_max_metadata_version: Option<i64>,
 }
 
 /// [`StoredConfigs`] of `topic` in `data_dir`, from one replay of its metadata log; empty
@@ -180,12 +183,15 @@ pub fn stored_configs(data_dir: &Path, topic: &str) -> crate::error::Result<Opti
         return Ok(None);
     };
     let mut broker = replay.broker_configs.remove("").unwrap_or_default();
+    let mut broker_max_metadata_version = None;
     if let Some(id) = node_id(data_dir) {
         broker.extend(replay.broker_configs.remove(&id).unwrap_or_default());
+        broker_max_metadata_version = replay.broker_max_metadata_version.get(&id).copied();
     }
     Ok(Some(StoredConfigs {
         topic: replay.configs.remove(topic).unwrap_or_default(),
         broker,
+        broker_max_metadata_version,
     }))
 }
 
@@ -299,6 +305,8 @@ struct TopicReplay {
     configs: HashMap<String, BTreeMap<String, String>>,
     /// Dynamic broker configs by broker id, `""` holding the cluster-wide defaults.
     broker_configs: HashMap<String, BTreeMap<String, String>>,
+    /// The highest `metadata.version` each broker (by id) registered as supporting.
+    broker_max_metadata_version: HashMap<String, i64>,
 }
 
 /// `ConfigResource.Type.TOPIC`'s id in a CONFIG_RECORD's `resourceType`.
@@ -342,6 +350,17 @@ impl TopicReplay {
                     Some(value) => configs.insert(name.to_owned(), value.to_owned()),
                     None => configs.remove(name),
                 };
+            }
+            "REGISTER_BROKER_RECORD" => {
+                let features = field("features");
+                let max = features.as_array().into_iter().flatten().find_map(|f| {
+                    (f.get("name")?.as_str()? == "metadata.version")
+                        .then(|| f.get("maxSupportedVersion")?.as_i64())
+                        .flatten()
+                });
+                if let (Some(id), Some(max)) = (field("brokerId").as_i64(), max) {
+                    self.broker_max_metadata_version.insert(id.to_string(), max);
+                }
             }
             "REMOVE_TOPIC_RECORD" => {
                 // A deleted topic's configs go with it (`ConfigurationsDelta.deleteTopicConfigs`).

@@ -343,6 +343,9 @@ impl Log {
                 self.dir.display()
             )));
         }
+        if let Some(lock) = &st.writer_lock {
+            lock.refuse_in_a_fork(&format!("log {}", self.dir.display()))?;
+        }
         Ok(st)
     }
 
@@ -1001,8 +1004,8 @@ impl Log {
             // A record without a timestamp (-1) is not held to the range, as in Kafka.
             if check_timestamps && record.timestamp != NO_TIMESTAMP {
                 let ts = record.timestamp;
-                if ts < now.saturating_sub(self.config.message_timestamp_before_max_ms)
-                    || ts > now.saturating_add(self.config.message_timestamp_after_max_ms)
+                if ts < now.saturating_sub(self.config.timestamp_before_max_ms())
+                    || ts > now.saturating_add(self.config.timestamp_after_max_ms())
                 {
                     return Err(Error::InvalidRecord(format!(
                         "timestamp {ts} of record at offset delta {count} is out of the allowed range \
@@ -1470,8 +1473,15 @@ impl Log {
             if st.closed {
                 continue;
             }
-            if log.read_only {
+            let forked = st
+                .writer_lock
+                .as_ref()
+                .is_some_and(|lock| !lock.taken_by_this_process());
+            if log.read_only || forked {
+                // A child's copy of its parent's writer closes without a write: the files are
+                // the parent's, which goes on writing them.
                 Self::release_segments(&mut st);
+                st.writer_lock = None;
                 continue;
             }
             match Self::close_files(&mut st) {

@@ -287,6 +287,9 @@ pub struct TopicProducer {
     /// abortable error state).
     txn_error: Option<Error>,
     closed: bool,
+    /// The process that made it: a child forked since holds a copy, which it may not use (its
+    /// parent goes on with the original) and which closes without a write.
+    owner_pid: u32,
 }
 
 fn txn_file_path(data_dir: &Path, id: &str) -> Result<PathBuf> {
@@ -336,6 +339,7 @@ impl TopicProducer {
             txn_partitions: BTreeSet::new(),
             txn_error: None,
             closed: false,
+            owner_pid: std::process::id(),
             options,
         };
         if let Some(id) = p.options.transactional_id.clone() {
@@ -480,7 +484,7 @@ impl TopicProducer {
         if self.closed {
             return Err(Error::IllegalState("the producer is closed".into()));
         }
-        Ok(())
+        crate::group::refuse_in_a_fork(self.owner_pid, "this producer")
     }
 
     /// The partition the configured partitioner picks (not for callables: the caller passes
@@ -827,6 +831,13 @@ impl TopicProducer {
     /// Appends what is buffered (an open transaction is aborted) and closes the logs.
     pub fn close(&mut self) -> Result<()> {
         if self.closed {
+            return Ok(());
+        }
+        if self.owner_pid != std::process::id() {
+            // A forked child's copy: its open batches and logs are its parent's to write.
+            self.closed = true;
+            self.partitions.clear();
+            self.txn_lock = None;
             return Ok(());
         }
         let mut result = if self.in_transaction {

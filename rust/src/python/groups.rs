@@ -73,7 +73,7 @@ impl PyProducer {
 impl PyProducer {
     #[new]
     #[pyo3(signature = (data_dir, topic, *, partitioner = "default", compression = "none", linger_ms = 5,
-        batch_size = 16384, acks = "all", idempotent = false, transactional_id = None))]
+        batch_size = 16384, acks = "all", idempotent = false, transactional_id = None, config = None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -86,8 +86,14 @@ impl PyProducer {
         acks: &str,
         idempotent: bool,
         transactional_id: Option<String>,
+        config: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Self> {
-        let config = py.release_gil(|| datadir::topic_log_config(&data_dir, topic))?;
+        datadir::refuse_a_producer_of_an_internal_topic(topic)?;
+        // The topic's configs, with the caller's over them (a broker's server.properties
+        // defaults, which the data dir does not hold), as a writable `Log` takes `config`.
+        let given = config.is_some();
+        let base = py.release_gil(|| datadir::topic_writer_config(&data_dir, topic, given))?;
+        let config = super::segment::config_onto(base, config)?;
         let options = ProducerOptions {
             compression: Compression::from_name(compression)?,
             batch_size: non_negative_size("batch_size", batch_size)?,

@@ -497,6 +497,12 @@ def test_writers_in_a_zookeeper_mode_brokers_dir_need_the_topics_configs(tmp_pat
         with pytest.raises(kafkalog.InvalidRecordError, match="without key"):
             log.append([{"value": b"no key"}])
         log.append([{"key": b"k", "value": b"v"}])
+    # One Producer with configs of its own (a tester found no way to give a Producer them).
+    with pytest.warns(UserWarning, match="2 partition"):
+        p = Producer(t, config={"cleanup.policy": "compact"})
+    with p:
+        with pytest.raises(kafkalog.InvalidRecordError, match="without key"):
+            p.send(b"no key", partition=1).get()
     # Every writer once the topic's configs are set.
     t.set_config({"cleanup.policy": "compact", "message.timestamp.type": "LogAppendTime"})
     assert t.config == {"cleanup.policy": "compact", "message.timestamp.type": "LogAppendTime"}

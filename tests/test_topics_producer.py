@@ -628,3 +628,36 @@ def test_a_tiered_topic_is_read_with_a_note_and_never_written(tmp_path):
         assert "topic 'tiered' keeps segments in tiered storage" in done.stderr, (args, done.stderr)
     with pytest.warns(UserWarning, match=r"\['tiered'\] keep segments in tiered storage"):
         ks.plan_read({"path": str(tmp_path), "subscribe": "tiered"})
+
+
+RACE = textwrap.dedent(
+    """
+    import sys, time, kafkalog
+    data, name, partitions, start = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
+    while time.time() < start:
+        pass
+    try:
+        kafkalog.Topic.create(data, name, partitions)
+        print("created")
+    except (kafkalog.TopicExistsError, kafkalog.InvalidTopicError) as e:
+        print(type(e).__name__)
+    """
+)
+
+
+def test_topic_creators_racing_one_wins(tmp_path):
+    """Kafka's controller lets one of two creators of a topic win; two processes creating one at
+    the same moment were both told it was created (a black-box tester: 5 of 5 tries), and "a.b"
+    and "a_b" could both be made."""
+    for attempt in range(4):
+        data = tmp_path / f"d{attempt}"
+        data.mkdir()
+        start = time.time() + 1.0
+        names = [("race", 3), ("race", 5)] if attempt % 2 == 0 else [("a.b", 3), ("a_b", 5)]
+        procs = [subprocess.Popen([sys.executable, "-c", RACE, str(data), name, str(n), str(start)],
+                                  stdout=subprocess.PIPE, text=True) for name, n in names]
+        outcomes = sorted(p.communicate(timeout=60)[0].strip() for p in procs)
+        assert outcomes[0] != "created" or outcomes[1] != "created", outcomes
+        assert "created" in outcomes, outcomes
+        topics = DataDir(data).topics()
+        assert len(topics) == 1 and list(topics.values())[0] in (3, 5), topics

@@ -10,6 +10,7 @@ import json
 import random
 import signal
 import subprocess
+import textwrap
 import sys
 import time
 from pathlib import Path
@@ -140,3 +141,36 @@ def test_sigkill_loses_nothing_acknowledged(tmp_path, cfg):
 def test_sigkill_with_torn_write_recovers(tmp_path):
     figures = crash_loop(tmp_path, {"index.interval.bytes": 512}, kills=3, budget_s=10, tear=True)
     assert figures["torn_bytes_truncated"] > 0
+
+
+TRUNCATE_THEN_DIE = textwrap.dedent(
+    """
+    import os, signal, sys, kafkalog
+    log = kafkalog.Log(sys.argv[1], read_only=False, create=True)
+    for i in range(10):
+        log.append([{"value": b"x" * 100}] * 10)
+    log.close()                      # the checkpoints say 100
+    log = kafkalog.Log(sys.argv[1], read_only=False)
+    log.truncate_to(50)
+    os.kill(os.getpid(), signal.SIGKILL)
+    """
+)
+
+
+def test_a_crash_after_truncate_to_loses_nothing_flushed(tmp_path):
+    """Kafka's LogManager checkpoints recovery points once it truncated: killed after
+    `truncate_to(50)` returned, the checkpoints said 100 and the index kept entries past 50, so
+    the next open reported offsets 50-99 as flushed and lost, and `verify` exited 1 (a black-box
+    tester). The truncation was done: nothing is reported."""
+    folder = tmp_path / "t-0"
+    proc = subprocess.run([sys.executable, "-c", TRUNCATE_THEN_DIE, str(folder)], timeout=120)
+    assert proc.returncode == -signal.SIGKILL
+    assert (tmp_path / "recovery-point-offset-checkpoint").read_text().split()[-1] == "50"
+    log = kafkalog.Log(folder)
+    assert (log.log_end_offset, log.tail_loss) == (50, None)
+    log.close()
+    verify = subprocess.run([sys.executable, "-m", "kafkalog", "verify", str(folder)], capture_output=True,
+                            text=True, timeout=120)
+    assert verify.returncode == 0, verify.stdout + verify.stderr
+    with kafkalog.Log(folder, read_only=False) as log:
+        assert log.log_end_offset == 50 and log.recovered_bytes_truncated == 0

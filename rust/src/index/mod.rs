@@ -719,7 +719,17 @@ impl<E: IndexEntry> MmapIndex<E> {
     /// them and close trims them.
     fn truncate_to_entries(&mut self, entries: usize) -> Result<()> {
         self.check_writable("truncate")?;
-        self.entries = entries.min(self.entries);
+        let kept = entries.min(self.entries);
+        // The entries cut are zeroed (Kafka leaves them in its pre-allocated file): until a
+        // clean close trims the file, a crash left them readable past the kept ones, and a
+        // reader of the file (`verify`) took them for entries pointing past the log.
+        if let Mapping::Writable(m) = &mut self.map {
+            let (from, to) = (kept * E::SIZE, (self.entries * E::SIZE).min(m.len()));
+            if from < to {
+                m[from..to].fill(0);
+            }
+        }
+        self.entries = kept;
         self.refresh_last();
         Ok(())
     }

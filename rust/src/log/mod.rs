@@ -1376,7 +1376,6 @@ impl Log {
         // Kafka's `min(targetOffset, logStartOffset)`, with the target the log really ends at:
         // cut inside a batch, the log ends below the target, and a log start left above that
         // end (after `delete_records` into the batch) made a log that no longer opened.
-        let lowered_start = next < st.log_start_offset;
         st.log_start_offset = st.log_start_offset.min(next);
         if st.high_watermark.message_offset > next {
             Self::update_high_watermark_in(&mut st, next);
@@ -1385,12 +1384,11 @@ impl Log {
         let start = st.log_start_offset;
         let now = self.now();
         loader::rebuild_producer_state(&mut st, start, next, now, false)?;
-        if lowered_start {
-            // Written now, not at close as Kafka's periodic checkpoint would: a crash before
-            // then left a checkpointed log start past the log end, which a load reports as
-            // offsets lost (they were only deleted, then truncated).
-            loader::write_checkpoints(&[(self.dir(), &st)])?;
-        }
+        // Written now, as Kafka's `LogManager.truncateTo` checkpoints the dir's recovery points
+        // once it truncated: a crash before close left checkpoints past the log end (the
+        // recovery point, a log start lowered here), which a load and `verify` report as flushed
+        // offsets lost, though they were only truncated (a black-box tester's SIGKILL).
+        loader::write_checkpoints(&[(self.dir(), &st)])?;
         Ok(true)
     }
 
@@ -1410,7 +1408,6 @@ impl Log {
         }
         let segment = LogSegment::open(&self.dir, new_offset, &self.config, true, "", self.now())?;
         st.segments.add(segment);
-        let lowered_start = new_offset < st.log_start_offset;
         st.log_start_offset = new_offset;
         st.log_end_offset = LogOffsetMetadata {
             message_offset: new_offset,
@@ -1421,10 +1418,8 @@ impl Log {
         st.recovery_point = new_offset;
         st.leader_epoch_cache.clear_and_flush()?;
         st.producer_state.truncate_fully_and_start_at(new_offset)?;
-        if lowered_start {
-            // As in `truncate_to`: a checkpointed log start past the new end reads as loss.
-            loader::write_checkpoints(&[(self.dir(), &st)])?;
-        }
+        // As in `truncate_to`: checkpoints past the new end read as loss after a crash.
+        loader::write_checkpoints(&[(self.dir(), &st)])?;
         Ok(())
     }
 

@@ -1705,3 +1705,21 @@ def test_many_small_logs_open_at_once_under_a_low_soft_open_file_limit(tmp_path)
     ran = subprocess.run([sys.executable, "-c", child, str(tmp_path)], capture_output=True, text=True,
                          timeout=120, preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (128, hard)))
     assert ran.returncode == 0 and ran.stdout.split() == ["200"], ran.stderr[-2000:]
+
+
+def test_a_closed_index_refuses_reads(tmp_path):
+    """A closed OffsetIndex answered lookups as an empty index (OffsetPosition(0, 0)) and a closed
+    TimeIndex listed no entries while its last entry stayed (a black-box tester): both raise."""
+    oi = kafkalog.OffsetIndex(tmp_path / "00000000000000000000.index", 0, writable=True)
+    ti = kafkalog.TimeIndex(tmp_path / "00000000000000000000.timeindex", 0, writable=True)
+    oi.append(10, 4096)
+    ti.maybe_append(1000, 10)
+    assert oi.lookup(300).offset == 10 and len(ti) == 1
+    oi.close()
+    ti.close()
+    for read in (lambda: oi.lookup(300), lambda: oi.entries, lambda: oi.last_offset, lambda: len(oi),
+                 lambda: oi.entry(0), lambda: ti.entries_list(), lambda: ti.last_entry, lambda: ti.lookup(5)):
+        with pytest.raises(kafkalog.KafkaLogError, match="is closed"):
+            read()
+    # The file was trimmed to its entries at close; a new handle reads them.
+    assert kafkalog.OffsetIndex(tmp_path / "00000000000000000000.index", 0).entries_list() == [(10, 4096)]

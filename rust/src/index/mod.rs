@@ -368,6 +368,18 @@ impl<E: IndexEntry> MmapIndex<E> {
         self.entries
     }
 
+    /// An error once the index is closed: its entries are gone with its map, and a lookup then
+    /// answered as if the index were empty (a black-box tester).
+    pub fn ensure_open(&self) -> Result<()> {
+        if self.closed {
+            return Err(Error::IllegalState(format!(
+                "index {} is closed",
+                self.file.display()
+            )));
+        }
+        Ok(())
+    }
+
     pub fn max_entries(&self) -> usize {
         self.max_entries
     }

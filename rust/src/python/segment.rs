@@ -110,20 +110,24 @@ macro_rules! py_mmap_index {
                 }
                 $(#[$lookup_meta])*
                 fn lookup<'py>(&self, py: Python<'py>, $target: i64) -> PyResult<Bound<'py, PyAny>> {
+                    self.inner.ensure_open()?;
                     self.inner.lookup($target).into_py_result(py)
                 }
                 #[doc = concat!("The `n`th entry, as a `", $entry, "`.")]
                 fn entry<'py>(&self, py: Python<'py>, n: usize) -> PyResult<Bound<'py, PyAny>> {
+                    self.inner.ensure_open()?;
                     self.inner.entry(n)?.into_py_result(py)
                 }
                 #[doc = concat!("Every entry, oldest first, as `", $entry, "`s.")]
                 fn entries_list<'py>(&self, py: Python<'py>) -> PyResult<Vec<Bound<'py, PyAny>>> {
+                    self.inner.ensure_open()?;
                     into_py_results(py, (0..self.inner.entries()).map(|n| self.inner.entry(n)))
                 }
                 /// Kafka's `entries`: the number of entries.
                 #[getter]
-                fn entries(&self) -> usize {
-                    self.inner.entries()
+                fn entries(&self) -> PyResult<usize> {
+                    self.inner.ensure_open()?;
+                    Ok(self.inner.entries())
                 }
                 /// Kafka's `maxEntries`: how many entries the file has room for.
                 #[getter]
@@ -135,8 +139,9 @@ macro_rules! py_mmap_index {
                 fn is_full(&self) -> bool {
                     self.inner.is_full()
                 }
-                fn __len__(&self) -> usize {
-                    self.inner.entries()
+                fn __len__(&self) -> PyResult<usize> {
+                    self.inner.ensure_open()?;
+                    Ok(self.inner.entries())
                 }
                 $($methods)*
             }
@@ -157,8 +162,9 @@ py_mmap_index! {
         }
         /// Kafka's `lastOffset`: the last entry's offset (the base offset when empty).
         #[getter]
-        fn last_offset(&self) -> i64 {
-            self.inner.last_offset()
+        fn last_offset(&self) -> PyResult<i64> {
+            self.inner.ensure_open()?;
+            Ok(self.inner.last_offset())
         }
         /// The base offset of the segment the index belongs to.
         #[getter]
@@ -186,6 +192,7 @@ py_mmap_index! {
         /// Kafka's `lastEntry`: the last `TimestampOffset` ((-1, base offset) when empty).
         #[getter]
         fn last_entry<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+            self.inner.ensure_open()?;
             self.inner.last_entry().into_py_result(py)
         }
     }

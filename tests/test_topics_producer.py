@@ -661,3 +661,15 @@ def test_topic_creators_racing_one_wins(tmp_path):
         assert "created" in outcomes, outcomes
         topics = DataDir(data).topics()
         assert len(topics) == 1 and list(topics.values())[0] in (3, 5), topics
+
+
+def test_a_producer_needs_every_partition_of_its_topic_and_a_real_transactional_id(tmp_path):
+    """A partition its broker keeps in another of its log.dirs failed only the sends that landed
+    there, with a bare "no such log directory" (a black-box tester); an empty transactional id
+    was refused as "a group id cannot be empty"."""
+    t = Topic.create(tmp_path, "j", 4)
+    with pytest.raises(ValueError, match="transactional_id cannot be empty"):
+        Producer(t, transactional_id="")
+    os.rename(tmp_path / "j-2", tmp_path.parent / f"{tmp_path.name}-elsewhere-j-2")
+    with pytest.raises(kafkalog.UnknownTopicOrPartitionError, match=r"1 of them \(j-2\) have no folder"):
+        Producer(t)

@@ -312,6 +312,37 @@ impl TopicProducer {
                     data_dir.display()
                 ))
             })?;
+        if options
+            .transactional_id
+            .as_deref()
+            .is_some_and(str::is_empty)
+        {
+            return Err(Error::InvalidArgument(
+                "transactional_id cannot be empty (None for a producer without transactions)"
+                    .into(),
+            ));
+        }
+        // A producer writes every partition of its topic; a partition its broker keeps in
+        // another of its log.dirs failed only the sends that landed there, each with a bare "no
+        // such log directory" (a black-box tester), leaving a keyed stream half written.
+        let missing: Vec<i32> = (0..num_partitions)
+            .filter(|p| !data_dir.join(format!("{topic}-{p}")).is_dir())
+            .collect();
+        if !missing.is_empty() {
+            return Err(Error::UnknownTopicOrPartition(format!(
+                "topic '{topic}' has {num_partitions} partitions, but {} of them ({}) have no \
+                 folder in {} (a broker with several log.dirs keeps them in another): a producer \
+                 writes every partition of its topic; write this dir's partitions with Log",
+                missing.len(),
+                missing
+                    .iter()
+                    .take(10)
+                    .map(|p| format!("{topic}-{p}"))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                data_dir.display()
+            )));
+        }
         // Kafka's `ProducerConfig`: idempotence (which a transactional id implies) needs
         // acks=all; batch_size 0 is allowed and turns batching off (a batch per record).
         if (options.idempotent || options.transactional_id.is_some())

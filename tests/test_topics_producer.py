@@ -145,7 +145,7 @@ def test_kafkalog_files_stay_out_of_the_data_dir(tmp_path):
         p.commit_transaction()
     kafkalog.ConsumerGroup(data, "g").commit({("t", 0): 1})
     assert sorted(p.name for p in data.iterdir() if p.is_dir()) == ["t-0", "t-1"]
-    assert sorted(os.listdir(tmp_path / ".data.kafkalog")) == ["groups", "topics", "transactions"]
+    assert sorted(os.listdir(tmp_path / ".data.kafkalog")) == ["groups", "topics", "topics.lock", "transactions"]
 
 
 def test_add_partitions_grows_and_never_shrinks(tmp_path):

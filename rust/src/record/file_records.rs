@@ -269,10 +269,31 @@ impl FileRecords {
             return Ok(Vec::new());
         }
         let mut buf = vec![0u8; (end - position) as usize];
-        self.file
-            .read_exact_at(&mut buf, position)
-            .map_err(|e| Error::io(&self.path, e))?;
+        self.read_exact_at(&mut buf, position)?;
         Ok(buf)
+    }
+
+    /// `buf.len()` bytes at `position`. A file cut since it was opened (another process's writer
+    /// truncated it) is said as such, not as the bare "failed to fill whole buffer".
+    fn read_exact_at(&self, buf: &mut [u8], position: u64) -> Result<()> {
+        self.file.read_exact_at(buf, position).map_err(|e| {
+            if e.kind() != std::io::ErrorKind::UnexpectedEof {
+                return Error::io(&self.path, e);
+            }
+            let now = self.file.metadata().map(|m| m.len()).unwrap_or(0);
+            Error::io(
+                &self.path,
+                std::io::Error::new(
+                    e.kind(),
+                    format!(
+                        "the file ends at byte {now}, before the {} bytes read at {position} (it \
+                         held {} when the log was opened: cut since, by another writer?)",
+                        buf.len(),
+                        self.size
+                    ),
+                ),
+            )
+        })
     }
 
     /// Reads the header of the batch at `position`; `Ok(None)` at the end of the log. A batch
@@ -285,9 +306,7 @@ impl FileRecords {
         let left = self.size - position;
         let mut buf = [0u8; RECORD_BATCH_OVERHEAD];
         let want = (left as usize).min(RECORD_BATCH_OVERHEAD);
-        self.file
-            .read_exact_at(&mut buf[..want], position)
-            .map_err(|e| Error::io(&self.path, e))?;
+        self.read_exact_at(&mut buf[..want], position)?;
         parse_header(&buf[..want], position, (left as usize).min(max_batch_size))
             .map(Some)
             .map_err(|e| e.at(Some(&self.path), position))
@@ -315,9 +334,7 @@ impl FileRecords {
             if position + header_len as u64 > buf_start + buf.len() as u64 {
                 let want = (left as usize).min(read_size.max(header_len));
                 buf.resize(want, 0);
-                self.file
-                    .read_exact_at(&mut buf, position)
-                    .map_err(|e| Error::io(&self.path, e))?;
+                self.read_exact_at(&mut buf, position)?;
                 buf_start = position;
             }
             let at = (position - buf_start) as usize;
@@ -811,9 +828,7 @@ impl FileRecords {
         while window_start + (HEADER_SIZE_UP_TO_MAGIC as u64) <= self.size {
             let window_end = (window_start + (CHUNK + RECORD_BATCH_OVERHEAD) as u64).min(self.size);
             buf.resize((window_end - window_start) as usize, 0);
-            self.file
-                .read_exact_at(&mut buf, window_start)
-                .map_err(|e| Error::io(&self.path, e))?;
+            self.read_exact_at(&mut buf, window_start)?;
             let last_start = buf.len().min(CHUNK);
             for off in 0..last_start {
                 let q = window_start + off as u64;

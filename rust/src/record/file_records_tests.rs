@@ -881,3 +881,27 @@ fn a_mapped_file_cut_short_is_read_as_it_is_now() {
         assert!(error.contains("the file ends"), "{access:?}: {error}");
     }
 }
+
+/// A file another process's writer cut after it was opened is said to be cut, where a read said
+/// only "failed to fill whole buffer" (a black-box tester).
+#[test]
+fn a_read_of_a_file_cut_since_it_opened_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let (records, _) = values_file(dir.path());
+    let size = records.size_in_bytes();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(dir.path().join("00000000000000000000.log"))
+        .unwrap()
+        .set_len(size / 2)
+        .unwrap();
+    let e = records
+        .read_range(0, size as usize)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("cut since"), "{e}");
+    assert!(
+        e.contains(&format!("held {size} when the log was opened")),
+        "{e}"
+    );
+}

@@ -29,6 +29,12 @@ def test_writing_beside_a_running_broker_is_refused_and_reading_is_not(broker):
     folder = broker.partition_dir("locked", 0)
     with pytest.raises(kafkalog.KafkaLogError, match="running Kafka broker"):
         kafkalog.Log(folder, read_only=False)
+    # Through a symlink to the folder too (a tester's writer got through one and appended).
+    link = broker.work_dir / "elsewhere" / "locked-0"
+    link.parent.mkdir(exist_ok=True)
+    link.symlink_to(folder)
+    with pytest.raises(kafkalog.ConcurrentWriterError, match="running Kafka broker"):
+        kafkalog.Log(link, read_only=False)
     log = kafkalog.Log(folder)  # reading stays allowed
     assert log.to_arrow().read_all().num_rows == 20
 

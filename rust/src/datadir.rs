@@ -142,6 +142,14 @@ fn split_strays(folders: Vec<PartitionFolder>, live: Option<&LiveTopics>) -> Liv
     (kept, strays)
 }
 
+/// Where a partition folder really is (symlinks followed), so its data dir is the one holding
+/// it; an absolute path where it does not exist yet (a log to create).
+pub fn resolved(dir: &Path) -> PathBuf {
+    std::fs::canonicalize(dir)
+        .or_else(|_| std::path::absolute(dir))
+        .unwrap_or_else(|_| dir.to_path_buf())
+}
+
 /// Kafka's internal topics (`Topic.INTERNAL_TOPICS`) and its metadata log, with who writes
 /// each: their records are the broker's own, in formats its coordinators replay on start.
 const INTERNAL_TOPIC_WRITERS: [(&str, &str); 4] = [
@@ -173,7 +181,7 @@ fn internal_topic_writer(topic: &str) -> Option<&'static str> {
 /// `__cluster_metadata` stopped a 4.4 broker starting). Outside a broker's dir the storage
 /// layer writes them as any log (fixtures, tests).
 pub fn refuse_a_writer_of_an_internal_topic(dir: &Path) -> Result<()> {
-    let abs = std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf());
+    let abs = resolved(dir);
     let (Some(name), Some(data_dir)) = (abs.file_name().and_then(|n| n.to_str()), abs.parent())
     else {
         return Ok(());
@@ -633,7 +641,7 @@ pub fn topic_log_config(data_dir: &Path, topic: &str) -> Result<crate::config::L
 pub fn partition_log_config(dir: &Path, given: bool) -> Result<crate::config::LogConfig> {
     // Said first: no config given makes such a log writable.
     refuse_a_writer_of_an_internal_topic(dir)?;
-    let abs = std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf());
+    let abs = resolved(dir);
     let topic = abs
         .file_name()
         .and_then(|n| n.to_str())
@@ -1040,7 +1048,11 @@ fn share_broker_lock(_data_dir: &Path) -> Result<Option<std::fs::File>> {
 /// dir around it, or a writable `Log` (here or in another process) holding the folder's lock.
 /// Probed with a shared `flock` taken and dropped at once, so no writer is ever held up.
 pub fn partition_has_writer(dir: &Path) -> bool {
-    if dir.parent().and_then(broker_lock_holder).is_some() {
+    if resolved(dir)
+        .parent()
+        .and_then(broker_lock_holder)
+        .is_some()
+    {
         return true;
     }
     let Ok(handle) = std::fs::File::open(dir) else {
@@ -1056,7 +1068,11 @@ pub fn partition_has_writer(dir: &Path) -> bool {
 /// Refused while a running broker holds the data dir around it.
 pub fn lock_partition_dir(dir: &Path) -> Result<WriterLock> {
     let mut broker_lock = None;
-    if let Some(data_dir) = dir.parent() {
+    // The folder where it is: through a symlink to a broker's partition folder, the symlink's
+    // parent is not the broker's dir, and a tester's writer got past both the running broker and
+    // the internal-topic refusal.
+    let real = resolved(dir);
+    if let Some(data_dir) = real.parent() {
         if let Some(pid) = broker_lock_holder(data_dir) {
             return Err(Error::ConcurrentWriter(format!(
                 "{} belongs to a running Kafka broker (process {pid} holds {}); stop the broker \
@@ -1066,7 +1082,7 @@ pub fn lock_partition_dir(dir: &Path) -> Result<WriterLock> {
             )));
         }
         broker_lock = share_broker_lock(data_dir)?;
-        refuse_writes_its_broker_would_not_serve(dir, data_dir)?;
+        refuse_writes_its_broker_would_not_serve(&real, data_dir)?;
     }
     let handle = std::fs::File::open(dir).map_err(|e| Error::io(dir, e))?;
     // A reader's `partition_has_writer` holds a shared lock for a moment: a writer that meets
@@ -1397,6 +1413,21 @@ mod tests {
             assert_eq!(read.log_end_offset(), 1);
             let after = std::fs::read(folder.join("00000000000000000000.log")).unwrap();
             assert_eq!(before, after);
+            // Nor through a symlink to the folder, whatever its name (a tester's writer got
+            // through one and the broker lost its group offsets).
+            let elsewhere = tempfile::tempdir().unwrap();
+            for name in ["link", "t-0", &format!("{topic}-0")] {
+                let link = elsewhere.path().join(name);
+                std::os::unix::fs::symlink(&folder, &link).unwrap();
+                let options = crate::log::LogOptions {
+                    read_only: false,
+                    ..Default::default()
+                };
+                let e = crate::log::Log::open(&link, options).err().unwrap();
+                assert!(matches!(e, Error::InvalidTopic(_)), "{name}: {e}");
+                assert!(partition_log_config(&link, false).is_err(), "{name}");
+                std::fs::remove_file(&link).unwrap();
+            }
         }
     }
 

@@ -498,7 +498,18 @@ def test_export_refuses_an_output_folder_inside_what_it_reads(data, tmp_path):
         err = one_line_error(run("export", data, "--to", to), 2)
         assert f"--to {to} is inside the {where}" in err, err
     assert fingerprint(data) == before
-    # One partition folder named: its parent is a broker's log dir (meta.properties) only here.
+    # One partition folder named: its parent is a log dir, which its writers' checkpoints tell.
+    err = one_line_error(run("export", data / "orders-1", "--to", data / "parquet"), 2)
+    assert f"inside the log dir {data.resolve()}" in err, err
+    checkpoints = {p: p.read_bytes() for p in data.glob("*-checkpoint")}
+    assert checkpoints
+    for p in checkpoints:
+        p.unlink()
+    assert run("export", data / "orders-1", "--to", data / "parquet").returncode == 0
+    shutil.rmtree(data / "parquet")
+    for p, b in checkpoints.items():
+        p.write_bytes(b)
+    # Or a broker's (meta.properties).
     (data / "meta.properties").write_text("version=1\nnode.id=1\n")
     before = fingerprint(data)
     err = one_line_error(run("export", data / "orders-1", "--to", data / "parquet"), 2)

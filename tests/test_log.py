@@ -1718,7 +1718,9 @@ def test_a_closed_index_refuses_reads(tmp_path):
     oi.close()
     ti.close()
     for read in (lambda: oi.lookup(300), lambda: oi.entries, lambda: oi.last_offset, lambda: len(oi),
-                 lambda: oi.entry(0), lambda: ti.entries_list(), lambda: ti.last_entry, lambda: ti.lookup(5)):
+                 lambda: oi.entry(0), lambda: ti.entries_list(), lambda: ti.last_entry, lambda: ti.lookup(5),
+                 lambda: oi.sanity_check(), lambda: oi.flush(), lambda: oi.max_entries, lambda: oi.is_full,
+                 lambda: oi.append(20, 8192), lambda: ti.maybe_append(2000, 20), lambda: ti.truncate_to(5)):
         with pytest.raises(kafkalog.KafkaLogError, match="is closed"):
             read()
     # The file was trimmed to its entries at close; a new handle reads them.

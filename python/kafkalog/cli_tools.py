@@ -544,10 +544,13 @@ def _check_export_outside_log_dirs(out: Path, paths: list[str], parts) -> None:
     target = out.resolve()
     inside = [target, *target.parents]
     folders = {folder.resolve() for *_, folder in parts}
-    # The data dirs named, and any folder holding partition folders a broker keeps (its
-    # meta.properties); a lone partition folder's parent is any folder (a home directory).
+    # The data dirs named, and a named partition folder's parent where it is a log dir: a
+    # broker's (meta.properties) or one a writer kept checkpoints in (Kafka's and kafkalog's
+    # writers write them there); a lone partition folder's parent may be any folder (a home
+    # directory).
     log_dirs = {Path(p).resolve() for p in paths} - folders
-    log_dirs |= {f.parent for f in folders if (f.parent / "meta.properties").is_file()}
+    log_dirs |= {f.parent for f in folders
+                 if any((f.parent / name).is_file() for name in ("meta.properties", "recovery-point-offset-checkpoint"))}
     log_dirs |= {d for d in inside if (d / "meta.properties").is_file()}
     for d in inside:
         if d in folders:

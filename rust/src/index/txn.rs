@@ -342,6 +342,11 @@ impl TransactionIndex {
         Ok(())
     }
 
+    /// Always `Ok`: a closed transaction index stays usable (it reopens its file).
+    pub fn ensure_open(&self) -> Result<()> {
+        Ok(())
+    }
+
     /// Release the file handle. The index stays usable: later reads and appends reopen the file.
     pub fn close(&mut self) -> Result<()> {
         self.file = None;

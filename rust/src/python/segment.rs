@@ -67,14 +67,17 @@ macro_rules! py_index_file {
             $($methods)*
             /// Kafka's `truncateTo`: removes every entry for an offset at or after `offset`.
             fn truncate_to(&mut self, offset: i64) -> PyResult<()> {
+                self.inner.ensure_open()?;
                 Ok(self.inner.truncate_to(offset)?)
             }
             /// Kafka's `sanityCheck`: raises CorruptIndexError when the file is not a valid index.
             fn sanity_check(&self) -> PyResult<()> {
+                self.inner.ensure_open()?;
                 Ok(self.inner.sanity_check()?)
             }
             /// Flushes the file to disk.
             fn flush(&self) -> PyResult<()> {
+                self.inner.ensure_open()?;
                 Ok(self.inner.flush()?)
             }
             /// Closes the file (an offset or time index is trimmed to its entries first).
@@ -131,13 +134,15 @@ macro_rules! py_mmap_index {
                 }
                 /// Kafka's `maxEntries`: how many entries the file has room for.
                 #[getter]
-                fn max_entries(&self) -> usize {
-                    self.inner.max_entries()
+                fn max_entries(&self) -> PyResult<usize> {
+                    self.inner.ensure_open()?;
+                    Ok(self.inner.max_entries())
                 }
                 /// Kafka's `isFull`: whether no entry can be added.
                 #[getter]
-                fn is_full(&self) -> bool {
-                    self.inner.is_full()
+                fn is_full(&self) -> PyResult<bool> {
+                    self.inner.ensure_open()?;
+                    Ok(self.inner.is_full())
                 }
                 fn __len__(&self) -> PyResult<usize> {
                     self.inner.ensure_open()?;
@@ -158,6 +163,7 @@ py_mmap_index! {
     {
         /// Kafka's `append`: adds (offset, position); the offset must be larger than the last one.
         fn append(&mut self, offset: i64, position: i32) -> PyResult<()> {
+            self.inner.ensure_open()?;
             Ok(self.inner.append(offset, position)?)
         }
         /// Kafka's `lastOffset`: the last entry's offset (the base offset when empty).
@@ -185,6 +191,7 @@ py_mmap_index! {
         /// last entry's; raises when the index is full unless `skip_full_check`.
         #[pyo3(signature = (timestamp, offset, skip_full_check = false))]
         fn maybe_append(&mut self, timestamp: i64, offset: i64, skip_full_check: bool) -> PyResult<()> {
+            self.inner.ensure_open()?;
             Ok(self
                 .inner
                 .maybe_append(timestamp, offset, skip_full_check)?)

@@ -367,6 +367,21 @@ pub fn read_piece_done(
     Ok(committed)
 }
 
+/// The refusal of a producer's or consumer's use in a child forked from the process that made
+/// it (`owner_pid`): the parent goes on with the original, writing the same logs and group
+/// files, so the two would overwrite each other's records and commits.
+pub(crate) fn refuse_in_a_fork(owner_pid: u32, what: &str) -> Result<()> {
+    if owner_pid == std::process::id() {
+        return Ok(());
+    }
+    Err(Error::ConcurrentWriter(format!(
+        "{what} was made by process {owner_pid}, and this process ({}) is a child forked from \
+         it: a forked child cannot use its parent's (one writer per log, one member per \
+         consumer); make one in the child",
+        std::process::id()
+    )))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -457,19 +472,4 @@ mod tests {
         assert_eq!(g.committed().unwrap()[&tp].offset, 40);
         assert!(read_piece_done(&g, "r", &tp, (10, 40), (5, 20)).is_err());
     }
-}
-
-/// The refusal of a producer's or consumer's use in a child forked from the process that made
-/// it (`owner_pid`): the parent goes on with the original, writing the same logs and group
-/// files, so the two would overwrite each other's records and commits.
-pub(crate) fn refuse_in_a_fork(owner_pid: u32, what: &str) -> Result<()> {
-    if owner_pid == std::process::id() {
-        return Ok(());
-    }
-    Err(Error::ConcurrentWriter(format!(
-        "{what} was made by process {owner_pid}, and this process ({}) is a child forked from \
-         it: a forked child cannot use its parent's (one writer per log, one member per \
-         consumer); make one in the child",
-        std::process::id()
-    )))
 }

@@ -1725,3 +1725,25 @@ def test_a_closed_index_refuses_reads(tmp_path):
             read()
     # The file was trimmed to its entries at close; a new handle reads them.
     assert kafkalog.OffsetIndex(tmp_path / "00000000000000000000.index", 0).entries_list() == [(10, 4096)]
+
+
+def test_a_writable_segment_is_one_writer_of_its_folder(tmp_path):
+    """A writable Segment opened beside a writable Log appended over the Log's records, and one in
+    a broker's internal partition wrote what the broker may not load (a black-box tester): it
+    holds its folder as a writable Log does."""
+    folder = tmp_path / "t-0"
+    with Log(folder, read_only=False, create=True) as log:
+        log.append([{"value": b"log"}])
+        with pytest.raises(kafkalog.ConcurrentWriterError, match="already opened for writing"):
+            kafkalog.Segment(folder, 0, writable=True)
+        assert kafkalog.Segment(folder, 0).next_offset == 1   # reading is not writing
+    seg = kafkalog.Segment(folder, 0, writable=True)
+    with pytest.raises(kafkalog.ConcurrentWriterError):
+        Log(folder, read_only=False)
+    seg.close()
+    with Log(folder, read_only=False) as log:
+        assert log.log_end_offset == 1
+    Log(tmp_path / "__consumer_offsets-0", read_only=False, create=True).close()
+    (tmp_path / "meta.properties").write_text("version=1\nnode.id=1\n")
+    with pytest.raises(kafkalog.InvalidTopicError, match="internal topic __consumer_offsets"):
+        kafkalog.Segment(tmp_path / "__consumer_offsets-0", 0, writable=True)

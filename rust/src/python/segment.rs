@@ -253,6 +253,10 @@ py_index_file! {
 #[pyclass(module = "kafkalog")]
 pub struct Segment {
     inner: LogSegment,
+    /// A writable segment's hold on its folder, as a writable `Log`'s (one writer per log): a
+    /// writable Segment beside a Log appended over the Log's records, and one in a broker's
+    /// internal partition wrote what the broker may not load (a black-box tester).
+    _writer: Option<crate::datadir::WriterLock>,
 }
 
 #[pymethods]
@@ -271,6 +275,12 @@ impl Segment {
     ) -> PyResult<Self> {
         let config = config_from(config)?;
         let suffix = suffix.to_string();
+        // Taken first: opening a segment writable resizes its index files.
+        let writer = if writable {
+            Some(py.release_gil(|| crate::datadir::lock_partition_dir(&directory))?)
+        } else {
+            None
+        };
         let inner = py.release_gil(|| {
             LogSegment::open(
                 &directory,
@@ -281,7 +291,10 @@ impl Segment {
                 now_ms(),
             )
         })?;
-        Ok(Segment { inner })
+        Ok(Segment {
+            inner,
+            _writer: writer,
+        })
     }
 
     /// Appends batches (bytes from `encode_batch`, offsets already assigned and increasing).
@@ -418,9 +431,11 @@ impl Segment {
         Ok(self.inner.flush()?)
     }
 
-    /// Closes the segment's files.
+    /// Closes the segment's files (and releases a writable one's folder).
     fn close(&mut self) -> PyResult<()> {
-        Ok(self.inner.close()?)
+        self.inner.close()?;
+        self._writer = None;
+        Ok(())
     }
 
     /// The offset of the segment's first record (its file name).

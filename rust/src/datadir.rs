@@ -563,15 +563,17 @@ const FIRST_KAFKA_4_METADATA_VERSION: i64 = 22;
 /// its metadata log; a 3.9 broker registers 21). A kafkalog dir, a 4.x broker's, or one of
 /// several `log.dirs` (whose release the dir does not tell) keeps 4.x's stricter defaults.
 fn kafka_3_broker_dir(data_dir: &Path, max_metadata_version: Option<i64>) -> bool {
-    let zookeeper_mode = crate::files::read_regular(&data_dir.join("meta.properties"), 64 << 10)
-        .ok()
-        .and_then(|bytes| String::from_utf8(bytes).ok())
-        .is_some_and(|text| {
-            text.lines()
-                .filter_map(|line| line.split_once('='))
-                .any(|(k, v)| k.trim() == "version" && v.trim() == "0")
-        });
+    let zookeeper_mode =
+        cluster_metadata::meta_property(data_dir, "version").as_deref() == Some("0");
     zookeeper_mode || max_metadata_version.is_some_and(|v| v < FIRST_KAFKA_4_METADATA_VERSION)
+}
+
+/// Kafka's defaults for a log in `data_dir`, of the release its broker runs.
+fn release_defaults(data_dir: &Path) -> crate::config::LogConfig {
+    crate::config::LogConfig {
+        kafka_3_timestamp_limits: kafka_3_broker_dir(data_dir, None),
+        ..Default::default()
+    }
 }
 
 /// The refusal of a writer of a tiered topic. Its log start offset and leader epochs span the
@@ -649,10 +651,7 @@ pub fn partition_log_config(dir: &Path, given: bool) -> Result<crate::config::Lo
         .map(|(topic, _)| topic);
     match (topic, abs.parent()) {
         (Some(topic), Some(data_dir)) => topic_writer_config(data_dir, &topic, given),
-        (None, Some(data_dir)) => Ok(crate::config::LogConfig {
-            kafka_3_timestamp_limits: kafka_3_broker_dir(data_dir, None),
-            ..Default::default()
-        }),
+        (None, Some(data_dir)) => Ok(release_defaults(data_dir)),
         _ => Ok(crate::config::LogConfig::default()),
     }
 }
@@ -666,10 +665,7 @@ pub fn topic_writer_config(
     given: bool,
 ) -> Result<crate::config::LogConfig> {
     if given && topic_configs_unknown(data_dir, topic) {
-        return Ok(crate::config::LogConfig {
-            kafka_3_timestamp_limits: kafka_3_broker_dir(data_dir, None),
-            ..Default::default()
-        });
+        return Ok(release_defaults(data_dir));
     }
     topic_log_config(data_dir, topic)
 }

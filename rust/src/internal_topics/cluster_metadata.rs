@@ -213,14 +213,16 @@ pub fn all_topic_configs(
 /// The broker's id in the data dir's `meta.properties` (`node.id`, or a ZooKeeper-era
 /// `broker.id`).
 fn node_id(data_dir: &Path) -> Option<String> {
+    meta_property(data_dir, "node.id").or_else(|| meta_property(data_dir, "broker.id"))
+}
+
+/// `key`'s value in the data dir's `meta.properties`, if it has one.
+pub(crate) fn meta_property(data_dir: &Path, key: &str) -> Option<String> {
     let text = std::fs::read_to_string(data_dir.join("meta.properties")).ok()?;
-    let value = |key: &str| {
-        text.lines().find_map(|line| {
-            let (k, v) = line.split_once('=')?;
-            (k.trim() == key).then(|| v.trim().to_owned())
-        })
-    };
-    value("node.id").or_else(|| value("broker.id"))
+    text.lines().find_map(|line| {
+        let (k, v) = line.split_once('=')?;
+        (k.trim() == key).then(|| v.trim().to_owned())
+    })
 }
 
 /// The metadata log of `data_dir` replayed (see [`topic_partitions`]).

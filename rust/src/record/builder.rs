@@ -128,14 +128,22 @@ impl BatchBuilder {
         if self.count == 0 {
             return true;
         }
-        let timestamp_delta = match self.options.delete_horizon_ms {
-            Some(horizon) => timestamp.wrapping_sub(horizon),
-            None => timestamp.wrapping_sub(self.first_timestamp.unwrap_or(timestamp)),
-        };
+        let timestamp_delta = self.timestamp_delta(timestamp);
         let offset_delta = self.last_offset_delta + 1;
         let body = record_body_size(offset_delta, timestamp_delta, key, value, headers);
         let record = size_of_varint(i32::try_from(body).unwrap_or(i32::MAX)) + body;
         self.estimated_size().saturating_add(record) <= write_limit
+    }
+
+    /// A record's timestamp as the batch holds it: from the batch's first record's (the first
+    /// record's own 0). With a delete horizon the base timestamp field holds the horizon and the
+    /// deltas count from it, as Kafka's `MemoryRecordsBuilder` writes a cleaned batch.
+    fn timestamp_delta(&self, timestamp: i64) -> i64 {
+        let base = match self.options.delete_horizon_ms {
+            Some(horizon) => horizon,
+            None => self.first_timestamp.unwrap_or(timestamp),
+        };
+        timestamp.wrapping_sub(base)
     }
 
     /// Appends a record at the next offset.
@@ -178,13 +186,8 @@ impl BatchBuilder {
                  since the epoch, or -1 (Kafka's NO_TIMESTAMP) for none"
             )));
         }
-        // With a delete horizon the base timestamp field holds the horizon and the records'
-        // deltas count from it, as Kafka's `MemoryRecordsBuilder` writes a cleaned batch.
-        let base_timestamp = match self.options.delete_horizon_ms {
-            Some(horizon) => horizon,
-            None => *self.first_timestamp.get_or_insert(timestamp),
-        };
-        let timestamp_delta = timestamp.wrapping_sub(base_timestamp);
+        let timestamp_delta = self.timestamp_delta(timestamp);
+        self.first_timestamp.get_or_insert(timestamp);
         let key_len = key.map_or(-1, |k| k.len() as i32);
         let value_len = value.map_or(-1, |v| v.len() as i32);
         let body_size = record_body_size(offset_delta, timestamp_delta, key, value, headers);
